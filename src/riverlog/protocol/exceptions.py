@@ -68,15 +68,25 @@ class FrameTooLargeError(FrameError):
 class UnknownApiKeyError(ProtocolError):
     """The request header names an API key that no message class implements."""
 
-    def __init__(self, api_key: int) -> None:
+    def __init__(self, api_key: int, correlation_id: int | None = None) -> None:
         super().__init__(f"unknown API key {api_key}")
         self.api_key = api_key
+        self.correlation_id = correlation_id
 
 
 class UnsupportedVersionError(ProtocolError):
     """A known API was asked for at a version outside the implemented range."""
 
-    def __init__(self, name: str, version: int, min_version: int, max_version: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        min_version: int,
+        max_version: int,
+        *,
+        api_key: int | None = None,
+        correlation_id: int | None = None,
+    ) -> None:
         super().__init__(
             f"{name} version {version} is not supported (supported: {min_version}-{max_version})"
         )
@@ -84,6 +94,8 @@ class UnsupportedVersionError(ProtocolError):
         self.version = version
         self.min_version = min_version
         self.max_version = max_version
+        self.api_key = api_key
+        self.correlation_id = correlation_id
 
 
 class CorruptRecordError(ProtocolError):

@@ -1,0 +1,244 @@
+"""Framing: size prefixes, request/response headers, and splitting a byte stream into frames.
+
+Every Kafka message on the wire is `size:int32` followed by `size` bytes: a header, then the
+body. Which header version is used follows from the API key and version:
+
+- requests use header v2 (compact client id kept classic, tagged fields) when the API version
+  is flexible, else v1 (with client id) — except ControlledShutdown v0, which uses header v0;
+- responses use header v1 (tagged fields) when flexible, else v0 — except ApiVersions, whose
+  response always uses header v0 so that a client can read it before versions are agreed.
+
+`FrameReader` is the sans-I/O half of a connection's read side. It fits
+`asyncio.BufferedProtocol`: `get_buffer()` hands out memory to receive into and
+`buffer_updated(n)` returns the frames completed. Small frames are copied out of a shared
+buffer (cheap); a frame larger than the shared buffer's free space gets its own allocation and
+the rest of it is received straight into it, so big produce requests are never copied.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from riverlog.protocol.api import ApiMessage, Buffer
+from riverlog.protocol.exceptions import (
+    FrameError,
+    FrameTooLargeError,
+    TruncatedError,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+)
+from riverlog.protocol.messages import (
+    REQUESTS,
+    RESPONSES,
+    ApiVersionsRequest,
+    RequestHeader,
+    ResponseHeader,
+)
+from riverlog.protocol.primitives import Chunk, chunks_size, coalesce_chunks
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+
+CONTROLLED_SHUTDOWN_API_KEY = 7
+"""ControlledShutdown v0 is the one request sent with request header v0 (no client id)."""
+
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+"""Kafka's default `socket.request.max.bytes` (100 MiB)."""
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    if api_key == CONTROLLED_SHUTDOWN_API_KEY and api_version == 0:
+        return 0
+    cls = REQUESTS.get(api_key)
+    if cls is not None and cls.is_flexible(api_version):
+        return 2
+    return 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == ApiVersionsRequest.API_KEY:
+        return 0
+    cls = RESPONSES.get(api_key)
+    if cls is not None and cls.is_flexible(api_version):
+        return 1
+    return 0
+
+
+@dataclass(slots=True)
+class Request:
+    """A decoded request: its header and its body."""
+
+    header: RequestHeader
+    body: ApiMessage
+
+    @property
+    def api_key(self) -> int:
+        return self.header.request_api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.request_api_version
+
+    @property
+    def correlation_id(self) -> int:
+        return self.header.correlation_id
+
+
+def encode_request(
+    body: ApiMessage, version: int, correlation_id: int, client_id: str | None
+) -> bytes:
+    """A whole request frame, size prefix included."""
+    header = RequestHeader(
+        request_api_key=body.API_KEY,
+        request_api_version=version,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    out: list[Chunk] = [b""]
+    header.write_to(out, request_header_version(body.API_KEY, version))
+    body.write_to(out, version)
+    payload = b"".join(out[1:])  # type: ignore[arg-type]  # requests hold no FileRegion
+    return _SIZE.pack(len(payload)) + payload
+
+
+def peek_request_header(frame: Buffer) -> tuple[int, int, int]:
+    """`(api_key, api_version, correlation_id)` of a request frame, readable at any version."""
+    if len(frame) < _KEY_VERSION_CORRELATION.size:
+        raise TruncatedError("request frame is shorter than its header")
+    api_key, api_version, correlation_id = _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
+    return api_key, api_version, correlation_id
+
+
+def decode_request(frame: Buffer) -> Request:
+    """Decode a request frame (without its size prefix).
+
+    Raises `UnknownApiKeyError` / `UnsupportedVersionError` carrying the correlation id, so the
+    server can still answer (Kafka answers an ApiVersions request of an unknown version with
+    an ApiVersions v0 response holding UNSUPPORTED_VERSION), and `DecodeError`s for bad bytes.
+    """
+    buf = frame if isinstance(frame, memoryview) else memoryview(frame)
+    api_key, api_version, correlation_id = peek_request_header(buf)
+    cls = REQUESTS.get(api_key)
+    if cls is None:
+        raise UnknownApiKeyError(api_key, correlation_id)
+    if not cls.MIN_VERSION <= api_version <= cls.MAX_VERSION:
+        raise UnsupportedVersionError(
+            cls.NAME,
+            api_version,
+            cls.MIN_VERSION,
+            cls.MAX_VERSION,
+            api_key=api_key,
+            correlation_id=correlation_id,
+        )
+    header, pos = RequestHeader.read_from(buf, 0, request_header_version(api_key, api_version))
+    body = cls.decode(buf[pos:], api_version)
+    return Request(header, body)
+
+
+def encode_response(
+    body: ApiMessage, version: int, correlation_id: int
+) -> list[Chunk]:
+    """A whole response frame as chunks (size prefix first); record data stays un-copied."""
+    out: list[Chunk] = []
+    header = ResponseHeader(correlation_id=correlation_id)
+    header.write_to(out, response_header_version(body.API_KEY, version))
+    body.write_to(out, version)
+    chunks = [_SIZE.pack(chunks_size(out)), *out]
+    return coalesce_chunks(chunks)
+
+
+def decode_response(frame: Buffer, api_key: int, version: int) -> tuple[int, ApiMessage]:
+    """Decode a response frame (without size prefix) to `(correlation_id, body)`."""
+    buf = frame if isinstance(frame, memoryview) else memoryview(frame)
+    cls = RESPONSES.get(api_key)
+    if cls is None:
+        raise UnknownApiKeyError(api_key)
+    header, pos = ResponseHeader.read_from(buf, 0, response_header_version(api_key, version))
+    return header.correlation_id, cls.decode(buf[pos:], version)
+
+
+class FrameReader:
+    """Splits a byte stream into frames (size prefixes removed); see the module docstring.
+
+    Owns its buffers; frames it returns belong to the caller. Raises `FrameTooLargeError`
+    for a size above `max_frame_bytes` and `FrameError` for a negative size: the connection
+    cannot be trusted after either.
+    """
+
+    def __init__(
+        self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, buffer_bytes: int = 256 * 1024
+    ) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._shared = bytearray(buffer_bytes)
+        self._start = 0  # first unconsumed byte in _shared
+        self._end = 0  # end of received bytes in _shared
+        self._big: bytearray | None = None  # a large frame being received in place
+        self._big_filled = 0
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Memory to receive the next bytes into (`BufferedProtocol.get_buffer`)."""
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled :]
+        if self._end == len(self._shared):
+            self._compact()
+        return memoryview(self._shared)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> list[bytes | bytearray]:
+        """Account for `nbytes` received into the last buffer; return completed frames."""
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled < len(self._big):
+                return []
+            frame = self._big
+            self._big = None
+            return [frame]
+        self._end += nbytes
+        return self._split()
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | bytearray]:
+        """Convenience for tests and blocking sockets: receive `data`, return frames."""
+        frames: list[bytes | bytearray] = []
+        view = memoryview(data)
+        while view:
+            target = self.get_buffer()
+            n = min(len(target), len(view))
+            target[:n] = view[:n]
+            view = view[n:]
+            frames += self.buffer_updated(n)
+        return frames
+
+    def _split(self) -> list[bytes | bytearray]:
+        frames: list[bytes | bytearray] = []
+        shared = self._shared
+        while self._end - self._start >= 4:
+            (size,) = _SIZE.unpack_from(shared, self._start)
+            if size < 0:
+                raise FrameError(f"negative frame size {size}")
+            if size > self.max_frame_bytes:
+                raise FrameTooLargeError(size, self.max_frame_bytes)
+            body_start = self._start + 4
+            have = self._end - body_start
+            if have >= size:
+                frames.append(bytes(shared[body_start : body_start + size]))
+                self._start = body_start + size
+                continue
+            if size > len(shared) - body_start and size > len(shared) // 2:
+                # Receive the rest of this frame straight into its own buffer.
+                big = bytearray(size)
+                big[:have] = shared[body_start : self._end]
+                self._big, self._big_filled = big, have
+                self._start = self._end = 0
+            break
+        if self._start == self._end:
+            self._start = self._end = 0
+        return frames
+
+    def _compact(self) -> None:
+        pending = self._end - self._start
+        if self._start == 0:
+            # A frame larger than the buffer but not yet known to be: grow.
+            self._shared.extend(bytes(len(self._shared)))
+            return
+        self._shared[:pending] = self._shared[self._start : self._end]
+        self._start, self._end = 0, pending

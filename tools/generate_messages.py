@@ -1,0 +1,701 @@
+#!/usr/bin/env python3
+"""Generate `src/riverlog/protocol/messages.py` from Kafka's JSON message schemas.
+
+Inputs: the schemas that the installed `kafka-python` package ships (Kafka 4.x) and our own
+schemas in `tools/schemas/` (ZooKeeper-era inter-broker messages Kafka 4 no longer carries).
+Output: one module with a slotted class per message (all versions), its structs as nested
+classes (flat, as Kafka's Java generator does), and straight-line encode/decode functions per
+version. Consecutive fixed-width fields are packed with one precompiled `struct.Struct`; a
+version whose code is identical to an earlier one reuses that function.
+
+Versions: Kafka 4 dropped some old versions from `validVersions`, but the fields' own version
+ranges still describe them, so every request and response is generated from v0 (the upstream
+minimum is kept as `SCHEMA_MIN_VERSION`).
+
+    python tools/generate_messages.py           # write the module
+    python tools/generate_messages.py --check   # exit 1 when the committed module is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import keyword
+import re
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import kafka.protocol.schemas.resources as upstream_resources
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUT = ROOT / "src" / "riverlog" / "protocol" / "messages.py"
+OUR_SCHEMAS = ROOT / "tools" / "schemas"
+NEVER = 1 << 15
+
+FIXED = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H",
+         "float64": "d", "bool": "?"}
+FIXED_SIZE = {"b": 1, "h": 2, "i": 4, "q": 8, "H": 2, "d": 8, "?": 1}
+PY_TYPE = {"int8": "int", "int16": "int", "int32": "int", "int64": "int", "uint16": "int",
+           "float64": "float", "bool": "bool", "string": "str", "bytes": "bytes",
+           "uuid": "uuid.UUID", "records": "RecordsValue"}
+
+
+# --- schema model --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Versions:
+    low: int
+    high: int  # inclusive; NEVER-1 for "N+"
+
+    @staticmethod
+    def parse(text: str | None, default: Versions | None = None) -> Versions:
+        if text is None:
+            assert default is not None
+            return default
+        if text == "none":
+            return Versions(NEVER, -1)
+        if text.endswith("+"):
+            return Versions(int(text[:-1]), NEVER - 1)
+        if "-" in text:
+            low, high = text.split("-")
+            return Versions(int(low), int(high))
+        return Versions(int(text), int(text))
+
+    def __contains__(self, version: int) -> bool:
+        return self.low <= version <= self.high
+
+
+NO_VERSIONS = Versions(NEVER, -1)
+
+
+@dataclass
+class Field:
+    name: str
+    attr: str
+    type: str  # "int32", "string", "[]int32", "[]Topic", "Topic", ...
+    versions: Versions
+    nullable: Versions
+    tagged: Versions
+    tag: int | None
+    default: str | None
+    flexible_override: Versions | None
+    struct: Struct | None = None
+
+    @property
+    def is_array(self) -> bool:
+        return self.type.startswith("[]")
+
+    @property
+    def element(self) -> str:
+        return self.type[2:] if self.is_array else self.type
+
+    @property
+    def is_struct(self) -> bool:
+        return self.struct is not None
+
+
+@dataclass
+class Struct:
+    name: str
+    class_path: str  # "FetchRequest.FetchTopic"
+    fields: list[Field] = field(default_factory=list)
+
+
+@dataclass
+class Message:
+    name: str
+    kind: str  # request, response, header, data
+    api_key: int | None
+    min_version: int
+    schema_min_version: int
+    max_version: int
+    flexible: Versions
+    root: Struct
+    structs: list[Struct]  # nested, leaves first
+    unstable_latest: bool
+
+
+def strip_comments(text: str) -> str:
+    """Remove `//` comments that are outside JSON strings."""
+    out = []
+    for line in text.splitlines():
+        in_string = False
+        cut = len(line)
+        i = 0
+        while i < len(line):
+            ch = line[i]
+            if ch == "\\" and in_string:
+                i += 2
+                continue
+            if ch == '"':
+                in_string = not in_string
+            elif not in_string and line.startswith("//", i):
+                cut = i
+                break
+            i += 1
+        out.append(line[:cut])
+    return "\n".join(out)
+
+
+def snake(name: str) -> str:
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+    return s + "_" if keyword.iskeyword(s) else s
+
+
+def parse_message(doc: dict[str, object]) -> Message:
+    name = str(doc["name"])
+    kind = str(doc["type"])
+    valid = Versions.parse(str(doc["validVersions"]))
+    flexible = Versions.parse(str(doc.get("flexibleVersions", "none")))
+    structs: list[Struct] = []
+    by_name: dict[str, Struct] = {}
+    pending: list[Field] = []
+
+    def parse_fields(raw_fields: list[dict[str, object]]) -> list[Field]:
+        fields = []
+        for raw in raw_fields:
+            versions = Versions.parse(str(raw["versions"]))
+            f = Field(
+                name=str(raw["name"]),
+                attr=snake(str(raw["name"])),
+                type=str(raw["type"]),
+                versions=versions,
+                nullable=Versions.parse(raw.get("nullableVersions"), NO_VERSIONS),  # type: ignore[arg-type]
+                tagged=Versions.parse(raw.get("taggedVersions"), NO_VERSIONS),  # type: ignore[arg-type]
+                tag=int(raw["tag"]) if "tag" in raw else None,  # type: ignore[call-overload]
+                default=str(raw["default"]) if "default" in raw else None,
+                flexible_override=(
+                    Versions.parse(str(raw["flexibleVersions"]))
+                    if "flexibleVersions" in raw else None
+                ),
+            )
+            element = f.element
+            if "fields" in raw:
+                child = Struct(element, f"{name}.{element}")
+                child.fields = parse_fields(raw["fields"])  # type: ignore[arg-type]
+                structs.append(child)
+                by_name[element] = child
+                f.struct = child
+            elif element[0].isupper():
+                pending.append(f)  # a commonStruct, resolved below
+            fields.append(f)
+        return fields
+
+    root = Struct(name, name)
+    root.fields = parse_fields(doc["fields"])  # type: ignore[arg-type]
+    for common in doc.get("commonStructs", []):  # type: ignore[attr-defined]
+        child = Struct(common["name"], f"{name}.{common['name']}")
+        child.fields = parse_fields(common["fields"])
+        structs.insert(0, child)
+        by_name[child.name] = child
+    for f in pending:
+        f.struct = by_name[f.element]
+    schema_min = valid.low
+    min_version = 0 if kind in ("request", "response", "header") else valid.low
+    return Message(name, kind, doc.get("apiKey"), min_version, schema_min,  # type: ignore[arg-type]
+                   valid.high, flexible, root, order_leaves_first(structs),
+                   bool(doc.get("latestVersionUnstable", False)))
+
+
+def order_leaves_first(structs: list[Struct]) -> list[Struct]:
+    done: list[Struct] = []
+
+    def visit(s: Struct) -> None:
+        if s in done:
+            return
+        for f in s.fields:
+            if f.struct is not None:
+                visit(f.struct)
+        done.append(s)
+
+    for s in structs:
+        visit(s)
+    return done
+
+
+def load_schemas() -> list[Message]:
+    paths = sorted(Path(upstream_resources.__file__).parent.glob("*.json"))
+    paths += sorted(OUR_SCHEMAS.glob("*.json"))
+    messages = [parse_message(json.loads(strip_comments(p.read_text()))) for p in paths]
+    return sorted(messages, key=lambda m: (m.kind not in ("header",), m.api_key or 0, m.name))
+
+
+# --- code emission -------------------------------------------------------------------------
+
+
+class Emitter:
+    """Emits the module text; owns the table of precompiled struct formats."""
+
+    def __init__(self) -> None:
+        self.formats: dict[str, str] = {}
+
+    def struct_var(self, fmt: str) -> str:
+        name = "_S_" + fmt.replace("?", "o")
+        self.formats[fmt] = name
+        return name
+
+
+def annotation(f: Field, message: Message) -> str:
+    elem = f.element
+    inner = f.struct.class_path if f.struct is not None else PY_TYPE[elem]
+    base = f"list[{inner}]" if f.is_array else inner
+    nullable = f.nullable.low <= f.nullable.high and elem != "records"
+    return f"{base} | None" if nullable else base
+
+
+def default_expr(f: Field) -> str:
+    """Python expression of the field's default value."""
+    d = f.default
+    nullable_any = f.nullable.low <= f.nullable.high
+    if f.is_array:
+        if d == "null" and nullable_any:
+            return "None"
+        return "[]"
+    if f.struct is not None:
+        if nullable_any:
+            return "None"
+        return f"_C_{f.struct.class_path.replace('.', '_')}()"
+    t = f.type
+    if t == "records":
+        return "None"
+    if d == "null":
+        return "None"
+    if t in ("int8", "int16", "int32", "int64", "uint16"):
+        return str(int(d, 0)) if d else "0"
+    if t == "float64":
+        return repr(float(d)) if d else "0.0"
+    if t == "bool":
+        return "True" if d == "true" else "False"
+    if t == "string":
+        return repr(d or "")
+    if t == "bytes":
+        return "b''"
+    if t == "uuid":
+        return "ZERO_UUID"
+    raise ValueError(f"no default for {f.name}: {t}")
+
+
+def is_flexible_field(f: Field, flexible: bool, version: int) -> bool:
+    if f.flexible_override is not None:
+        return version in f.flexible_override
+    return flexible
+
+
+READERS = {
+    # (type, flexible, nullable) -> reader
+    ("string", False, False): "read_string", ("string", False, True): "read_nullable_string",
+    ("string", True, False): "read_compact_string",
+    ("string", True, True): "read_compact_nullable_string",
+    ("bytes", False, False): "read_bytes", ("bytes", False, True): "read_nullable_bytes",
+    ("bytes", True, False): "read_compact_bytes",
+    ("bytes", True, True): "read_compact_nullable_bytes",
+    ("records", False, True): "read_records", ("records", True, True): "read_compact_records",
+    ("records", False, False): "read_records", ("records", True, False): "read_compact_records",
+}
+WRITERS = {k: v.replace("read_", "write_") for k, v in READERS.items()}
+
+
+def fn_name(prefix: str, struct: Struct, version: int) -> str:
+    return f"_{prefix}_{struct.class_path.replace('.', '_')}_v{version}"
+
+
+class StructCode:
+    """Encode/decode function bodies of one struct at one version."""
+
+    def __init__(self, em: Emitter, msg: Message, struct: Struct, version: int,
+                 child_fn: dict[tuple[str, str, int], str]) -> None:
+        self.em = em
+        self.msg = msg
+        self.struct = struct
+        self.version = version
+        self.flexible = version in msg.flexible
+        self.child_fn = child_fn
+        present = [f for f in struct.fields if version in f.versions]
+        self.regular = [f for f in present if not (self.flexible and version in f.tagged)]
+        self.tagged = sorted((f for f in present if self.flexible and version in f.tagged),
+                             key=lambda f: f.tag or 0)
+        self.class_var = "_C_" + struct.class_path.replace(".", "_")
+
+    def child(self, kind: str, f: Field) -> str:
+        assert f.struct is not None
+        return self.child_fn[(kind, f.struct.class_path, self.version)]
+
+    # decode ----------------------------------------------------------------------------
+
+    def decode_body(self) -> list[str]:
+        lines: list[str] = []
+        run: list[Field] = []
+
+        def flush() -> None:
+            if not run:
+                return
+            fmt = "".join(FIXED[f.type] for f in run)
+            var = self.em.struct_var(fmt)
+            names = ", ".join(f"f_{f.attr}" for f in run)
+            lines.append(f"({names},) = {var}.unpack_from(buf, pos)")
+            lines.append(f"pos += {sum(FIXED_SIZE[c] for c in fmt)}")
+            run.clear()
+
+        for f in self.regular:
+            if f.type in FIXED:
+                run.append(f)
+                continue
+            flush()
+            lines += self.decode_field(f, "buf", "pos", f"f_{f.attr}")
+        flush()
+        names = [f.attr for f in self.regular]
+        if self.flexible:
+            for f in self.tagged:
+                lines.append(f"f_{f.attr}: {annotation(f, self.msg)} = {default_expr(f)}")
+            lines.append("unknown: dict[int, bytes] | None = None")
+            lines.append("n_tags, pos = read_unsigned_varint(buf, pos)")
+            lines.append("for _ in range(n_tags):")
+            lines.append("    tag, raw, pos = read_tagged_field(buf, pos)")
+            for i, f in enumerate(self.tagged):
+                lines.append(f"    {'if' if i == 0 else 'elif'} tag == {f.tag}:")
+                lines.append("        _p = 0")
+                body = self.decode_field(f, "raw", "_p", f"f_{f.attr}", declare=False)
+                lines += ["        " + b for b in body]
+            ind = "        " if self.tagged else "    "
+            if self.tagged:
+                lines.append("    else:")
+            lines += [f"{ind}if unknown is None:", f"{ind}    unknown = {{}}",
+                      f"{ind}unknown[tag] = bytes(raw)"]
+            names += [f.attr for f in self.tagged]
+        args = ", ".join(f"{n}=f_{n}" for n in names)
+        if self.flexible:
+            args = ", ".join(filter(None, [args, "unknown_tagged_fields=unknown"]))
+        lines.append(f"return {self.class_var}({args}), pos")
+        return lines
+
+    def decode_field(self, f: Field, buf: str, pos: str, target: str,
+                     declare: bool = True) -> list[str]:
+        v = self.version
+        flex = is_flexible_field(f, self.flexible, v)
+        nullable = v in f.nullable
+        ann = f": {annotation(f, self.msg)}" if declare else ""
+        if f.is_array:
+            lines = [f"{target}{ann}"] if declare else []
+            lines += [f"n, {pos} = read_{'compact_' if flex else ''}array_length({buf}, {pos})",
+                      "if n < 0:",
+                      f"    {target} = None" if nullable else f"    check_null_array({f.name!r})",
+                      "else:"]
+            elem = f.element
+            if elem in FIXED and elem != "bool":
+                code = FIXED[elem]
+                lines.append(f"    {target}, {pos} = read_fixed_array({buf}, {pos}, n, "
+                             f"{code!r}, {FIXED_SIZE[code]})")
+                return lines
+            item = f"e_{f.attr}"
+            lines += [f"    {target} = []", "    for _ in range(n):"]
+            if f.struct is not None:
+                lines.append(f"        {item}, {pos} = {self.child('d', f)}({buf}, {pos})")
+            elif elem == "uuid":
+                lines.append(f"        {item}, {pos} = read_uuid({buf}, {pos})")
+            else:
+                reader = READERS[(elem, flex, False)]
+                lines.append(f"        {item}, {pos} = {reader}({buf}, {pos})")
+            lines.append(f"        {target}.append({item})")
+            return lines
+        if f.struct is not None:
+            call = f"{self.child('d', f)}({buf}, {pos})"
+            if nullable:
+                return [f"{target}{ann} = None",
+                        f"({'marker'},) = _S_b.unpack_from({buf}, {pos})",
+                        f"{pos} += 1",
+                        "if marker >= 0:",
+                        f"    {target}, {pos} = {call}"]
+            return [f"{target}, {pos} = {call}"]
+        if f.type in FIXED:
+            var = self.em.struct_var(FIXED[f.type])
+            return [f"({target},) = {var}.unpack_from({buf}, {pos})",
+                    f"{pos} += {FIXED_SIZE[FIXED[f.type]]}"]
+        if f.type == "uuid":
+            return [f"{target}, {pos} = read_uuid({buf}, {pos})"]
+        reader = READERS[(f.type, flex, nullable)]
+        return [f"{target}, {pos} = {reader}({buf}, {pos})"]
+
+    # encode ----------------------------------------------------------------------------
+
+    def encode_body(self) -> list[str]:
+        lines: list[str] = []
+        run: list[Field] = []
+
+        def flush() -> None:
+            if not run:
+                return
+            fmt = "".join(FIXED[f.type] for f in run)
+            var = self.em.struct_var(fmt)
+            lines.append(f"out.append({var}.pack({', '.join(f'o.{f.attr}' for f in run)}))")
+            run.clear()
+
+        for f in self.regular:
+            if f.type in FIXED:
+                run.append(f)
+                continue
+            flush()
+            lines += self.encode_field(f, "out")
+        flush()
+        if self.flexible:
+            lines.append("tagged: list[tuple[int, bytes]] = []")
+            for f in self.tagged:
+                cond = self.non_default_condition(f)
+                lines.append(f"if {cond}:")
+                lines.append(f"    t_{f.attr}: list[Chunk] = []")
+                lines += ["    " + x for x in self.encode_field(f, f"t_{f.attr}")]
+                lines.append(f"    tagged.append(({f.tag}, join_chunks(t_{f.attr})))")
+            lines.append("if o.unknown_tagged_fields:")
+            lines.append("    tagged.extend(o.unknown_tagged_fields.items())")
+            lines.append("write_tagged_fields(out, tagged)")
+        if not lines:
+            lines.append("pass")
+        return lines
+
+    def non_default_condition(self, f: Field) -> str:
+        d = default_expr(f)
+        if f.is_array:
+            return f"o.{f.attr}" if d == "[]" else f"o.{f.attr} is not None"
+        if d == "None":
+            return f"o.{f.attr} is not None"
+        return f"o.{f.attr} != {d}"
+
+    def encode_field(self, f: Field, out: str) -> list[str]:
+        v = self.version
+        flex = is_flexible_field(f, self.flexible, v)
+        nullable = v in f.nullable
+        if f.is_array:
+            lines = [f"{out}.append(write_{'compact_' if flex else ''}array_length("
+                     f"o.{f.attr}, {nullable}))"]
+            elem = f.element
+            if elem in FIXED and elem != "bool":
+                lines += [f"if o.{f.attr}:",
+                          f"    {out}.append(write_fixed_array(o.{f.attr}, {FIXED[elem]!r}))"]
+                return lines
+            item = f"e_{f.attr}"
+            lines.append(f"for {item} in o.{f.attr} or ():")
+            if f.struct is not None:
+                lines.append(f"    {self.child('e', f)}({item}, {out})")
+            elif elem == "uuid":
+                lines.append(f"    {out}.append(write_uuid({item}))")
+            else:
+                lines.append(f"    {out}.append({WRITERS[(elem, flex, False)]}({item}))")
+            return lines
+        if f.struct is not None:
+            call = self.child("e", f)
+            if nullable:
+                return [f"if o.{f.attr} is None:",
+                        f"    {out}.append(b'\\xff')",
+                        "else:",
+                        f"    {out}.append(b'\\x01')",
+                        f"    {call}(o.{f.attr}, {out})"]
+            return [f"{call}(require(o.{f.attr}), {out})"
+                    if f.nullable.low <= f.nullable.high else f"{call}(o.{f.attr}, {out})"]
+        if f.type in FIXED:
+            var = self.em.struct_var(FIXED[f.type])
+            return [f"{out}.append({var}.pack(o.{f.attr}))"]
+        if f.type == "uuid":
+            return [f"{out}.append(write_uuid(o.{f.attr}))"]
+        if f.type == "records":
+            return [f"write_{'compact_' if flex else ''}records({out}, o.{f.attr})"]
+        return [f"{out}.append({WRITERS[(f.type, flex, nullable)]}(o.{f.attr}))"]
+
+
+def reachable_versions(msg: Message) -> dict[str, set[int]]:
+    """For each struct path, the versions at which the message can contain it."""
+    found: dict[str, set[int]] = {s.class_path: set() for s in msg.structs}
+
+    def walk(s: Struct, v: int) -> None:
+        for f in s.fields:
+            if f.struct is not None and v in f.versions:
+                if v not in found[f.struct.class_path]:
+                    found[f.struct.class_path].add(v)
+                    walk(f.struct, v)
+                else:
+                    walk(f.struct, v)
+
+    for v in range(msg.min_version, msg.max_version + 1):
+        walk(msg.root, v)
+    return found
+
+
+def init_default(f: Field) -> tuple[str, str | None]:
+    """(parameter default, expression building a fresh mutable default or None)."""
+    d = default_expr(f)
+    if d == "[]" or d.endswith("()"):
+        return "DEFAULT", d
+    return d, None
+
+
+def emit_class(msg: Message, s: Struct, base: str, indent: str, nested: list[Struct]) -> list[str]:
+    out = [f"{indent}class {s.name}({base}):"]
+    inner = indent + "    "
+    body = inner + "    "
+    if s is msg.root:
+        doc = (f"{msg.name}" + (f" (API key {msg.api_key})" if msg.api_key is not None else "")
+               + f", versions {msg.min_version}-{msg.max_version}")
+        if msg.flexible.low < NEVER:
+            doc += f", flexible from v{msg.flexible.low}"
+        out.append(f'{inner}"""{doc}."""')
+        out.append("")
+        for child in nested:
+            out += emit_class(msg, child, "Struct", inner, [])
+            out.append("")
+        out.append(f"{inner}NAME = {msg.name!r}")
+        out.append(f"{inner}MIN_VERSION = {msg.min_version}")
+        out.append(f"{inner}MAX_VERSION = {msg.max_version}")
+        if msg.flexible.low < NEVER:
+            out.append(f"{inner}FLEXIBLE_FROM = {msg.flexible.low}")
+        if msg.kind in ("request", "response"):
+            out.append(f"{inner}API_KEY = {msg.api_key}")
+            out.append(f"{inner}IS_REQUEST = {msg.kind == 'request'}")
+            out.append(f"{inner}SCHEMA_MIN_VERSION = {msg.schema_min_version}")
+            out.append(f"{inner}LATEST_VERSION_UNSTABLE = {msg.unstable_latest}")
+    else:
+        out.append(f"{inner}NAME = {s.class_path!r}")
+    flexible = msg.flexible.low < NEVER
+    attrs = [f.attr for f in s.fields] + (["unknown_tagged_fields"] if flexible else [])
+    out.append(f"{inner}__slots__ = ({''.join(repr(a) + ', ' for a in attrs)})")
+    if not attrs:
+        return out
+    params = ["self", "*"] if attrs else ["self"]
+    assigns = []
+    for f in s.fields:
+        default, fresh = init_default(f)
+        params.append(f"{f.attr}: {annotation(f, msg)} = {default}")
+        if fresh is None:
+            assigns.append(f"{body}self.{f.attr} = {f.attr}")
+        else:
+            assigns.append(f"{body}self.{f.attr} = {fresh} if {f.attr} is DEFAULT else {f.attr}")
+    if flexible:
+        params.append("unknown_tagged_fields: dict[int, bytes] | None = None")
+        assigns.append(f"{body}self.unknown_tagged_fields = unknown_tagged_fields")
+    out.append("")
+    out.append(f"{inner}def __init__(")
+    out += [f"{body}{p}," for p in params]
+    out.append(f"{inner}) -> None:")
+    out += assigns
+    return out
+
+
+def emit_message(em: Emitter, msg: Message) -> list[str]:
+    base = "ApiMessage" if msg.kind in ("request", "response") else "Struct"
+    lines = [*emit_class(msg, msg.root, base, "", msg.structs), "", ""]
+    all_structs = [*msg.structs, msg.root]
+    for s in all_structs:
+        lines.append(f"_C_{s.class_path.replace('.', '_')} = {s.class_path}")
+    lines.append("")
+    reach = reachable_versions(msg)
+    reach[msg.root.class_path] = set(range(msg.min_version, msg.max_version + 1))
+    child_fn: dict[tuple[str, str, int], str] = {}
+    for s in all_structs:
+        seen: dict[tuple[str, str], str] = {}
+        for v in sorted(reach[s.class_path]):
+            code = StructCode(em, msg, s, v, child_fn)
+            for kind, body, sig in (
+                ("d", code.decode_body(),
+                 f"(buf: memoryview, pos: int) -> tuple[{s.class_path}, int]"),
+                ("e", code.encode_body(), f"(o: {s.class_path}, out: list[Chunk]) -> None"),
+            ):
+                text = "\n".join("    " + b for b in body)
+                key = (kind, text)
+                if key not in seen:
+                    name = fn_name(kind, s, v)
+                    seen[key] = name
+                    lines += [f"def {name}{sig}:", text, "", ""]
+                child_fn[(kind, s.class_path, v)] = seen[key]
+    root = msg.root.class_path
+    versions = range(msg.min_version, msg.max_version + 1)
+    pad = ["_unsupported"] * msg.min_version
+    enc = pad + [child_fn[("e", root, v)] for v in versions]
+    dec = pad + [child_fn[("d", root, v)] for v in versions]
+    lines.append(f"{root}._ENCODERS = ({', '.join(enc)},)")
+    lines.append(f"{root}._DECODERS = ({', '.join(dec)},)")
+    lines += ["", ""]
+    return lines
+
+
+def generate() -> str:
+    messages = load_schemas()
+    em = Emitter()
+    body: list[str] = []
+    for msg in messages:
+        body += emit_message(em, msg)
+    requests = [m for m in messages if m.kind == "request"]
+    responses = [m for m in messages if m.kind == "response"]
+    body.append("REQUESTS: dict[int, type[ApiMessage]] = {")
+    body += [f"    {m.api_key}: {m.name}," for m in requests]
+    body.append("}")
+    body.append('"""Request body class by API key."""')
+    body.append("")
+    body.append("RESPONSES: dict[int, type[ApiMessage]] = {")
+    body += [f"    {m.api_key}: {m.name}," for m in responses]
+    body.append("}")
+    body.append('"""Response body class by API key."""')
+    version = metadata.version("kafka-python")
+    head = [
+        '"""Kafka protocol messages, every version. GENERATED by tools/generate_messages.py from',
+        f"the JSON message schemas of kafka-python {version} and tools/schemas/ — do not edit.",
+        "",
+        "One class per message with its structs nested; `Message.encode(version)`,",
+        "`Message.decode(data, version)` and `encode_chunks` come from `riverlog.protocol.api`.",
+        '"""',
+        "# ruff: noqa",
+        "",
+        "from __future__ import annotations",
+        "",
+        "import struct",
+        "import uuid",
+                "from typing import Any, NoReturn",
+        "",
+        "from riverlog.protocol.api import DEFAULT, ApiMessage, Struct",
+        "from riverlog.protocol.exceptions import EncodeError",
+        "from riverlog.protocol.primitives import (",
+        "    ZERO_UUID, Chunk, RecordsValue, check_null_array, join_chunks, read_array_length,",
+        "    read_bytes, read_compact_array_length, read_compact_bytes,",
+        "    read_compact_nullable_bytes, read_compact_nullable_string, read_compact_records,",
+        "    read_compact_string, read_fixed_array, read_nullable_bytes, read_nullable_string,",
+        "    read_records, read_string, read_tagged_field, read_unsigned_varint, read_uuid,",
+        "    require, write_array_length, write_bytes, write_compact_array_length,",
+        "    write_compact_bytes, write_compact_nullable_bytes, write_compact_nullable_string,",
+        "    write_compact_records, write_compact_string, write_fixed_array, write_nullable_bytes,",
+        "    write_nullable_string, write_records, write_string, write_tagged_fields, write_uuid,",
+        ")",
+        "",
+    ]
+    em.struct_var("b")
+    for fmt, var in sorted(em.formats.items(), key=lambda kv: kv[1]):
+        head.append(f"{var} = struct.Struct('>{fmt}')")
+    head += [
+        "",
+        "",
+        "def _unsupported(*args: Any) -> NoReturn:",
+        '    raise EncodeError("version below the minimum")',
+        "",
+        "",
+    ]
+    return "\n".join(head + body).rstrip() + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if the module is stale")
+    args = parser.parse_args()
+    text = generate()
+    if args.check:
+        if not OUTPUT.exists() or OUTPUT.read_text() != text:
+            print(f"{OUTPUT.relative_to(ROOT)} is stale: run tools/generate_messages.py",
+                  file=sys.stderr)
+            return 1
+        print(f"{OUTPUT.relative_to(ROOT)} is current")
+        return 0
+    OUTPUT.write_text(text)
+    print(f"wrote {OUTPUT.relative_to(ROOT)} ({text.count(chr(10))} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
