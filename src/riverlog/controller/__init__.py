@@ -1,0 +1,1 @@
+"""Cluster control: controller election and its decisions, as pure functions where possible."""

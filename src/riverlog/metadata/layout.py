@@ -1,0 +1,167 @@
+"""The znode layout of the design docs, and the JSON each node holds.
+
+    /brokers/ids/N                             broker registration (ephemeral)
+    /brokers/topics/T                          replica assignment + topic id
+    /brokers/topics/T/partitions/P/state       leader, leader_epoch, isr, controller_epoch
+    /config/topics/T                           per-topic config overrides
+    /controller, /controller_epoch             (with the cluster)
+    /admin/delete_topics/T                     pending deletions (with the cluster)
+
+JSON formats follow Kafka's (field names, `"version"` numbers, topic ids as Kafka's 22-char
+URL-safe base64), so tools that read a Kafka ZooKeeper tree read ours.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+TOPIC_CONFIGS = "/config/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+DELETE_TOPICS = "/admin/delete_topics"
+CLUSTER_ID = "/cluster/id"
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def encode_uuid(value: uuid.UUID) -> str:
+    """Kafka's string form of a Uuid: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def decode_uuid(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def _dump(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+
+    def url(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None = None
+    timestamp_ms: int = 0
+
+    def to_json(self) -> bytes:
+        first = self.endpoints[0]
+        return _dump(
+            {
+                "version": 5,
+                "host": first.host,
+                "port": first.port,
+                "endpoints": [e.url() for e in self.endpoints],
+                "listener_security_protocol_map": {e.listener: e.listener for e in self.endpoints},
+                "rack": self.rack,
+                "jmx_port": -1,
+                "timestamp": str(self.timestamp_ms),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, broker_id: int, data: bytes) -> BrokerRegistration:
+        raw = json.loads(data)
+        endpoints = []
+        for url in raw.get("endpoints", []):
+            listener, _, rest = url.partition("://")
+            host, _, port = rest.rpartition(":")
+            endpoints.append(Endpoint(listener, host, int(port)))
+        return cls(broker_id, tuple(endpoints), raw.get("rack"), int(raw.get("timestamp", 0)))
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    """Replica assignment of a topic: partition → replica broker ids (preferred leader first)."""
+
+    topic_id: uuid.UUID
+    partitions: dict[int, list[int]]
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        return _dump(
+            {
+                "version": 3,
+                "topic_id": encode_uuid(self.topic_id),
+                "partitions": {str(p): r for p, r in sorted(self.partitions.items())},
+                "adding_replicas": {str(p): r for p, r in sorted(self.adding_replicas.items())},
+                "removing_replicas": {
+                    str(p): r for p, r in sorted(self.removing_replicas.items())
+                },
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes) -> TopicAssignment:
+        raw = json.loads(data)
+        return cls(
+            decode_uuid(raw["topic_id"]),
+            {int(p): list(r) for p, r in raw["partitions"].items()},
+            {int(p): list(r) for p, r in raw.get("adding_replicas", {}).items()},
+            {int(p): list(r) for p, r in raw.get("removing_replicas", {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """Leader and ISR of one partition, as the controller writes it."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+
+    def to_json(self) -> bytes:
+        return _dump(
+            {
+                "version": 1,
+                "leader": self.leader,
+                "leader_epoch": self.leader_epoch,
+                "isr": self.isr,
+                "controller_epoch": self.controller_epoch,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes) -> PartitionState:
+        raw = json.loads(data)
+        return cls(raw["leader"], raw["leader_epoch"], list(raw["isr"]), raw["controller_epoch"])
+
+
+def topic_config_json(config: dict[str, str]) -> bytes:
+    return _dump({"version": 1, "config": config})
+
+
+def topic_config_from_json(data: bytes) -> dict[str, str]:
+    return {str(k): str(v) for k, v in json.loads(data).get("config", {}).items()}

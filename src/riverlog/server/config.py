@@ -1,0 +1,240 @@
+"""Broker configuration with Kafka's names: `server.properties` files and `--override k=v`.
+
+`BrokerConfig.from_properties(mapping)` validates every key it knows (type, range) and keeps
+unknown keys aside (`unknown`) so that a typo is reported, not silently ignored. Log defaults
+for topics come from the `log.*` keys, mapped to topic-level names by `topic_defaults()` the
+way Kafka maps `log.retention.hours` → `retention.ms`.
+
+Defaults are Kafka's, except where riverlog's single-node default differs and says so
+(`offsets.topic.replication.factor` is 1: a one-broker cluster cannot hold three replicas).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value that is missing, malformed or out of range."""
+
+
+def _int(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise ConfigError(f"expected an integer, got {text!r}") from None
+        if low is not None and value < low:
+            raise ConfigError(f"{value} is below the minimum {low}")
+        if high is not None and value > high:
+            raise ConfigError(f"{value} is above the maximum {high}")
+        return value
+
+    return parse
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ConfigError(f"expected true or false, got {text!r}")
+
+
+def _str(text: str) -> str:
+    return text.strip()
+
+
+def _list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+# name: (parser, default as Kafka writes it)
+BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "broker.id": (_int(-1), "0"),
+    "listeners": (_list, "PLAINTEXT://127.0.0.1:9092"),
+    "advertised.listeners": (_list, ""),
+    "log.dirs": (_list, "/tmp/riverlog-logs"),
+    "log.dir": (_list, ""),
+    "num.partitions": (_int(1), "1"),
+    "default.replication.factor": (_int(1), "1"),
+    "auto.create.topics.enable": (_bool, "true"),
+    "delete.topic.enable": (_bool, "true"),
+    "socket.request.max.bytes": (_int(1), str(100 * 1024 * 1024)),
+    "connections.max.idle.ms": (_int(1), "600000"),
+    "message.max.bytes": (_int(0), "1048588"),
+    "log.segment.bytes": (_int(14), str(1024**3)),
+    "log.roll.ms": (_int(1), ""),
+    "log.roll.hours": (_int(1), "168"),
+    "log.retention.ms": (_int(-1), ""),
+    "log.retention.minutes": (_int(-1), ""),
+    "log.retention.hours": (_int(-1), "168"),
+    "log.retention.bytes": (_int(-1), "-1"),
+    "log.retention.check.interval.ms": (_int(1), "300000"),
+    "log.cleanup.policy": (_list, "delete"),
+    "log.cleaner.enable": (_bool, "true"),
+    "log.cleaner.delete.retention.ms": (_int(0), "86400000"),
+    "log.cleaner.min.cleanable.ratio": (float, "0.5"),
+    "log.index.interval.bytes": (_int(0), "4096"),
+    "log.index.size.max.bytes": (_int(4), str(10 * 1024 * 1024)),
+    "log.flush.interval.messages": (_int(1), str(INT64_MAX)),
+    "log.flush.interval.ms": (_int(0), ""),
+    "log.flush.scheduler.interval.ms": (_int(0), str(INT64_MAX)),
+    "log.flush.offset.checkpoint.interval.ms": (_int(0), "60000"),
+    "log.message.timestamp.type": (_str, "CreateTime"),
+    "min.insync.replicas": (_int(1), "1"),
+    "unclean.leader.election.enable": (_bool, "false"),
+    "compression.type": (_str, "producer"),
+    "offsets.topic.num.partitions": (_int(1), "50"),
+    "offsets.topic.replication.factor": (_int(1), "1"),
+    "offsets.retention.minutes": (_int(1), "10080"),
+    "group.min.session.timeout.ms": (_int(0), "6000"),
+    "group.max.session.timeout.ms": (_int(0), "1800000"),
+    "group.initial.rebalance.delay.ms": (_int(0), "3000"),
+    "zookeeper.connect": (_str, ""),
+    "zookeeper.session.timeout.ms": (_int(1), "18000"),
+    "broker.rack": (_str, ""),
+    "replica.lag.time.max.ms": (_int(1), "30000"),
+    "num.network.threads": (_int(1), "3"),
+    "num.io.threads": (_int(1), "8"),
+}
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listener(text: str) -> Listener:
+    """`PLAINTEXT://host:port` (an empty host means all interfaces) or plain `host:port`."""
+    name, sep, rest = text.partition("://")
+    if not sep:
+        name, rest = "PLAINTEXT", text
+    host, colon, port = rest.rpartition(":")
+    if not colon:
+        raise ConfigError(f"listener {text!r} has no port")
+    try:
+        port_number = int(port)
+    except ValueError:
+        raise ConfigError(f"listener {text!r} has a bad port") from None
+    return Listener(name.upper(), host.strip("[]"), port_number)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java `.properties` lines: `key=value` or `key: value`, `#`/`!` comments."""
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                key, _, value = line.partition(sep)
+                values[key.strip()] = value.strip()
+                break
+        else:
+            raise ConfigError(f"line {number}: expected key=value, got {raw!r}")
+    return values
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    result = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override expects key=value, got {item!r}")
+        result[key.strip()] = value.strip()
+    return result
+
+
+@dataclass
+class BrokerConfig:
+    """Validated broker settings; `values` holds every known key, parsed."""
+
+    values: dict[str, Any]
+    unknown: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        values: dict[str, Any] = {}
+        unknown: dict[str, str] = {}
+        for key, (parser, default) in BROKER_KEYS.items():
+            text = props.get(key, default)
+            if text == "" and key not in props:
+                values[key] = None
+                continue
+            try:
+                values[key] = parser(text)
+            except (ConfigError, ValueError) as e:
+                raise ConfigError(f"{key}: {e}") from None
+        for key, text in props.items():
+            if key not in BROKER_KEYS:
+                unknown[key] = text
+        return cls(values, unknown)
+
+    @classmethod
+    def load(cls, path: Path | None, overrides: list[str]) -> BrokerConfig:
+        props = parse_properties(path.read_text()) if path is not None else {}
+        props.update(parse_overrides(overrides))
+        return cls.from_properties(props)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def broker_id(self) -> int:
+        return int(self.values["broker.id"])
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return [parse_listener(item) for item in self.values["listeners"]]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        advertised = self.values["advertised.listeners"]
+        return [parse_listener(item) for item in advertised] if advertised else self.listeners
+
+    @property
+    def data_dir(self) -> Path:
+        dirs = self.values["log.dir"] or self.values["log.dirs"]
+        return Path(dirs[0])
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Topic-level config defaults derived from the broker's `log.*` keys."""
+        v = self.values
+        retention_ms = v["log.retention.ms"]
+        if retention_ms is None and v["log.retention.minutes"] is not None:
+            retention_ms = v["log.retention.minutes"] * 60_000
+        if retention_ms is None:
+            retention_ms = v["log.retention.hours"] * 3_600_000
+        roll_ms = v["log.roll.ms"]
+        if roll_ms is None:
+            roll_ms = v["log.roll.hours"] * 3_600_000
+        defaults = {
+            "segment.bytes": v["log.segment.bytes"],
+            "segment.ms": roll_ms,
+            "retention.ms": retention_ms,
+            "retention.bytes": v["log.retention.bytes"],
+            "cleanup.policy": ",".join(v["log.cleanup.policy"]),
+            "delete.retention.ms": v["log.cleaner.delete.retention.ms"],
+            "min.cleanable.dirty.ratio": v["log.cleaner.min.cleanable.ratio"],
+            "index.interval.bytes": v["log.index.interval.bytes"],
+            "segment.index.bytes": v["log.index.size.max.bytes"],
+            "flush.messages": v["log.flush.interval.messages"],
+            "max.message.bytes": v["message.max.bytes"],
+            "message.timestamp.type": v["log.message.timestamp.type"],
+            "min.insync.replicas": v["min.insync.replicas"],
+            "unclean.leader.election.enable": v["unclean.leader.election.enable"],
+            "compression.type": v["compression.type"],
+        }
+        if v["log.flush.interval.ms"] is not None:
+            defaults["flush.ms"] = v["log.flush.interval.ms"]
+        return {key: str(value).lower() if isinstance(value, bool) else str(value)
+                for key, value in defaults.items()}
