@@ -1,0 +1,58 @@
+"""Broker configuration: Kafka's property names, overrides, validation, topic defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from riverlog.server.config import BrokerConfig, ConfigError, parse_listener, parse_properties
+
+
+def test_properties_file_and_overrides(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# a comment\nbroker.id=3\nlisteners=PLAINTEXT://127.0.0.1:19092\n"
+        "log.dirs=/tmp/a,/tmp/b\nnum.partitions: 4\nlog.retention.hours=1\nmy.typo=1\n"
+    )
+    config = BrokerConfig.load(props, ["num.partitions=6", "log.segment.bytes=1048576"])
+    assert config.broker_id == 3
+    assert config["num.partitions"] == 6
+    assert config.listeners[0].port == 19092
+    assert config.data_dir == Path("/tmp/a")
+    assert config.unknown == {"my.typo": "1"}
+    defaults = config.topic_defaults()
+    assert defaults["retention.ms"] == "3600000"
+    assert defaults["segment.bytes"] == "1048576"
+    assert defaults["cleanup.policy"] == "delete"
+
+
+def test_retention_precedence() -> None:
+    config = BrokerConfig.from_properties(
+        {"log.retention.minutes": "2", "log.retention.hours": "5"}
+    )
+    assert config.topic_defaults()["retention.ms"] == "120000"
+    config = BrokerConfig.from_properties({"log.retention.ms": "7", "log.retention.minutes": "2"})
+    assert config.topic_defaults()["retention.ms"] == "7"
+
+
+@pytest.mark.parametrize(
+    "props, message",
+    [
+        ({"num.partitions": "zero"}, "num.partitions: expected an integer"),
+        ({"num.partitions": "0"}, "below the minimum 1"),
+        ({"auto.create.topics.enable": "yes"}, "expected true or false"),
+    ],
+)
+def test_bad_values_are_named(props: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.from_properties(props)
+
+
+def test_listener_forms() -> None:
+    assert parse_listener("127.0.0.1:9092").name == "PLAINTEXT"
+    assert parse_listener("PLAINTEXT://:9092").host == ""
+    with pytest.raises(ConfigError):
+        parse_listener("PLAINTEXT://localhost")
+    with pytest.raises(ConfigError):
+        parse_properties("no separator here")
