@@ -148,7 +148,7 @@ def read_entry_size(buf: Buffer, pos: int = 0) -> int:
     """Total size (including the 12-byte prefix) of the log entry at `pos`, any magic."""
     if len(buf) < pos + LOG_OVERHEAD:
         raise TruncatedError("log entry prefix is truncated")
-    _, length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
+    length: int = _OFFSET_AND_LENGTH.unpack_from(buf, pos)[1]
     if length < 0:
         raise CorruptRecordError(f"negative entry length {length}")
     return length + LOG_OVERHEAD

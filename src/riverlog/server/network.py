@@ -1,0 +1,271 @@
+"""The broker's network layer: the only listener, one `Connection` per client socket.
+
+How it works. A `Connection` is an `asyncio.BufferedProtocol`: the event loop receives
+straight into memory from its `FrameReader`, which returns whole request frames. Each frame
+is decoded and handed to the `Dispatcher`; a handler answers at once (the common case) or
+with an awaitable (a long-poll fetch, an acks=all produce). Clients may pipeline: requests
+are *started* in arrival order (so appends from one connection keep their order) and
+responses are *written* in arrival order whatever order they finish in, as Kafka requires.
+A handler answering `None` sends nothing (produce with acks=0).
+
+Response chunks are written with `transport.write`, except `FileRegion`s (record data in
+segment files) which go through `loop.sendfile` — `os.sendfile` under the default loop, no
+copy through Python.
+
+Errors. A frame whose size is negative or above `socket.request.max.bytes`, or a request that
+cannot be decoded, closes that one connection (Kafka does the same); an ApiVersions request
+at an unknown version gets an ApiVersions v0 answer with UNSUPPORTED_VERSION so the client can
+retry lower. Nothing a client sends reaches another connection.
+
+Ownership: `NetworkServer` owns the listening socket and the set of live connections; each
+`Connection` owns its transport, reader and queue of pending responses. Everything runs on
+the event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from riverlog.protocol.exceptions import (
+    FrameError,
+    ProtocolError,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+)
+from riverlog.protocol.framing import FrameReader, decode_request, encode_response
+from riverlog.protocol.messages import ApiVersionsRequest
+from riverlog.protocol.primitives import Chunk, FileRegion
+
+if TYPE_CHECKING:
+    from riverlog.server.dispatch import Dispatcher, Response
+
+log = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT_PER_CONNECTION = 64
+"""Requests read but not yet answered before the connection stops reading (backpressure)."""
+
+
+class Connection(asyncio.BufferedProtocol):
+    """One client connection: frames in, responses out in request order."""
+
+    def __init__(self, server: NetworkServer) -> None:
+        self.server = server
+        self.reader = FrameReader(max_frame_bytes=server.max_request_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.last_active = time.monotonic()
+        self._pending: collections.deque[asyncio.Future[list[Chunk] | None]] = (
+            collections.deque()
+        )
+        self._writer: asyncio.Task[None] | None = None
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._reading_paused = False
+        self.closed = False
+
+    # --- asyncio.BufferedProtocol ---------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
+        try:
+            frames = self.reader.buffer_updated(nbytes)
+        except FrameError as e:
+            log.warning("closing %s: %s", self.peer, e)
+            self.close()
+            return
+        for frame in frames:
+            if self.closed:
+                return
+            self._on_frame(frame)
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._can_write.set()
+        self.server.connections.discard(self)
+        for fut in self._pending:
+            fut.cancel()
+        self._pending.clear()
+        if self._writer is not None:
+            self._writer.cancel()
+
+    # --- requests -------------------------------------------------------------------
+
+    def _on_frame(self, frame: bytes | bytearray) -> None:
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersionError as e:
+            if e.api_key == ApiVersionsRequest.API_KEY and e.correlation_id is not None:
+                answer = self.server.dispatcher.unsupported_api_versions()
+                self._enqueue(e.correlation_id, 0, answer)
+                return
+            log.warning("closing %s: %s", self.peer, e)
+            self.close()
+            return
+        except (UnknownApiKeyError, ProtocolError) as e:
+            log.warning("closing %s: bad request: %s", self.peer, e)
+            self.close()
+            return
+        try:
+            result = self.server.dispatcher.dispatch(request, self)
+        except Exception as e:
+            log.warning("closing %s: %s", self.peer, e)
+            self.close()
+            return
+        self._enqueue(request.correlation_id, request.api_version, result)
+
+    def _enqueue(
+        self, correlation_id: int, version: int, result: Response | Awaitable[Response]
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        if isinstance(result, Awaitable):
+            fut: asyncio.Future[list[Chunk] | None] = asyncio.ensure_future(
+                _encode_when_done(result, version, correlation_id)
+            )
+        else:
+            chunks = None if result is None else encode_response(result, version, correlation_id)
+            if (
+                not self._pending
+                and self._writer is None
+                and self._can_write.is_set()
+                and self.transport is not None
+                and (chunks is None or not any(isinstance(c, FileRegion) for c in chunks))
+            ):
+                if chunks is not None:
+                    self.transport.writelines(chunks)  # type: ignore[arg-type]
+                return  # the fast path: nothing queued, nothing to sendfile
+            fut = loop.create_future()
+            fut.set_result(chunks)
+        self._pending.append(fut)
+        if len(self._pending) >= MAX_IN_FLIGHT_PER_CONNECTION and self.transport is not None:
+            self.transport.pause_reading()
+            self._reading_paused = True
+        if self._writer is None:
+            self._writer = loop.create_task(self._write_in_order())
+
+    async def _write_in_order(self) -> None:
+        try:
+            while self._pending and not self.closed:
+                chunks = await self._pending[0]
+                self._pending.popleft()
+                if self._reading_paused and len(self._pending) < MAX_IN_FLIGHT_PER_CONNECTION:
+                    assert self.transport is not None
+                    self.transport.resume_reading()
+                    self._reading_paused = False
+                if chunks is not None:
+                    await self._send(chunks)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("closing %s: failed to answer a request", self.peer)
+            self.close()
+        finally:
+            self._writer = None
+
+    async def _send(self, chunks: list[Chunk]) -> None:
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        await self._can_write.wait()
+        loop = asyncio.get_running_loop()
+        for chunk in chunks:
+            if isinstance(chunk, FileRegion):
+                with os.fdopen(chunk.fileno, "rb", buffering=0, closefd=False) as f:
+                    await loop.sendfile(transport, f, chunk.offset, chunk.length)
+            else:
+                transport.write(chunk)
+        self.last_active = time.monotonic()
+
+    def close(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.abort()
+
+
+async def _encode_when_done(
+    result: Awaitable[Response], version: int, correlation_id: int
+) -> list[Chunk] | None:
+    response = await result
+    return None if response is None else encode_response(response, version, correlation_id)
+
+
+class NetworkServer:
+    """The listening socket and its connections."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        host: str,
+        port: int,
+        *,
+        max_request_bytes: int,
+        max_idle_ms: int,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.host = host
+        self.port = port
+        self.max_request_bytes = max_request_bytes
+        self.max_idle_s = max_idle_ms / 1000.0
+        self.connections: set[Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._reaper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self), self.host, self.port, reuse_address=True, backlog=1024
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._reaper = loop.create_task(self._reap_idle())
+
+    async def stop_accepting(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def drain(self, timeout_s: float) -> None:
+        """Wait (bounded) for responses in flight, then close every connection."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(c._pending for c in self.connections):
+            await asyncio.sleep(0.01)
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for conn in list(self.connections):
+            conn.close()
+
+    async def _reap_idle(self) -> None:
+        interval = max(0.05, min(self.max_idle_s / 4, 30.0))
+        while True:
+            await asyncio.sleep(interval)
+            cutoff = time.monotonic() - self.max_idle_s
+            for conn in list(self.connections):
+                if conn.last_active < cutoff and not conn._pending:
+                    log.info("closing idle connection %s", conn.peer)
+                    conn.close()
