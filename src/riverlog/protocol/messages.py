@@ -925,6 +925,12 @@ _C_ProduceResponse_TopicProduceResponse = ProduceResponse.TopicProduceResponse
 _C_ProduceResponse_NodeEndpoint = ProduceResponse.NodeEndpoint
 _C_ProduceResponse = ProduceResponse
 
+def _is_default_ProduceResponse_LeaderIdAndEpoch(o: ProduceResponse.LeaderIdAndEpoch) -> bool:
+    return (o.leader_id == -1
+            and o.leader_epoch == -1
+            and not o.unknown_tagged_fields)
+
+
 def _d_ProduceResponse_BatchIndexAndErrorMessage_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse.BatchIndexAndErrorMessage, int]:
     (f_batch_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -1105,7 +1111,7 @@ def _e_ProduceResponse_PartitionProduceResponse_v10(o: ProduceResponse.Partition
         _e_ProduceResponse_BatchIndexAndErrorMessage_v9(e_record_errors, out)
     out.append(write_compact_nullable_string(o.error_message))
     tagged: list[tuple[int, bytes]] = []
-    if o.current_leader != _C_ProduceResponse_LeaderIdAndEpoch():
+    if not _is_default_ProduceResponse_LeaderIdAndEpoch(o.current_leader):
         t_current_leader: list[Chunk] = []
         _e_ProduceResponse_LeaderIdAndEpoch_v10(o.current_leader, t_current_leader)
         tagged.append((0, join_chunks(t_current_leader)))
@@ -1694,6 +1700,12 @@ _C_FetchRequest_FetchPartition = FetchRequest.FetchPartition
 _C_FetchRequest_FetchTopic = FetchRequest.FetchTopic
 _C_FetchRequest_ForgottenTopic = FetchRequest.ForgottenTopic
 _C_FetchRequest = FetchRequest
+
+def _is_default_FetchRequest_ReplicaState(o: FetchRequest.ReplicaState) -> bool:
+    return (o.replica_id == -1
+            and o.replica_epoch == -1
+            and not o.unknown_tagged_fields)
+
 
 def _d_FetchRequest_ReplicaState_v15(buf: memoryview, pos: int) -> tuple[FetchRequest.ReplicaState, int]:
     (f_replica_id, f_replica_epoch,) = _S_iq.unpack_from(buf, pos)
@@ -2462,7 +2474,7 @@ def _e_FetchRequest_v15(o: FetchRequest, out: list[Chunk]) -> None:
         t_cluster_id: list[Chunk] = []
         t_cluster_id.append(write_compact_nullable_string(o.cluster_id))
         tagged.append((0, join_chunks(t_cluster_id)))
-    if o.replica_state != _C_FetchRequest_ReplicaState():
+    if not _is_default_FetchRequest_ReplicaState(o.replica_state):
         t_replica_state: list[Chunk] = []
         _e_FetchRequest_ReplicaState_v15(o.replica_state, t_replica_state)
         tagged.append((1, join_chunks(t_replica_state)))
@@ -2526,7 +2538,7 @@ def _e_FetchRequest_v17(o: FetchRequest, out: list[Chunk]) -> None:
         t_cluster_id: list[Chunk] = []
         t_cluster_id.append(write_compact_nullable_string(o.cluster_id))
         tagged.append((0, join_chunks(t_cluster_id)))
-    if o.replica_state != _C_FetchRequest_ReplicaState():
+    if not _is_default_FetchRequest_ReplicaState(o.replica_state):
         t_replica_state: list[Chunk] = []
         _e_FetchRequest_ReplicaState_v15(o.replica_state, t_replica_state)
         tagged.append((1, join_chunks(t_replica_state)))
@@ -2590,7 +2602,7 @@ def _e_FetchRequest_v18(o: FetchRequest, out: list[Chunk]) -> None:
         t_cluster_id: list[Chunk] = []
         t_cluster_id.append(write_compact_nullable_string(o.cluster_id))
         tagged.append((0, join_chunks(t_cluster_id)))
-    if o.replica_state != _C_FetchRequest_ReplicaState():
+    if not _is_default_FetchRequest_ReplicaState(o.replica_state):
         t_replica_state: list[Chunk] = []
         _e_FetchRequest_ReplicaState_v15(o.replica_state, t_replica_state)
         tagged.append((1, join_chunks(t_replica_state)))
@@ -2771,6 +2783,24 @@ _C_FetchResponse_PartitionData = FetchResponse.PartitionData
 _C_FetchResponse_FetchableTopicResponse = FetchResponse.FetchableTopicResponse
 _C_FetchResponse_NodeEndpoint = FetchResponse.NodeEndpoint
 _C_FetchResponse = FetchResponse
+
+def _is_default_FetchResponse_EpochEndOffset(o: FetchResponse.EpochEndOffset) -> bool:
+    return (o.epoch == -1
+            and o.end_offset == -1
+            and not o.unknown_tagged_fields)
+
+
+def _is_default_FetchResponse_LeaderIdAndEpoch(o: FetchResponse.LeaderIdAndEpoch) -> bool:
+    return (o.leader_id == -1
+            and o.leader_epoch == -1
+            and not o.unknown_tagged_fields)
+
+
+def _is_default_FetchResponse_SnapshotId(o: FetchResponse.SnapshotId) -> bool:
+    return (o.end_offset == -1
+            and o.epoch == -1
+            and not o.unknown_tagged_fields)
+
 
 def _d_FetchResponse_EpochEndOffset_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.EpochEndOffset, int]:
     (f_epoch, f_end_offset,) = _S_iq.unpack_from(buf, pos)
@@ -2999,15 +3029,15 @@ def _e_FetchResponse_PartitionData_v12(o: FetchResponse.PartitionData, out: list
     out.append(_S_i.pack(o.preferred_read_replica))
     write_compact_records(out, o.records)
     tagged: list[tuple[int, bytes]] = []
-    if o.diverging_epoch != _C_FetchResponse_EpochEndOffset():
+    if not _is_default_FetchResponse_EpochEndOffset(o.diverging_epoch):
         t_diverging_epoch: list[Chunk] = []
         _e_FetchResponse_EpochEndOffset_v12(o.diverging_epoch, t_diverging_epoch)
         tagged.append((0, join_chunks(t_diverging_epoch)))
-    if o.current_leader != _C_FetchResponse_LeaderIdAndEpoch():
+    if not _is_default_FetchResponse_LeaderIdAndEpoch(o.current_leader):
         t_current_leader: list[Chunk] = []
         _e_FetchResponse_LeaderIdAndEpoch_v12(o.current_leader, t_current_leader)
         tagged.append((1, join_chunks(t_current_leader)))
-    if o.snapshot_id != _C_FetchResponse_SnapshotId():
+    if not _is_default_FetchResponse_SnapshotId(o.snapshot_id):
         t_snapshot_id: list[Chunk] = []
         _e_FetchResponse_SnapshotId_v12(o.snapshot_id, t_snapshot_id)
         tagged.append((2, join_chunks(t_snapshot_id)))

@@ -95,6 +95,10 @@ def _classic_length(buf: memoryview, pos: int, wide: bool) -> tuple[int, int]:
 
 
 def _compact_length(buf: memoryview, pos: int) -> tuple[int, int]:
+    if pos < len(buf):
+        first = buf[pos]
+        if first < 0x80:  # one-byte varint, inlined: this runs for every string and array
+            return first - 1, pos + 1
     n, pos = read_unsigned_varint(buf, pos)
     return n - 1, pos
 

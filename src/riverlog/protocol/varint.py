@@ -36,6 +36,10 @@ def _read_unsigned(buf: Buffer, pos: int, max_bytes: int) -> tuple[int, int]:
 
 def read_unsigned_varint(buf: Buffer, pos: int) -> tuple[int, int]:
     """Read an unsigned 32-bit varint."""
+    if pos < len(buf):
+        first = buf[pos]
+        if first < 0x80:  # the common case: lengths and tag counts below 128
+            return first, pos + 1
     value, pos = _read_unsigned(buf, pos, _MAX_VARINT_BYTES)
     if value > 0xFFFFFFFF:
         raise InvalidVarintError(f"unsigned varint {value} does not fit 32 bits")
