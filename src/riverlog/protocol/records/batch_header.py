@@ -154,11 +154,12 @@ def read_entry_size(buf: Buffer, pos: int = 0) -> int:
     return length + LOG_OVERHEAD
 
 
-def read_batch_header(buf: Buffer, pos: int = 0) -> BatchHeader:
-    """Parse the v2 batch header at `pos` and check that the whole batch is in `buf`.
+def read_batch_header(buf: Buffer, pos: int = 0, *, whole: bool = True) -> BatchHeader:
+    """Parse the v2 batch header at `pos` and (with `whole`) check the whole batch is in `buf`.
 
-    Raises `TruncatedError` when the buffer ends inside the batch, `CorruptRecordError` when
-    the magic is not 2 or the declared length cannot hold a header.
+    Raises `TruncatedError` when the buffer ends inside the batch (inside the header, when not
+    `whole`), `CorruptRecordError` when the magic is not 2 or the declared length cannot hold
+    a header. Storage reads headers alone (`whole=False`) to walk a segment file.
     """
     available = len(buf) - pos
     if available < BATCH_HEADER_SIZE:
@@ -170,7 +171,7 @@ def read_batch_header(buf: Buffer, pos: int = 0) -> BatchHeader:
         raise CorruptRecordError(f"expected magic 2, found {header.magic}")
     if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
         raise CorruptRecordError(f"batch length {header.batch_length} is below the header size")
-    if header.size > available:
+    if whole and header.size > available:
         raise TruncatedError(f"batch of {header.size} bytes, {available} available")
     if header.last_offset_delta < 0 or header.records_count < 0:
         raise CorruptRecordError("negative lastOffsetDelta or recordsCount")

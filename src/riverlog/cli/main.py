@@ -1,0 +1,61 @@
+"""The `riverlog` command: one entry point, a subcommand per tool.
+
+Kafka's own tool names (kafka-topics, kafka-console-producer, ...) arrive with the broker as
+subcommands and as their own console scripts; what exists today is listed by `riverlog --help`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from riverlog import __version__
+
+
+def _decode_request(args: argparse.Namespace) -> int:
+    from riverlog.protocol.exceptions import ProtocolError
+    from riverlog.protocol.framing import decode_request
+
+    data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    if args.size_prefixed:
+        data = data[4:]
+    try:
+        request = decode_request(data)
+    except ProtocolError as e:
+        print(f"riverlog: cannot decode: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    print(f"{request.header!r}\n{request.body!r}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from riverlog.demo import main as demo_main
+
+    return demo_main()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="riverlog", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"riverlog {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    decode = sub.add_parser("decode-request", help="decode one Kafka request frame from a file")
+    decode.add_argument("file", help="file holding the frame ('-' for standard input)")
+    decode.add_argument(
+        "--size-prefixed", action="store_true", help="the frame starts with its 4-byte size"
+    )
+    decode.set_defaults(run=_decode_request)
+    demo = sub.add_parser("demo", help="run the demo that `./dev run` runs")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.run(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One broker's partition logs on disk: plain file I/O, no asyncio, no sockets."""

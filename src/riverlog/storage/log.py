@@ -1,0 +1,470 @@
+"""One partition's log: an ordered list of segments, appends, reads, roll, truncation, recovery.
+
+Directory `<data-dir>/<topic>-<partition>/` holds `<base offset, 20 digits>.log|.index|
+.timeindex` per segment, producer-state snapshots and the `leader-epoch-checkpoint`.
+
+Concurrency: one writer at a time (appends, roll, truncation, retention, the cleaner's swap
+all take `self.lock`); readers take no lock — they read `self.segments`, a tuple replaced (copy
+on write) whenever segments are added or removed, so a reader in progress keeps a consistent
+view, and a removed segment's descriptor stays open for `file.delete.delay.ms`.
+
+Offsets: `log_start_offset` ≤ `high_watermark` ≤ `log_end_offset`. Reads beyond the end or
+below the start raise OFFSET_OUT_OF_RANGE. The recovery point is the offset below which
+everything has been fsynced; after an unclean shutdown, segments from the one holding it are
+verified batch by batch and truncated at the first invalid byte.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+from riverlog.protocol import error_codes
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.primitives import FileRegion
+from riverlog.protocol.records.batch_header import BatchHeader
+from riverlog.protocol.records.v2 import Record, decode_records
+from riverlog.storage.epoch_cache import LeaderEpochCache
+from riverlog.storage.log_config import LogConfig
+from riverlog.storage.producer_state import ProducerStateManager
+from riverlog.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    BatchPosition,
+    LogSegment,
+)
+from riverlog.storage.validation import assign_offsets, validate_batches
+
+log = logging.getLogger(__name__)
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Record data for a fetch: a file region (or None when there is nothing to return)."""
+
+    records: FileRegion | None
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.lock = threading.RLock()
+        self._clock_ms = clock_ms
+        directory.mkdir(parents=True, exist_ok=True)
+        self.epochs = LeaderEpochCache(directory)
+        self.producers = ProducerStateManager(directory)
+        self.segments: tuple[LogSegment, ...] = ()
+        self.pending_deletes: list[tuple[int, LogSegment]] = []
+        self.recovery_point = recovery_point
+        self.log_start_offset = log_start_offset
+        self.unflushed_messages = 0
+        self.last_flush_ms = self._now()
+        self._load(clean_shutdown)
+        self.high_watermark = self.log_end_offset
+
+    # --- state -------------------------------------------------------------------------
+
+    def _now(self) -> int:
+        return self._clock_ms() if self._clock_ms is not None else int(time.time() * 1000)
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def update_high_watermark(self, offset: int) -> None:
+        self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+
+    # --- loading and recovery ----------------------------------------------------------
+
+    def _load(self, clean_shutdown: bool) -> None:
+        for leftover in self.directory.iterdir():
+            if leftover.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
+                leftover.unlink()
+        self._complete_swaps()
+        bases = sorted(
+            int(p.name[:20])
+            for p in self.directory.glob(f"*{LOG_SUFFIX}")
+            if p.name[:20].isdigit() and len(p.name) == 20 + len(LOG_SUFFIX)
+        )
+        interval = self.config.index_interval_bytes
+        segments = [LogSegment(self.directory, base, interval) for base in bases]
+        recover_from = len(segments)
+        if not clean_shutdown:
+            recover_from = max(0, bisect_right(bases, self.recovery_point) - 1)
+        for i, seg in enumerate(segments[:recover_from]):
+            if not seg.load():
+                log.warning("%s: index of segment %d is unusable, rebuilding", self.directory,
+                            seg.base_offset)  # fmt: skip
+                recover_from = min(recover_from, i)
+                break
+        kept: list[LogSegment] = segments[:recover_from]
+        for seg in segments[recover_from:]:
+            truncated = seg.recover(self.config.max_message_bytes)
+            if kept and seg.base_offset < kept[-1].next_offset:
+                truncated = seg.size or 1  # overlaps its predecessor: unusable
+            kept.append(seg)
+            if truncated:
+                log.warning("%s: truncated %d invalid bytes from segment %d", self.directory,
+                            truncated, seg.base_offset)  # fmt: skip
+                for later in segments[segments.index(seg) + 1 :]:
+                    later.close()
+                    later.delete_files()
+                if seg.size == 0 and len(kept) > 1:
+                    kept.pop()
+                    seg.close()
+                    seg.delete_files()
+                break
+        if not kept:
+            start = max(self.log_start_offset, self.recovery_point if clean_shutdown else 0)
+            kept = [LogSegment(self.directory, start, interval)]
+        self.segments = tuple(kept)
+        end = self.log_end_offset
+        self.recovery_point = min(self.recovery_point, end) if not clean_shutdown else end
+        self.log_start_offset = max(self.segments[0].base_offset,
+                                    min(self.log_start_offset, end))  # fmt: skip
+        self.epochs.truncate_from_end(end)
+        self._rebuild_epochs_if_missing()
+        self._load_producer_state()
+
+    def _complete_swaps(self) -> None:
+        """A cleaner crash after writing a `.swap` segment: finish replacing the segments it
+        covers (every segment whose base offset falls in its offset range)."""
+        for swap in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
+            base = int(swap.name[:20])
+            seg = LogSegment(self.directory, base, self.config.index_interval_bytes,
+                             suffix=SWAP_SUFFIX)  # fmt: skip
+            seg.recover(self.config.max_message_bytes)
+            for old in self.directory.glob(f"*{LOG_SUFFIX}"):
+                old_base = int(old.name[:20])
+                if base < old_base < seg.next_offset:
+                    for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+                        (self.directory / (old.name[:20] + suffix)).unlink(missing_ok=True)
+            seg.rename_suffix("")
+            seg.close()
+
+    def _rebuild_epochs_if_missing(self) -> None:
+        if self.epochs.entries or self.log_end_offset == self.segments[0].base_offset:
+            return
+        for seg in self.segments:
+            for found in seg.batches_from(0):
+                self.epochs.assign(found.header.partition_leader_epoch, found.header.base_offset)
+
+    def _load_producer_state(self) -> None:
+        end = self.log_end_offset
+        start = self.producers.load_latest_snapshot(end)
+        if start < 0:
+            start = self.segments[0].base_offset
+        for seg in self.segments:
+            if seg.next_offset <= start:
+                continue
+            for found in seg.batches_from(seg.offset_index.lookup(start)):
+                if found.header.base_offset >= start:
+                    self.producers.update(found.header)
+
+    # --- appends -----------------------------------------------------------------------
+
+    def append(self, data: memoryview | bytes | bytearray, leader_epoch: int,
+               *, now_ms: int | None = None) -> AppendResult:  # fmt: skip
+        """Validate and append a produce request's record set for this partition."""
+        now = self._now() if now_ms is None else now_ms
+        view = memoryview(data)
+        if view.readonly:
+            view = memoryview(bytearray(view))  # offsets are written into the batches
+        batches = validate_batches(view, self.config, now)
+        with self.lock:
+            if len(batches) == 1:
+                duplicate = self.producers.check(batches[0].header)
+                if duplicate is not None:
+                    return AppendResult(duplicate.first_offset, duplicate.last_offset, -1,
+                                        self.log_start_offset, duplicate=True)  # fmt: skip
+            else:
+                for batch in batches:
+                    if self.producers.check(batch.header) is not None:
+                        raise KafkaError(error_codes.DUPLICATE_SEQUENCE_NUMBER)
+            append_time = now if self.config.log_append_time else None
+            first = self.log_end_offset
+            headers = assign_offsets(view, batches, first, leader_epoch, append_time)
+            self._write(view, headers, now)
+            return AppendResult(first, headers[-1].last_offset,
+                                -1 if append_time is None else append_time,
+                                self.log_start_offset)  # fmt: skip
+
+    def append_as_follower(self, data: memoryview | bytes | bytearray) -> int:
+        """Append batches that already carry offsets (replication); returns the new end."""
+        view = memoryview(data)
+        batches = validate_batches(view, self.config, self._now(), from_client=False)
+        with self.lock:
+            if batches[0].header.base_offset < self.log_end_offset:
+                raise KafkaError(error_codes.INVALID_RECORD, "Out of order follower append.")
+            headers = [b.header for b in batches]
+            for earlier, later in pairwise(headers):
+                if later.base_offset <= earlier.last_offset:
+                    raise KafkaError(error_codes.INVALID_RECORD, "Non-increasing offsets.")
+            self._write(view, headers, self._now())
+            return self.log_end_offset
+
+    def _write(self, view: memoryview, headers: list[BatchHeader], now_ms: int) -> None:
+        first, last = headers[0], headers[-1]
+        if self._should_roll(len(view), first, last, now_ms):
+            self.roll(first.base_offset)
+        for header in headers:
+            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+        self.active.append(view, headers)
+        for header in headers:
+            self.producers.update(header)
+        self.unflushed_messages += sum(h.records_count for h in headers)
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def _should_roll(self, size: int, first: BatchHeader, last: BatchHeader, now_ms: int) -> bool:
+        seg = self.active
+        if seg.size == 0:
+            return False
+        if seg.size + size > self.config.segment_bytes:
+            return True
+        if len(seg.offset_index) * 8 >= self.config.segment_index_bytes - 8:
+            return True
+        if last.last_offset - seg.base_offset > 2**31 - 1:
+            return True
+        born = seg.first_batch_timestamp if seg.first_batch_timestamp >= 0 else seg.created_ms
+        return now_ms - born > self.config.segment_ms - self.config.segment_jitter_ms
+
+    def roll(self, next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end (or `next_offset`)."""
+        with self.lock:
+            base = self.log_end_offset if next_offset is None else next_offset
+            old = self.active
+            if old.size == 0 and old.base_offset == base:
+                return old
+            old.flush_indexes()
+            seg = LogSegment(self.directory, base, self.config.index_interval_bytes)
+            self.segments = (*self.segments, seg)
+            self.producers.take_snapshot(base)
+            return seg
+
+    # --- flushing ----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every segment with data above the recovery point; advance it."""
+        with self.lock:
+            end = self.log_end_offset
+            for seg in self.segments:
+                if seg.next_offset > self.recovery_point or seg is self.active:
+                    seg.flush()
+            self.recovery_point = end
+            self.unflushed_messages = 0
+            self.last_flush_ms = self._now()
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """The `flush.ms` policy; called periodically by the log manager."""
+        if self.unflushed_messages and now_ms - self.last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # --- reads -------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> ReadResult:  # fmt: skip
+        """Record data from the batch holding `offset`, up to `max_bytes` (at least one
+        whole batch with `min_one_batch`, as KIP-74), never past `max_offset`."""
+        segments = self.segments
+        end = segments[-1].next_offset
+        if offset < self.log_start_offset or offset > end:
+            raise KafkaError(
+                error_codes.OFFSET_OUT_OF_RANGE,
+                f"Offset {offset} is outside [{self.log_start_offset}, {end}].",
+            )
+        limit = end if max_offset is None else min(max_offset, end)
+        result = None
+        if offset < limit:
+            i = max(0, bisect_right([s.base_offset for s in segments], offset) - 1)
+            for seg in segments[i:]:
+                if seg.base_offset >= limit:
+                    break
+                found = seg.find_offset(offset)
+                if found is None:
+                    continue  # the offset fell in a gap (compaction) at this segment's end
+                stop = seg.size if limit >= seg.next_offset else seg.position_of(limit)
+                available = stop - found.position
+                if available <= 0:
+                    break
+                wanted = max(max_bytes, found.header.size) if min_one_batch else max_bytes
+                length = min(available, wanted)
+                if length > 0:
+                    result = FileRegion(seg.fd, found.position, length)
+                break
+        return ReadResult(result, self.high_watermark, self.log_start_offset, end)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: (offset, timestamp) of the first record at or after `timestamp`;
+        -1 latest, -2 earliest, -3 the record with the largest timestamp."""
+        segments = self.segments
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            best = max(segments, key=lambda s: s.max_timestamp)
+            if best.max_timestamp < 0:
+                return None
+            target = best.max_timestamp
+            records = self._records_at(best, best.find_timestamp(target))
+            for r in records:
+                if r.timestamp == target:
+                    return r.offset, target
+            return None
+        for seg in segments:
+            if seg.max_timestamp < timestamp:
+                continue
+            for r in self._records_at(seg, seg.find_timestamp(timestamp)):
+                if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
+                    return r.offset, r.timestamp
+        return None
+
+    @staticmethod
+    def _records_at(seg: LogSegment, found: BatchPosition | None) -> list[Record]:
+        if found is None:
+            return []
+        raw = seg.read_bytes(found.position, found.header.size)
+        return decode_records(found.header, memoryview(raw)[61:])
+
+    # --- truncation and deletion -------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at or after `offset` (a follower diverged from its leader)."""
+        with self.lock:
+            if offset >= self.log_end_offset:
+                return
+            keep = [s for s in self.segments if s.base_offset < offset] or [self.segments[0]]
+            for seg in self.segments[len(keep):]:
+                self._schedule_delete(seg)
+            keep[-1].truncate_to(offset)
+            if keep[-1].base_offset >= offset:  # everything went: restart empty at offset
+                self._schedule_delete(keep[-1])
+                keep[-1] = LogSegment(self.directory, offset, self.config.index_interval_bytes)
+            self.segments = tuple(keep)
+            self.epochs.truncate_from_end(self.log_end_offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+            self._load_producer_state()
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up (segments go at the next retention)."""
+        with self.lock:
+            if offset > self.high_watermark:
+                raise KafkaError(
+                    error_codes.OFFSET_OUT_OF_RANGE,
+                    f"Cannot delete records above the high watermark {self.high_watermark}.",
+                )
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self.epochs.truncate_from_start(offset)
+            return self.log_start_offset
+
+    def _schedule_delete(self, seg: LogSegment) -> None:
+        seg.rename_suffix(DELETED_SUFFIX)
+        self.pending_deletes.append((self._now() + self.config.file_delete_delay_ms, seg))
+
+    def remove_segments(self, doomed: list[LogSegment]) -> None:
+        """Drop segments from the front of the log (retention): copy on write, delayed close."""
+        with self.lock:
+            ids = {id(s) for s in doomed}
+            remaining = tuple(s for s in self.segments if id(s) not in ids)
+            if not remaining:
+                self.roll()
+                remaining = (self.segments[-1],)
+            self.segments = remaining
+            for seg in doomed:
+                self._schedule_delete(seg)
+            self.log_start_offset = max(self.log_start_offset, remaining[0].base_offset)
+            self.epochs.truncate_from_start(self.log_start_offset)
+            self.producers.delete_snapshots_below(self.log_start_offset)
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """The cleaner's swap: `new` (a `.swap` file set) takes the place of `old`."""
+        with self.lock:
+            first = self.segments.index(old[0])
+            due = self._now() + self.config.file_delete_delay_ms
+            for seg in old:
+                if seg.base_offset != new.base_offset:
+                    self._schedule_delete(seg)  # renamed to .deleted before the swap lands
+                else:
+                    self.pending_deletes.append((due, seg))  # its files are replaced below
+            new.rename_suffix("")
+            self.segments = (*self.segments[:first], new, *self.segments[first + len(old):])
+
+    def delete_expired_files(self, now_ms: int, *, force: bool = False) -> int:
+        """Close and unlink segments whose delete delay has passed."""
+        due = [(t, s) for t, s in self.pending_deletes if force or t <= now_ms]
+        self.pending_deletes = [(t, s) for t, s in self.pending_deletes if not force and t > now_ms]
+        for _, seg in due:
+            seg.close()
+            if seg.log_path.name.endswith(DELETED_SUFFIX):
+                seg.delete_files()
+        return len(due)
+
+    def close(self, *, clean: bool = True) -> None:
+        with self.lock:
+            if clean:
+                self.flush()
+                self.producers.take_snapshot(self.log_end_offset)
+            self.delete_expired_files(0, force=True)
+            for seg in self.segments:
+                seg.close()
+
+    def delete(self) -> None:
+        """Remove the whole partition directory (topic deletion)."""
+        with self.lock:
+            self.delete_expired_files(0, force=True)
+            for seg in self.segments:
+                seg.close()
+            shutil.rmtree(self.directory, ignore_errors=True)

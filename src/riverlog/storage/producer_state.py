@@ -1,0 +1,170 @@
+"""Idempotent-producer state of one partition: per producer id, its epoch and last batches.
+
+Kafka's rules (ProducerStateManager): a batch from a known producer must carry the current
+epoch or a newer one (older → INVALID_PRODUCER_EPOCH); within an epoch its first sequence
+must follow the last one (else OUT_OF_ORDER_SEQUENCE_NUMBER) unless it repeats one of the
+last five batches, which is a duplicate: not appended again, answered with the original
+offsets. A new epoch starts at sequence 0. Unknown producers (new, or whose state expired
+with retention) are accepted at any sequence.
+
+State is rebuilt on start from the latest snapshot (`<offset>.snapshot`, JSON, written when a
+segment rolls and at clean shutdown) plus a replay of the batch headers after it.
+Everything here reads headers only.
+
+Invariants: `check` never mutates; `update` is called only for batches that were appended,
+in offset order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from riverlog.protocol import error_codes
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.records.batch_header import BatchHeader
+from riverlog.storage.checkpoint import write_atomically
+
+SNAPSHOT_SUFFIX = ".snapshot"
+KEPT_BATCHES = 5
+
+
+@dataclass
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass
+class ProducerEntry:
+    epoch: int
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=KEPT_BATCHES))
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+def _next_seq(seq: int) -> int:
+    return 0 if seq == 2**31 - 1 else seq + 1
+
+
+class ProducerStateManager:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.producers: dict[int, ProducerEntry] = {}
+        self.last_snapshot_offset = -1
+
+    def check(self, header: BatchHeader) -> BatchMetadata | None:
+        """The original batch if this one is a duplicate; raises on a sequence problem."""
+        if not header.has_producer_id or header.is_control:
+            return None
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            return None
+        if header.producer_epoch < entry.epoch:
+            raise KafkaError(
+                error_codes.INVALID_PRODUCER_EPOCH,
+                f"Producer {header.producer_id}'s epoch {header.producer_epoch} is older than "
+                f"the current epoch {entry.epoch}.",
+            )
+        if header.base_sequence < 0:
+            return None
+        if header.producer_epoch > entry.epoch:
+            if header.base_sequence != 0:
+                raise KafkaError(
+                    error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"Invalid sequence {header.base_sequence} for new epoch "
+                    f"{header.producer_epoch} of producer {header.producer_id}; expected 0.",
+                )
+            return None
+        for batch in entry.batches:
+            if batch.first_seq == header.base_sequence and batch.last_seq == header.last_sequence:
+                return batch
+        if entry.batches and header.base_sequence != _next_seq(entry.last_seq):
+            raise KafkaError(
+                error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"Out of order sequence {header.base_sequence} of producer "
+                f"{header.producer_id}; expected {_next_seq(entry.last_seq)}.",
+            )
+        return None
+
+    def update(self, header: BatchHeader) -> None:
+        """Record an appended batch (offsets already assigned)."""
+        if not header.has_producer_id:
+            return
+        entry = self.producers.get(header.producer_id)
+        if entry is None or header.producer_epoch > entry.epoch:
+            entry = ProducerEntry(header.producer_epoch)
+            self.producers[header.producer_id] = entry
+        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+        if header.base_sequence >= 0 and not header.is_control:
+            entry.batches.append(BatchMetadata(
+                header.base_sequence, header.last_sequence, header.base_offset,
+                header.last_offset, header.max_timestamp,
+            ))  # fmt: skip
+
+    # --- snapshots ---------------------------------------------------------------------
+
+    def snapshot_path(self, offset: int) -> Path:
+        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def snapshots(self) -> list[int]:
+        names = [p.name[:20] for p in self.directory.glob(f"*{SNAPSHOT_SUFFIX}")]
+        return sorted(int(n) for n in names if n.isdigit())
+
+    def take_snapshot(self, offset: int) -> None:
+        """Persist the state as of `offset` (the log end offset when taken)."""
+        state = {
+            str(pid): {
+                "epoch": e.epoch,
+                "last_timestamp": e.last_timestamp,
+                "batches": [
+                    [b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
+                    for b in e.batches
+                ],
+            }
+            for pid, e in self.producers.items()
+        }
+        write_atomically(self.snapshot_path(offset), json.dumps(state).encode())
+        self.last_snapshot_offset = offset
+
+    def load_latest_snapshot(self, max_offset: int) -> int:
+        """Load the newest readable snapshot at or below `max_offset`; return its offset
+        (or -1: start from the beginning). Newer snapshots are deleted (log truncated)."""
+        self.producers = {}
+        for offset in reversed(self.snapshots()):
+            path = self.snapshot_path(offset)
+            if offset > max_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                state = json.loads(path.read_bytes())
+                producers = {
+                    int(pid): ProducerEntry(
+                        s["epoch"],
+                        deque((BatchMetadata(*b) for b in s["batches"]), maxlen=KEPT_BATCHES),
+                        s["last_timestamp"],
+                    )
+                    for pid, s in state.items()
+                }
+            except (ValueError, KeyError, TypeError):
+                path.unlink(missing_ok=True)  # a damaged snapshot: fall back to an older one
+                continue
+            self.producers = producers
+            self.last_snapshot_offset = offset
+            return offset
+        self.last_snapshot_offset = -1
+        return -1
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        """Keep the newest snapshot at or below `offset` and everything after it."""
+        older = [o for o in self.snapshots() if o <= offset]
+        for o in older[:-1]:
+            self.snapshot_path(o).unlink(missing_ok=True)
