@@ -43,8 +43,9 @@ def _sendfile_all(log: PartitionLog) -> bytes:
                 break
             sent = 0
             while sent < region.length:
-                sent += os.sendfile(left.fileno(), region.fileno, region.offset + sent,
-                                    region.length - sent)  # fmt: skip
+                sent += os.sendfile(
+                    left.fileno(), region.fileno, region.offset + sent, region.length - sent
+                )
                 chunks.append(right.recv(1 << 20))
             batches = list(iter_record_batches(b"".join(chunks)))
             offset = batches[-1].header.next_offset if batches else log.log_end_offset
@@ -66,8 +67,10 @@ def storage_demo(directory: Path) -> None:
             ]
             log.append(encode_batch(records, compression_type=codec), leader_epoch=0)
     end = log.log_end_offset
-    _say(f"appended {end} records in {len(log.segments)} segments "
-         f"({log.size_bytes} bytes; codecs: {', '.join(compression.NAMES.values())})")  # fmt: skip
+    _say(
+        f"appended {end} records in {len(log.segments)} segments "
+        f"({log.size_bytes} bytes; codecs: {', '.join(compression.NAMES.values())})"
+    )
     last = log.active.log_path
     log.close(clean=False)
 
@@ -102,8 +105,11 @@ def kcat_demo() -> None:
     server.listen(1)
     server.settimeout(10)
     port = server.getsockname()[1]
-    proc = subprocess.Popen([kcat, "-b", f"127.0.0.1:{port}", "-L", "-m", "3"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [kcat, "-b", f"127.0.0.1:{port}", "-L", "-m", "3"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         conn, _ = server.accept()
         conn.settimeout(10)
@@ -117,8 +123,10 @@ def kcat_demo() -> None:
         conn.close()
         if frames:
             request = decode_request(frames[0])
-            _say(f"kcat's first request: {type(request.body).__name__} "
-                 f"v{request.api_version}, client_id={request.header.client_id!r}")  # fmt: skip
+            _say(
+                f"kcat's first request: {type(request.body).__name__} "
+                f"v{request.api_version}, client_id={request.header.client_id!r}"
+            )
             _say(f"  {request.body!r}")
     finally:
         proc.kill()

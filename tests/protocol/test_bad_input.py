@@ -199,3 +199,12 @@ def test_frame_limits() -> None:
 def test_decode_errors_are_one_family() -> None:
     for exc in (TruncatedError, NegativeLengthError, InvalidVarintError, InvalidStringError):
         assert issubclass(exc, DecodeError)
+
+
+def test_request_trailing_bytes_are_ignored_like_kafka() -> None:
+    # librdkafka 2.16's Metadata v12 request for all topics, captured: three stray bytes
+    # follow the body. Kafka's parser ignores them, and so does ours (only for requests).
+    frame = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+    request = decode_request(frame)
+    assert isinstance(request.body, messages.MetadataRequest)
+    assert request.body.topics is None and request.header.client_id == "rdkafka"

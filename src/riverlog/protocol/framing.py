@@ -132,7 +132,10 @@ def decode_request(frame: Buffer) -> Request:
             correlation_id=correlation_id,
         )
     header, pos = RequestHeader.read_from(buf, 0, request_header_version(api_key, api_version))
-    body = cls.decode(buf[pos:], api_version)
+    # Bytes after the body are ignored, as Kafka's own parser does: librdkafka 2.x sends three
+    # stray bytes after a flexible Metadata request for all topics (its null array count is
+    # written into a 4-byte placeholder), and Kafka accepts it.
+    body, _ = cls.read_from(buf, pos, api_version)
     return Request(header, body)
 
 

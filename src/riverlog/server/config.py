@@ -188,6 +188,20 @@ class BrokerConfig:
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
+    def as_strings(self) -> dict[str, str]:
+        """Every known key as Kafka would print it (DescribeConfigs of the broker)."""
+        out: dict[str, str] = {}
+        for key, value in self.values.items():
+            if value is None:
+                continue
+            if isinstance(value, bool):
+                out[key] = str(value).lower()
+            elif isinstance(value, list):
+                out[key] = ",".join(str(v) for v in value)
+            else:
+                out[key] = str(value)
+        return out
+
     @property
     def broker_id(self) -> int:
         return int(self.values["broker.id"])

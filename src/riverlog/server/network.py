@@ -74,8 +74,7 @@ class Connection(asyncio.BufferedProtocol):
     # --- asyncio.BufferedProtocol ---------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):

@@ -99,10 +99,12 @@ class OffsetIndex:
             return
         del self.offsets[keep:]
         del self.positions[keep:]
-        self.file.rewrite(b"".join(
-            _OFFSET_ENTRY.pack(o - self.base_offset, p)
-            for o, p in zip(self.offsets, self.positions, strict=True)
-        ))  # fmt: skip
+        self.file.rewrite(
+            b"".join(
+                _OFFSET_ENTRY.pack(o - self.base_offset, p)
+                for o, p in zip(self.offsets, self.positions, strict=True)
+            )
+        )
 
     def load(self, log_size: int) -> bool:
         data = self.file.read()
@@ -111,8 +113,11 @@ class OffsetIndex:
         self.positions = array("q")
         for rel, pos in _OFFSET_ENTRY.iter_unpack(data[:usable]):
             offset = self.base_offset + rel
-            if rel < 0 or pos < 0 or pos >= max(log_size, 1) or (
-                self.offsets and (offset <= self.offsets[-1] or pos <= self.positions[-1])
+            if (
+                rel < 0
+                or pos < 0
+                or pos >= max(log_size, 1)
+                or (self.offsets and (offset <= self.offsets[-1] or pos <= self.positions[-1]))
             ):
                 return False
             self.offsets.append(offset)
@@ -157,10 +162,12 @@ class TimeIndex:
             return
         del self.timestamps[keep:]
         del self.offsets[keep:]
-        self.file.rewrite(b"".join(
-            _TIME_ENTRY.pack(t, o - self.base_offset)
-            for t, o in zip(self.timestamps, self.offsets, strict=True)
-        ))  # fmt: skip
+        self.file.rewrite(
+            b"".join(
+                _TIME_ENTRY.pack(t, o - self.base_offset)
+                for t, o in zip(self.timestamps, self.offsets, strict=True)
+            )
+        )
 
     def load(self) -> bool:
         data = self.file.read()

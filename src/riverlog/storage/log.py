@@ -140,8 +140,11 @@ class PartitionLog:
             recover_from = max(0, bisect_right(bases, self.recovery_point) - 1)
         for i, seg in enumerate(segments[:recover_from]):
             if not seg.load():
-                log.warning("%s: index of segment %d is unusable, rebuilding", self.directory,
-                            seg.base_offset)  # fmt: skip
+                log.warning(
+                    "%s: index of segment %d is unusable, rebuilding",
+                    self.directory,
+                    seg.base_offset,
+                )
                 recover_from = min(recover_from, i)
                 break
         kept: list[LogSegment] = segments[:recover_from]
@@ -151,8 +154,12 @@ class PartitionLog:
                 truncated = seg.size or 1  # overlaps its predecessor: unusable
             kept.append(seg)
             if truncated:
-                log.warning("%s: truncated %d invalid bytes from segment %d", self.directory,
-                            truncated, seg.base_offset)  # fmt: skip
+                log.warning(
+                    "%s: truncated %d invalid bytes from segment %d",
+                    self.directory,
+                    truncated,
+                    seg.base_offset,
+                )
                 for later in segments[segments.index(seg) + 1 :]:
                     later.close()
                     later.delete_files()
@@ -167,8 +174,7 @@ class PartitionLog:
         self.segments = tuple(kept)
         end = self.log_end_offset
         self.recovery_point = min(self.recovery_point, end) if not clean_shutdown else end
-        self.log_start_offset = max(self.segments[0].base_offset,
-                                    min(self.log_start_offset, end))  # fmt: skip
+        self.log_start_offset = max(self.segments[0].base_offset, min(self.log_start_offset, end))
         self.epochs.truncate_from_end(end)
         self._rebuild_epochs_if_missing()
         self._load_producer_state()
@@ -178,8 +184,9 @@ class PartitionLog:
         covers (every segment whose base offset falls in its offset range)."""
         for swap in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
             base = int(swap.name[:20])
-            seg = LogSegment(self.directory, base, self.config.index_interval_bytes,
-                             suffix=SWAP_SUFFIX)  # fmt: skip
+            seg = LogSegment(
+                self.directory, base, self.config.index_interval_bytes, suffix=SWAP_SUFFIX
+            )
             seg.recover(self.config.max_message_bytes)
             for old in self.directory.glob(f"*{LOG_SUFFIX}"):
                 old_base = int(old.name[:20])
@@ -210,8 +217,9 @@ class PartitionLog:
 
     # --- appends -----------------------------------------------------------------------
 
-    def append(self, data: memoryview | bytes | bytearray, leader_epoch: int,
-               *, now_ms: int | None = None) -> AppendResult:  # fmt: skip
+    def append(
+        self, data: memoryview | bytes | bytearray, leader_epoch: int, *, now_ms: int | None = None
+    ) -> AppendResult:
         """Validate and append a produce request's record set for this partition."""
         now = self._now() if now_ms is None else now_ms
         view = memoryview(data)
@@ -222,8 +230,13 @@ class PartitionLog:
             if len(batches) == 1:
                 duplicate = self.producers.check(batches[0].header)
                 if duplicate is not None:
-                    return AppendResult(duplicate.first_offset, duplicate.last_offset, -1,
-                                        self.log_start_offset, duplicate=True)  # fmt: skip
+                    return AppendResult(
+                        duplicate.first_offset,
+                        duplicate.last_offset,
+                        -1,
+                        self.log_start_offset,
+                        duplicate=True,
+                    )
             else:
                 for batch in batches:
                     if self.producers.check(batch.header) is not None:
@@ -232,9 +245,12 @@ class PartitionLog:
             first = self.log_end_offset
             headers = assign_offsets(view, batches, first, leader_epoch, append_time)
             self._write(view, headers, now)
-            return AppendResult(first, headers[-1].last_offset,
-                                -1 if append_time is None else append_time,
-                                self.log_start_offset)  # fmt: skip
+            return AppendResult(
+                first,
+                headers[-1].last_offset,
+                -1 if append_time is None else append_time,
+                self.log_start_offset,
+            )
 
     def append_as_follower(self, data: memoryview | bytes | bytearray) -> int:
         """Append batches that already carry offsets (replication); returns the new end."""
@@ -311,8 +327,14 @@ class PartitionLog:
 
     # --- reads -------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_batch: bool = True) -> ReadResult:  # fmt: skip
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> ReadResult:
         """Record data from the batch holding `offset`, up to `max_bytes` (at least one
         whole batch with `min_one_batch`, as KIP-74), never past `max_offset`."""
         segments = self.segments
@@ -384,7 +406,7 @@ class PartitionLog:
             if offset >= self.log_end_offset:
                 return
             keep = [s for s in self.segments if s.base_offset < offset] or [self.segments[0]]
-            for seg in self.segments[len(keep):]:
+            for seg in self.segments[len(keep) :]:
                 self._schedule_delete(seg)
             keep[-1].truncate_to(offset)
             if keep[-1].base_offset >= offset:  # everything went: restart empty at offset
@@ -440,7 +462,7 @@ class PartitionLog:
                 else:
                     self.pending_deletes.append((due, seg))  # its files are replaced below
             new.rename_suffix("")
-            self.segments = (*self.segments[:first], new, *self.segments[first + len(old):])
+            self.segments = (*self.segments[:first], new, *self.segments[first + len(old) :])
 
     def delete_expired_files(self, now_ms: int, *, force: bool = False) -> int:
         """Close and unlink segments whose delete delay has passed."""

@@ -31,8 +31,9 @@ def _int(low: int | None = None, high: int | None = None) -> Callable[[str, str]
             ) from None
         if (low is not None and value < low) or (high is not None and value > high):
             bound = f"at least {low}" if high is None else f"in [{low},...,{high}]"
-            raise InvalidConfigError(f"Invalid value {value} for configuration {name}: "
-                                     f"Value must be {bound}")  # fmt: skip
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {name}: Value must be {bound}"
+            )
         return value
 
     return parse
@@ -79,8 +80,7 @@ def _policy(name: str, text: str) -> frozenset[str]:
     parts = frozenset(p.strip() for p in text.split(",") if p.strip())
     if not parts or not parts <= {"delete", "compact"}:
         raise InvalidConfigError(
-            f"Invalid value {text} for configuration {name}: String must be one of: "
-            "compact, delete"
+            f"Invalid value {text} for configuration {name}: String must be one of: compact, delete"
         )
     return parts
 

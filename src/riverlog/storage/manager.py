@@ -126,8 +126,9 @@ class LogManager:
             if existing is not None:
                 return existing
             directory = self.data_dir / partition_dir_name(topic, partition)
-            created = PartitionLog(directory, self.config_for(overrides or {}),
-                                   clock_ms=self.clock_ms)  # fmt: skip
+            created = PartitionLog(
+                directory, self.config_for(overrides or {}), clock_ms=self.clock_ms
+            )
             self.logs[(topic, partition)] = created
             return created
 
@@ -148,12 +149,18 @@ class LogManager:
 
     def write_checkpoints(self) -> None:
         logs = list(self.logs.items())
-        checkpoint.write_offsets(self.data_dir / checkpoint.RECOVERY_POINT_FILE,
-                                 {tp: lg.recovery_point for tp, lg in logs})  # fmt: skip
-        checkpoint.write_offsets(self.data_dir / checkpoint.LOG_START_OFFSET_FILE,
-                                 {tp: lg.log_start_offset for tp, lg in logs})  # fmt: skip
-        checkpoint.write_offsets(self.data_dir / checkpoint.HIGH_WATERMARK_FILE,
-                                 {tp: lg.high_watermark for tp, lg in logs})  # fmt: skip
+        checkpoint.write_offsets(
+            self.data_dir / checkpoint.RECOVERY_POINT_FILE,
+            {tp: lg.recovery_point for tp, lg in logs},
+        )
+        checkpoint.write_offsets(
+            self.data_dir / checkpoint.LOG_START_OFFSET_FILE,
+            {tp: lg.log_start_offset for tp, lg in logs},
+        )
+        checkpoint.write_offsets(
+            self.data_dir / checkpoint.HIGH_WATERMARK_FILE,
+            {tp: lg.high_watermark for tp, lg in logs},
+        )
 
     def tick(self, now_ms: int | None = None) -> None:
         """One round of housekeeping."""
@@ -167,8 +174,9 @@ class LogManager:
             for partition_log in logs:
                 deleted = apply_retention(partition_log, now)
                 if deleted:
-                    log.info("%s: retention deleted %d segments", partition_log.directory.name,
-                             deleted)  # fmt: skip
+                    log.info(
+                        "%s: retention deleted %d segments", partition_log.directory.name, deleted
+                    )
                 if self.cleaner is not None and partition_log.config.compact:
                     self.cleaner(partition_log, now)
         if now - self._last_checkpoint_ms >= self.checkpoint_interval_ms:

@@ -105,10 +105,15 @@ class ProducerStateManager:
             self.producers[header.producer_id] = entry
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.base_sequence >= 0 and not header.is_control:
-            entry.batches.append(BatchMetadata(
-                header.base_sequence, header.last_sequence, header.base_offset,
-                header.last_offset, header.max_timestamp,
-            ))  # fmt: skip
+            entry.batches.append(
+                BatchMetadata(
+                    header.base_sequence,
+                    header.last_sequence,
+                    header.base_offset,
+                    header.last_offset,
+                    header.max_timestamp,
+                )
+            )
 
     # --- snapshots ---------------------------------------------------------------------
 

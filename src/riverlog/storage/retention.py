@@ -36,8 +36,10 @@ def deletable_segments(log: PartitionLog, now_ms: int) -> list[LogSegment]:
             and config.retention_ms >= 0
             and now_ms - _largest_timestamp(seg) > config.retention_ms
         )
-        too_big = config.delete and config.retention_bytes >= 0 and (
-            total - seg.size >= config.retention_bytes
+        too_big = (
+            config.delete
+            and config.retention_bytes >= 0
+            and (total - seg.size >= config.retention_bytes)
         )
         if not (below_start or expired or too_big):
             break

@@ -38,7 +38,6 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
 
-
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
@@ -52,8 +51,9 @@ class BatchPosition:
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int,
-                 suffix: str = "") -> None:  # fmt: skip
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval_bytes: int, suffix: str = ""
+    ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -165,9 +165,12 @@ class LogSegment:
         while position < file_size:
             header_bytes = os.pread(self.fd, BATCH_HEADER_SIZE, position)
             header = _header_or_none(header_bytes)
-            if (header is None or header.size > max(max_message_bytes, 1) + BATCH_HEADER_SIZE
-                    or position + header.size > file_size
-                    or header.base_offset < self.next_offset):  # fmt: skip
+            if (
+                header is None
+                or header.size > max(max_message_bytes, 1) + BATCH_HEADER_SIZE
+                or position + header.size > file_size
+                or header.base_offset < self.next_offset
+            ):
                 break
             batch = os.pread(self.fd, header.size, position)
             try:

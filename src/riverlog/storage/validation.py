@@ -60,11 +60,12 @@ def validate_batches(
             raise KafkaError(error_codes.CORRUPT_MESSAGE, f"Bad record batch: {e}") from e
         if magic != 2:
             raise KafkaError(
-                error_codes.UNSUPPORTED_FOR_MESSAGE_FORMAT if magic in (0, 1)
+                error_codes.UNSUPPORTED_FOR_MESSAGE_FORMAT
+                if magic in (0, 1)
                 else error_codes.CORRUPT_MESSAGE,
                 f"Record batch magic {magic} at position {pos} is not supported here; "
                 "legacy message sets are converted before validation.",
-            )  # fmt: skip
+            )
         if size > config.max_message_bytes + LOG_OVERHEAD:
             raise KafkaError(
                 error_codes.MESSAGE_TOO_LARGE,
@@ -94,10 +95,10 @@ def _check_header(header: BatchHeader, config: LogConfig, now_ms: int, from_clie
         header.records_count == 0 or header.records_count != header.last_offset_delta + 1
     ):
         raise KafkaError(
-                error_codes.INVALID_RECORD,
-                f"Record count {header.records_count} does not match the offset range "
-                f"0..{header.last_offset_delta} of the batch.",
-            )
+            error_codes.INVALID_RECORD,
+            f"Record count {header.records_count} does not match the offset range "
+            f"0..{header.last_offset_delta} of the batch.",
+        )
     if header.last_offset_delta > MAX_OFFSET_DELTA:
         raise KafkaError(error_codes.INVALID_RECORD, "The batch spans too many offsets.")
     if from_client and header.is_control:
@@ -109,11 +110,13 @@ def _check_header(header: BatchHeader, config: LogConfig, now_ms: int, from_clie
     if not config.log_append_time and from_client:
         ts = header.max_timestamp
         if ts >= 0 and (
-            now_ms - ts > min(config.message_timestamp_before_max_ms,
-                              config.message_timestamp_difference_max_ms)
-            or ts - now_ms > min(config.message_timestamp_after_max_ms,
-                                 config.message_timestamp_difference_max_ms)
-        ):  # fmt: skip
+            now_ms - ts
+            > min(
+                config.message_timestamp_before_max_ms, config.message_timestamp_difference_max_ms
+            )
+            or ts - now_ms
+            > min(config.message_timestamp_after_max_ms, config.message_timestamp_difference_max_ms)
+        ):
             raise KafkaError(
                 error_codes.INVALID_TIMESTAMP,
                 f"Timestamp {ts} of the batch is out of range (now {now_ms}).",

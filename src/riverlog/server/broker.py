@@ -1,0 +1,215 @@
+"""The broker process: wiring of metadata, storage, replicas, handlers and the network.
+
+Startup order: metadata store and topic registry → log manager (recovers logs) → hosted
+partitions → handlers → listener. Shutdown runs the other way, in a fixed order: stop
+accepting, answer waiting fetches, drain responses in flight, close logs cleanly (flush,
+checkpoints, clean-shutdown marker), close the metadata store.
+
+Without ZooKeeper (`zookeeper.connect` empty) the broker keeps cluster metadata in
+`<data-dir>/riverlog-metadata.json` through the embedded store, so topics survive restarts;
+on one broker every partition is local and led here.
+
+Ownership: the broker owns every component it creates; handlers receive the broker and use
+its components on the event loop thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import logging
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from riverlog.controller.assignment import assign_replicas
+from riverlog.metadata.store import EmbeddedStore, MetadataStore
+from riverlog.protocol import error_codes
+from riverlog.protocol import messages as m
+from riverlog.protocol.api import ApiMessage
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.server.config import BrokerConfig
+from riverlog.server.dispatch import Dispatcher, RequestContext, Response
+from riverlog.server.fetch_session import FetchSessionCache
+from riverlog.server.handlers import admin, configs, fetch, metadata, offsets, produce, producers
+from riverlog.server.network import NetworkServer
+from riverlog.server.producer_ids import ProducerIdAllocator
+from riverlog.server.purgatory import Purgatory
+from riverlog.server.replica_manager import ReplicaManager
+from riverlog.server.topics import Topic, TopicRegistry
+from riverlog.storage.log_config import InvalidConfigError, LogConfig
+from riverlog.storage.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "riverlog-metadata.json"
+META_PROPERTIES = "meta.properties"
+
+HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
+    (m.ProduceRequest, produce.handle_produce),
+    (m.FetchRequest, fetch.handle_fetch),
+    (m.ListOffsetsRequest, offsets.handle_list_offsets),
+    (m.MetadataRequest, metadata.handle_metadata),
+    (m.OffsetForLeaderEpochRequest, offsets.handle_offset_for_leader_epoch),
+    (m.DeleteRecordsRequest, offsets.handle_delete_records),
+    (m.CreateTopicsRequest, admin.handle_create_topics),
+    (m.DeleteTopicsRequest, admin.handle_delete_topics),
+    (m.CreatePartitionsRequest, admin.handle_create_partitions),
+    (m.DescribeLogDirsRequest, admin.handle_describe_log_dirs),
+    (m.DescribeConfigsRequest, configs.handle_describe_configs),
+    (m.AlterConfigsRequest, configs.handle_alter_configs),
+    (m.IncrementalAlterConfigsRequest, configs.handle_incremental_alter_configs),
+    (m.DescribeClusterRequest, metadata.handle_describe_cluster),
+    (m.InitProducerIdRequest, producers.handle_init_producer_id),
+    (m.SaslHandshakeRequest, producers.handle_sasl_handshake),
+]
+
+
+def _cluster_id(data_dir: Path, broker_id: int) -> str:
+    """Read or create `meta.properties` (Kafka's: version, broker.id, cluster.id)."""
+    path = data_dir / META_PROPERTIES
+    if path.exists():
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "cluster.id":
+                return value.strip()
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    path.write_text(f"version=0\nbroker.id={broker_id}\ncluster.id={cluster_id}\n")
+    return cluster_id
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, store: MetadataStore | None = None) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.data_dir = config.data_dir
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = _cluster_id(self.data_dir, self.broker_id)
+        self.rack: str | None = config["broker.rack"] or None
+        self.store = store or EmbeddedStore(self.data_dir / METADATA_FILE)
+        self.topics = TopicRegistry(self.store)
+        self.topics.load()
+        self.topic_defaults = config.topic_defaults()
+        self.logs = LogManager(
+            self.data_dir,
+            self.topic_defaults,
+            retention_check_interval_ms=config["log.retention.check.interval.ms"],
+            checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
+            topic_configs={t.name: t.config for t in self.topics.all()},
+        )
+        self.fetch_purgatory = Purgatory()
+        self.fetch_sessions = FetchSessionCache()
+        self.replicas = ReplicaManager(self.broker_id, self.logs, self.fetch_purgatory)
+        self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
+        for topic in self.topics.all():
+            self._host(topic)
+        self.dispatcher = Dispatcher()
+        for request_cls, handler in HANDLERS:
+            self.dispatcher.register(request_cls, self._bind(handler))
+        listener = config.listeners[0]
+        self.network = NetworkServer(
+            self.dispatcher,
+            listener.host,
+            listener.port,
+            max_request_bytes=config["socket.request.max.bytes"],
+            max_idle_ms=config["connections.max.idle.ms"],
+        )
+
+    def _bind(self, handler: Callable[..., Any]) -> Callable[[RequestContext], Response]:
+        return functools.partial(handler, self)
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.network.start()
+        self.logs.start_background()
+        log.info(
+            "riverlog broker %d listening on %s:%d (cluster %s)",
+            self.broker_id,
+            self.network.host,
+            self.network.port,
+            self.cluster_id,
+        )
+
+    async def stop(self) -> None:
+        await self.network.stop_accepting()
+        self.fetch_purgatory.expire_all()
+        await self.network.drain(5.0)
+        self.logs.shutdown()
+        self.store.close()
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        advertised = self.config.advertised_listeners[0]
+        port = advertised.port or self.network.port
+        return advertised.host or "127.0.0.1", port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        host, port = self.advertised
+        return f"{host}:{port}"
+
+    # --- topics --------------------------------------------------------------------------
+
+    def _host(self, topic: Topic) -> None:
+        for index, replicas in topic.partitions.items():
+            if self.broker_id in replicas:
+                self.replicas.host(topic.name, index, topic.topic_id, replicas, topic.config)
+
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> Topic:
+        assignment = assign_replicas([self.broker_id], partitions, replication_factor)
+        return self.create_topic_with_assignment(name, assignment, configs)
+
+    def create_topic_with_assignment(
+        self,
+        name: str,
+        assignment: dict[int, list[int]],
+        configs: dict[str, str],
+        *,
+        validate_only: bool = False,
+    ) -> Topic:
+        topic = self.topics.create(name, assignment, configs, validate_only=validate_only)
+        if not validate_only:
+            self._host(topic)
+        return topic
+
+    def delete_topic(self, name: str) -> Topic:
+        topic = self.topics.delete(name)
+        for index in topic.partitions:
+            self.replicas.stop_hosting(name, index, delete=True)
+        return topic
+
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
+        current = len(topic.partitions)
+        if count <= current:
+            raise KafkaError(
+                error_codes.INVALID_PARTITIONS,
+                f"Topic currently has {current} partitions, which is higher than "
+                f"or equal to the requested {count}.",
+            )
+        replication = len(topic.partitions[0])
+        extra = assign_replicas([self.broker_id], count - current, replication)
+        new = {current + i: replicas for i, replicas in extra.items()}
+        updated = self.topics.add_partitions(name, new, validate_only=validate_only)
+        if not validate_only:
+            self._host(updated)
+        return updated
+
+    def set_topic_config(self, name: str, config: dict[str, str]) -> None:
+        try:
+            LogConfig.from_map({**self.topic_defaults, **config})
+        except InvalidConfigError as e:
+            raise KafkaError(error_codes.INVALID_CONFIG, str(e)) from None
+        self.topics.set_config(name, config)
+        self.logs.update_config(name, config)
+
+    def disk_usage(self) -> tuple[int, int]:
+        usage = shutil.disk_usage(self.data_dir)
+        return usage.total, usage.free

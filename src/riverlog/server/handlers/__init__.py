@@ -1,0 +1,1 @@
+"""One small module of request handlers per family of APIs."""

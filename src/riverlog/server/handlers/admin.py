@@ -1,0 +1,183 @@
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeLogDirs.
+
+Each topic in a request succeeds or fails on its own with Kafka's error code and message;
+`validate_only` checks everything and changes nothing. Replica assignment uses Kafka's
+algorithm over the live brokers (one, until the cluster issue).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from riverlog.controller.assignment import AssignmentError, assign_replicas
+from riverlog.protocol import error_codes
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.messages import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+)
+from riverlog.server.dispatch import RequestContext
+from riverlog.storage.log_config import InvalidConfigError, LogConfig
+
+if TYPE_CHECKING:
+    from riverlog.server.broker import Broker
+
+Result = CreateTopicsResponse.CreatableTopicResult
+
+
+def _create_one(
+    broker: Broker, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool, version: int
+) -> Result:
+    result = Result(name=topic.name, num_partitions=-1, replication_factor=-1)
+    try:
+        configs = {c.name: c.value for c in topic.configs if c.value is not None}
+        try:
+            LogConfig.from_map({**broker.topic_defaults, **configs})
+        except InvalidConfigError as e:
+            raise KafkaError(error_codes.INVALID_CONFIG, str(e)) from None
+        if topic.assignments:
+            if topic.num_partitions != -1 or topic.replication_factor != -1:
+                raise KafkaError(
+                    error_codes.INVALID_REQUEST,
+                    "Both partitions/replication factor and replica assignment were set.",
+                )
+            assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+            for replicas in assignment.values():
+                if not set(replicas) <= {broker.broker_id} or not replicas:
+                    raise KafkaError(
+                        error_codes.INVALID_REPLICA_ASSIGNMENT,
+                        f"Unknown brokers in the assignment {replicas}.",
+                    )
+        else:
+            partitions = (
+                broker.config["num.partitions"]
+                if topic.num_partitions == -1
+                else topic.num_partitions
+            )
+            factor = (
+                broker.config["default.replication.factor"]
+                if topic.replication_factor == -1
+                else topic.replication_factor
+            )
+            if partitions <= 0:
+                raise KafkaError(
+                    error_codes.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+                )
+            if factor <= 0:
+                raise KafkaError(
+                    error_codes.INVALID_REPLICATION_FACTOR,
+                    "Replication factor must be larger than 0.",
+                )
+            try:
+                assignment = assign_replicas([broker.broker_id], partitions, factor)
+            except AssignmentError as e:
+                raise KafkaError(error_codes.INVALID_REPLICATION_FACTOR, str(e)) from None
+        created = broker.create_topic_with_assignment(
+            topic.name, assignment, configs, validate_only=validate_only
+        )
+        result.topic_id = created.topic_id
+        result.num_partitions = len(created.partitions)
+        result.replication_factor = len(created.partitions[0])
+    except KafkaError as e:
+        result.error_code = e.code
+        result.error_message = e.message if version >= 1 else None
+    return result
+
+
+def handle_create_topics(broker: Broker, ctx: RequestContext) -> CreateTopicsResponse:
+    request = ctx.request.body
+    assert isinstance(request, CreateTopicsRequest)
+    names = [t.name for t in request.topics]
+    results = []
+    for topic in request.topics:
+        if names.count(topic.name) > 1:
+            results.append(
+                Result(
+                    name=topic.name,
+                    error_code=error_codes.INVALID_REQUEST.code,
+                    error_message="Duplicate topic in the request.",
+                )
+            )
+            continue
+        results.append(_create_one(broker, topic, request.validate_only, ctx.version))
+    return CreateTopicsResponse(topics=results)
+
+
+def handle_delete_topics(broker: Broker, ctx: RequestContext) -> DeleteTopicsResponse:
+    request = ctx.request.body
+    assert isinstance(request, DeleteTopicsRequest)
+    wanted: list[tuple[str | None, uuid.UUID | None]] = [
+        (t.name, t.topic_id) for t in request.topics
+    ] or [(n, None) for n in request.topic_names]
+    responses = []
+    for name, topic_id in wanted:
+        answer = DeleteTopicsResponse.DeletableTopicResult(name=name)
+        try:
+            if not broker.config["delete.topic.enable"]:
+                raise KafkaError(error_codes.TOPIC_DELETION_DISABLED)
+            if name is None and topic_id is not None:
+                known = broker.topics.by_id(topic_id)
+                if known is None:
+                    raise KafkaError(error_codes.UNKNOWN_TOPIC_ID)
+                name = answer.name = known.name
+            if name is None:
+                raise KafkaError(error_codes.INVALID_REQUEST, "No topic name or id.")
+            deleted = broker.delete_topic(name)
+            answer.topic_id = deleted.topic_id
+        except KafkaError as e:
+            answer.error_code = e.code
+            answer.error_message = e.message if ctx.version >= 5 else None
+        responses.append(answer)
+    return DeleteTopicsResponse(responses=responses)
+
+
+def handle_create_partitions(broker: Broker, ctx: RequestContext) -> CreatePartitionsResponse:
+    request = ctx.request.body
+    assert isinstance(request, CreatePartitionsRequest)
+    results = []
+    for topic in request.topics:
+        answer = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name)
+        try:
+            broker.add_partitions(topic.name, topic.count, validate_only=request.validate_only)
+        except KafkaError as e:
+            answer.error_code = e.code
+            answer.error_message = e.message
+        results.append(answer)
+    return CreatePartitionsResponse(results=results)
+
+
+def handle_describe_log_dirs(broker: Broker, ctx: RequestContext) -> DescribeLogDirsResponse:
+    request = ctx.request.body
+    assert isinstance(request, DescribeLogDirsRequest)
+    wanted = None
+    if request.topics is not None:
+        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+    by_topic: dict[str, list[DescribeLogDirsResponse.DescribeLogDirsPartition]] = {}
+    for hosted in broker.replicas:
+        if wanted is not None and hosted.key not in wanted:
+            continue
+        by_topic.setdefault(hosted.topic, []).append(
+            DescribeLogDirsResponse.DescribeLogDirsPartition(
+                partition_index=hosted.index,
+                partition_size=hosted.log.size_bytes,
+                offset_lag=0,
+            )
+        )
+    usage = broker.disk_usage()
+    result = DescribeLogDirsResponse.DescribeLogDirsResult(
+        log_dir=str(broker.data_dir),
+        topics=[
+            DescribeLogDirsResponse.DescribeLogDirsTopic(name=n, partitions=ps)
+            for n, ps in sorted(by_topic.items())
+        ],
+        total_bytes=usage[0],
+        usable_bytes=usage[1],
+    )
+    return DescribeLogDirsResponse(results=[result])

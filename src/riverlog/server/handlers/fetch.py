@@ -1,0 +1,187 @@
+"""Fetch: record data straight from segment files, with long polls and fetch sessions.
+
+How it works. The request's partitions (or, in an incremental fetch session, the session's
+partitions) are read from their logs up to the high watermark, bounded per partition
+(`partition_max_bytes`) and in total (`max_bytes`); the first partition with data always gets
+at least one whole batch (KIP-74). Record data is a `FileRegion` the network layer sends with
+`sendfile`. If fewer than `min_bytes` are available the request waits in the fetch purgatory,
+watching its partitions: an append to any of them completes it at once; otherwise it answers
+with what there is after `max_wait_ms`.
+
+Topics are named by name up to v12 and by id from v13; an unknown id is UNKNOWN_TOPIC_ID.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, cast
+
+from riverlog.protocol import error_codes
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.messages import FetchRequest, FetchResponse
+from riverlog.server.dispatch import RequestContext, Response
+from riverlog.server.fetch_session import (
+    FetchContext,
+    FetchSessionError,
+    PartitionFetch,
+    PartitionState,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from riverlog.server.broker import Broker
+
+TOPIC_IDS_FROM = 13
+
+TopicPartition = tuple[str, int]
+
+
+def _requested(
+    broker: Broker, request: FetchRequest, version: int
+) -> tuple[OrderedDict[Hashable, PartitionFetch], list[Hashable], dict[Hashable, int]]:
+    """Partitions asked for (key = (topic name or id, partition)), forgotten ones, and errors
+    for topic ids that name nothing."""
+    wanted: OrderedDict[Hashable, PartitionFetch] = OrderedDict()
+    unknown: dict[Hashable, int] = {}
+    for topic in request.topics:
+        name = topic.topic
+        if version >= TOPIC_IDS_FROM:
+            known = broker.topics.by_id(topic.topic_id)
+            name = known.name if known is not None else str(topic.topic_id)
+            if known is None:
+                for p in topic.partitions:
+                    unknown[(name, p.partition)] = error_codes.UNKNOWN_TOPIC_ID.code
+        for p in topic.partitions:
+            wanted[(name, p.partition)] = PartitionFetch(
+                fetch_offset=p.fetch_offset,
+                max_bytes=p.partition_max_bytes,
+                current_leader_epoch=p.current_leader_epoch,
+                last_fetched_epoch=p.last_fetched_epoch,
+                log_start_offset=p.log_start_offset,
+            )
+    forgotten: list[Hashable] = []
+    for gone in request.forgotten_topics_data or ():
+        name = gone.topic
+        if version >= TOPIC_IDS_FROM:
+            known = broker.topics.by_id(gone.topic_id)
+            name = known.name if known is not None else str(gone.topic_id)
+        forgotten += [(name, p) for p in gone.partitions]
+    return wanted, forgotten, unknown
+
+
+class _Fetch:
+    """One fetch request's reading: `available` for the purgatory, `respond` to answer."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        request: FetchRequest,
+        version: int,
+        ctx: FetchContext,
+        unknown: dict[Hashable, int],
+    ) -> None:
+        self.broker = broker
+        self.request = request
+        self.version = version
+        self.ctx = ctx
+        self.unknown = unknown
+
+    def available(self) -> int:
+        """Bytes available to this fetch now, capped at min_bytes (cheap: offsets only)."""
+        total = 0
+        for key, fetch in self.ctx.partitions.items():
+            topic, index = cast(TopicPartition, key)
+            hosted = self.broker.replicas.partitions.get((topic, index))
+            if hosted is None:
+                return self.request.min_bytes  # an error to report: answer now
+            log = hosted.log
+            if fetch.fetch_offset > log.log_end_offset or fetch.fetch_offset < log.log_start_offset:
+                return self.request.min_bytes
+            if log.high_watermark > fetch.fetch_offset:
+                read = log.read(fetch.fetch_offset, fetch.max_bytes, max_offset=log.high_watermark)
+                total += read.records.length if read.records is not None else 0
+                if total >= self.request.min_bytes:
+                    break
+        return total
+
+    def respond(self) -> FetchResponse:
+        remaining = self.request.max_bytes if self.version >= 3 else 2**31 - 1
+        first_data = True
+        topics: OrderedDict[str, FetchResponse.FetchableTopicResponse] = OrderedDict()
+        for key, fetch in self.ctx.partitions.items():
+            topic, index = cast(TopicPartition, key)
+            data = FetchResponse.PartitionData(
+                partition_index=index, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
+            )
+            error = self.unknown.get(key, 0)
+            hosted = None if error else self.broker.replicas.partitions.get((topic, index))
+            if hosted is None and not error:
+                error = error_codes.UNKNOWN_TOPIC_OR_PARTITION.code
+            if hosted is not None:
+                log = hosted.log
+                limit = min(fetch.max_bytes, remaining)
+                try:
+                    read = log.read(
+                        fetch.fetch_offset,
+                        limit,
+                        max_offset=log.high_watermark,
+                        min_one_batch=first_data,
+                    )
+                except KafkaError as e:
+                    error = e.code
+                else:
+                    data.records = read.records
+                    if read.records is not None:
+                        remaining -= read.records.length
+                        first_data = False
+                data.high_watermark = log.high_watermark
+                data.last_stable_offset = log.high_watermark
+                data.log_start_offset = log.log_start_offset
+            data.error_code = error
+            state = PartitionState(
+                data.high_watermark, data.last_stable_offset, data.log_start_offset
+            )
+            if not self.ctx.include(key, state, data.records is not None, error):
+                continue
+            entry = topics.get(topic)
+            if entry is None:
+                entry = FetchResponse.FetchableTopicResponse(topic=topic, partitions=[])
+                known = self.broker.topics.get(topic)
+                if known is not None:
+                    entry.topic_id = known.topic_id
+                topics[topic] = entry
+            entry.partitions.append(data)
+        return FetchResponse(session_id=self.ctx.session_id, responses=list(topics.values()))
+
+
+def handle_fetch(broker: Broker, ctx: RequestContext) -> Response | Awaitable[Response]:
+    request = ctx.request.body
+    assert isinstance(request, FetchRequest)
+    version = ctx.version
+    wanted, forgotten, unknown = _requested(broker, request, version)
+    now_ms = int(time.monotonic() * 1000)
+    try:
+        if version >= 7:
+            session = broker.fetch_sessions.open(
+                request.session_id, request.session_epoch, wanted, forgotten, now_ms
+            )
+        else:
+            session = FetchContext(0, wanted)
+    except FetchSessionError as e:
+        return FetchResponse(error_code=e.error_code, session_id=0, responses=[])
+    fetch = _Fetch(broker, request, version, session, unknown)
+    if request.max_wait_ms <= 0 or request.min_bytes <= 0 or unknown:
+        return fetch.respond()
+    if fetch.available() >= request.min_bytes:
+        return fetch.respond()
+    keys: list[Hashable] = [k for k in session.partitions]
+
+    def try_complete() -> FetchResponse | None:
+        return fetch.respond() if fetch.available() >= request.min_bytes else None
+
+    return broker.fetch_purgatory.delay(
+        keys, request.max_wait_ms / 1000, try_complete, fetch.respond
+    )

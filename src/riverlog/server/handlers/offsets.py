@@ -1,0 +1,127 @@
+"""Offset queries and moves: ListOffsets, OffsetForLeaderEpoch, DeleteRecords.
+
+ListOffsets answers earliest (-2), latest (-1), max timestamp (-3) and by timestamp (first
+record at or after it, or -1 when none); v0 answers in its old list form. Consumers
+(replica id -1) see offsets only up to the high watermark.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.messages import (
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from riverlog.server.dispatch import RequestContext
+from riverlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+if TYPE_CHECKING:
+    from riverlog.server.broker import Broker
+
+PartitionAnswer = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+def _list_one(
+    broker: Broker,
+    topic: str,
+    p: ListOffsetsRequest.ListOffsetsPartition,
+    version: int,
+    consumer: bool,
+) -> PartitionAnswer:
+    answer = PartitionAnswer(partition_index=p.partition_index, timestamp=-1, offset=-1)
+    try:
+        hosted = broker.replicas.get(topic, p.partition_index)
+    except KafkaError as e:
+        answer.error_code = e.code
+        return answer
+    log = hosted.log
+    found: tuple[int, int] | None
+    if p.timestamp == LATEST_TIMESTAMP:
+        found = (log.high_watermark if consumer else log.log_end_offset, -1)
+    elif p.timestamp == EARLIEST_TIMESTAMP:
+        found = (log.log_start_offset, -1)
+    else:
+        found = log.offset_for_timestamp(p.timestamp)
+        if found is not None and consumer and found[0] >= log.high_watermark:
+            found = None
+    if version == 0:
+        answer.old_style_offsets = [] if found is None else [found[0]][: max(p.max_num_offsets, 0)]
+        return answer
+    if found is not None:
+        answer.offset, answer.timestamp = found
+        answer.leader_epoch = hosted.leader_epoch
+    return answer
+
+
+def handle_list_offsets(broker: Broker, ctx: RequestContext) -> ListOffsetsResponse:
+    request = ctx.request.body
+    assert isinstance(request, ListOffsetsRequest)
+    consumer = request.replica_id < 0
+    return ListOffsetsResponse(
+        topics=[
+            ListOffsetsResponse.ListOffsetsTopicResponse(
+                name=t.name,
+                partitions=[
+                    _list_one(broker, t.name, p, ctx.version, consumer) for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
+
+
+def handle_offset_for_leader_epoch(
+    broker: Broker, ctx: RequestContext
+) -> OffsetForLeaderEpochResponse:
+    request = ctx.request.body
+    assert isinstance(request, OffsetForLeaderEpochRequest)
+    results = []
+    for topic in request.topics:
+        answers = []
+        for p in topic.partitions:
+            answer = OffsetForLeaderEpochResponse.EpochEndOffset(
+                partition=p.partition, leader_epoch=-1, end_offset=-1
+            )
+            try:
+                log = broker.replicas.get(topic.topic, p.partition).log
+                answer.leader_epoch, answer.end_offset = log.epochs.end_offset_for(
+                    p.leader_epoch, log.log_end_offset
+                )
+            except KafkaError as e:
+                answer.error_code = e.code
+            answers.append(answer)
+        results.append(
+            OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(
+                topic=topic.topic, partitions=answers
+            )
+        )
+    return OffsetForLeaderEpochResponse(topics=results)
+
+
+def handle_delete_records(broker: Broker, ctx: RequestContext) -> DeleteRecordsResponse:
+    request = ctx.request.body
+    assert isinstance(request, DeleteRecordsRequest)
+    results = []
+    for topic in request.topics:
+        answers = []
+        for p in topic.partitions:
+            answer = DeleteRecordsResponse.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1
+            )
+            try:
+                log = broker.replicas.get(topic.name, p.partition_index).log
+                offset = log.high_watermark if p.offset == -1 else p.offset
+                answer.low_watermark = log.delete_records_before(offset)
+            except KafkaError as e:
+                answer.error_code = e.code
+            answers.append(answer)
+        results.append(
+            DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name, partitions=answers)
+        )
+    return DeleteRecordsResponse(topics=results)
