@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from riverlog import __version__
+from riverlog.cli import server as cli_server
 
 
 def _decode_request(args: argparse.Namespace) -> int:
@@ -48,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     decode.set_defaults(run=_decode_request)
     demo = sub.add_parser("demo", help="run the demo that `./dev run` runs")
     demo.set_defaults(run=_demo)
+    server = sub.add_parser("server", help="run a broker (single node without ZooKeeper)")
+    cli_server.add_arguments(server)
+    server.set_defaults(run=cli_server.run)
     return parser
 
 

@@ -113,8 +113,13 @@ class _Fetch:
         topics: OrderedDict[str, FetchResponse.FetchableTopicResponse] = OrderedDict()
         for key, fetch in self.ctx.partitions.items():
             topic, index = cast(TopicPartition, key)
+            # Empty, never null: Kafka always sends a record set and kafka-python relies on it.
             data = FetchResponse.PartitionData(
-                partition_index=index, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
+                records=b"",
+                partition_index=index,
+                high_watermark=-1,
+                last_stable_offset=-1,
+                log_start_offset=-1,
             )
             error = self.unknown.get(key, 0)
             hosted = None if error else self.broker.replicas.partitions.get((topic, index))
@@ -133,8 +138,8 @@ class _Fetch:
                 except KafkaError as e:
                     error = e.code
                 else:
-                    data.records = read.records
                     if read.records is not None:
+                        data.records = read.records
                         remaining -= read.records.length
                         first_data = False
                 data.high_watermark = log.high_watermark
@@ -144,7 +149,7 @@ class _Fetch:
             state = PartitionState(
                 data.high_watermark, data.last_stable_offset, data.log_start_offset
             )
-            if not self.ctx.include(key, state, data.records is not None, error):
+            if not self.ctx.include(key, state, bool(data.records), error):
                 continue
             entry = topics.get(topic)
             if entry is None:
