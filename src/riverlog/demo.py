@@ -1,11 +1,12 @@
-"""The demo `./dev run` runs until the embedded broker and pipeline exist.
+"""The main job `./dev run` runs until the Spark pipeline lands (issue 9).
 
-It exercises the parts that exist, on real files and a real client:
-1. builds record batches with every compression codec and appends them to a partition log;
-2. tears the log's tail the way a crash would and appends garbage after it;
-3. reopens the log (unclean shutdown): recovery keeps exactly the whole, valid batches;
-4. reads every batch back through the zero-copy path (`os.sendfile` to a socket);
-5. decodes the first request `kcat` sends (when kcat is installed).
+1. Storage on its own: record batches with every compression codec appended to a partition
+   log; the log's tail torn the way a crash would, garbage appended; recovery keeps exactly
+   the whole, valid batches; every batch read back through `os.sendfile`.
+2. The embedded broker with unmodified clients: confluent-kafka creates a topic, produces a
+   stream of activity events (idempotent, zstd) and consumes them back; kcat lists the
+   cluster. confluent-kafka is a dev dependency (`./dev setup` installs it).
+3. The first request kcat sends, decoded by riverlog's protocol codec.
 """
 
 from __future__ import annotations
@@ -134,10 +135,72 @@ def kcat_demo() -> None:
         server.close()
 
 
+def broker_demo() -> None:
+    try:
+        from confluent_kafka import Consumer, Producer, TopicPartition
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    except ImportError:
+        _say("confluent-kafka is not installed (./dev setup installs it): skipping the broker")
+        return
+    from riverlog.embedded import broker
+
+    started = time.monotonic()
+    with broker() as running:
+        bootstrap = running.bootstrap_servers
+        _say(f"embedded broker up in {(time.monotonic() - started) * 1000:.0f} ms at {bootstrap}")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("page-views", 3, 1)])["page-views"].result(10)
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "compression.type": "zstd",
+                "linger.ms": 5,
+            }
+        )
+        count = 20_000
+        begin = time.monotonic()
+        for i in range(count):
+            user = f"user-{i % 97}"
+            event = f'{{"user":"{user}","page":"/item/{i % 1000}","n":{i}}}'
+            producer.produce("page-views", key=user.encode(), value=event.encode())
+            if i % 5000 == 0:
+                producer.poll(0)
+        producer.flush(30)
+        took = time.monotonic() - begin
+        _say(f"produced {count} page views in {took:.2f} s ({count / took:,.0f} records/s)")
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "demo",
+                "session.timeout.ms": 1000,
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.assign([TopicPartition("page-views", p, 0) for p in range(3)])
+        got = 0
+        users: set[bytes] = set()
+        deadline = time.monotonic() + 30
+        while got < count and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error() is None:
+                    got += 1
+                    users.add(msg.key() or b"")
+        consumer.close()
+        del producer, admin  # librdkafka handles close here, before the broker stops
+        _say(f"consumed {got} page views back from 3 partitions ({len(users)} users)")
+        if shutil.which("kcat"):
+            listing = subprocess.run(
+                ["kcat", "-L", "-b", bootstrap], capture_output=True, text=True, timeout=30
+            )
+            _say("kcat -L:\n  " + "\n  ".join(listing.stdout.strip().splitlines()))
+
+
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="  [%(name)s] %(message)s", stream=sys.stdout)
     with tempfile.TemporaryDirectory(prefix="riverlog-demo-") as tmp:
         storage_demo(Path(tmp))
+    broker_demo()
     kcat_demo()
     return 0
 
