@@ -289,8 +289,14 @@ class PartitionLog:
             return True
         if last.last_offset - seg.base_offset > 2**31 - 1:
             return True
-        born = seg.first_batch_timestamp if seg.first_batch_timestamp >= 0 else seg.created_ms
-        return now_ms - born > self.config.segment_ms - self.config.segment_jitter_ms
+        # As Kafka's segment.ms: the new data's timestamp against the segment's first batch's
+        # (so data stamped long ago does not roll a segment per append); wall-clock time
+        # since creation when the segment has no timestamps.
+        if seg.first_batch_timestamp >= 0 and last.max_timestamp >= 0:
+            waited = last.max_timestamp - seg.first_batch_timestamp
+        else:
+            waited = now_ms - seg.created_ms
+        return waited > self.config.segment_ms - self.config.segment_jitter_ms
 
     def roll(self, next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (or `next_offset`)."""
