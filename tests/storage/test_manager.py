@@ -70,8 +70,13 @@ def test_unclean_restart_recovers_from_the_recovery_point(tmp_path: Path) -> Non
 def test_tick_applies_retention_and_checkpoints(tmp_path: Path) -> None:
     now = 10_000_000
     clock = [now]
-    mgr = LogManager(tmp_path, {**SMALL, "retention.ms": "1000"}, clock_ms=lambda: clock[0],
-                     retention_check_interval_ms=1, checkpoint_interval_ms=1)  # fmt: skip
+    mgr = LogManager(
+        tmp_path,
+        {**SMALL, "retention.ms": "1000"},
+        clock_ms=lambda: clock[0],
+        retention_check_interval_ms=1,
+        checkpoint_interval_ms=1,
+    )
     lg = mgr.get_or_create("old", 0)
     for i in range(100):
         lg.append(_batch(i, ts=now - 5000 if i < 90 else now), leader_epoch=0)
@@ -97,4 +102,22 @@ def test_delete_removes_the_partition_directory(tmp_path: Path) -> None:
     mgr.get_or_create("gone", 3).append(_batch(0), leader_epoch=0)
     mgr.delete("gone", 3)
     assert not (tmp_path / "gone-3").exists() and mgr.get("gone", 3) is None
+    mgr.shutdown()
+
+
+def test_tick_compacts_compacted_topics_and_checkpoints_the_cleaner(tmp_path: Path) -> None:
+    mgr = LogManager(
+        tmp_path,
+        {**SMALL, "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"},
+        retention_check_interval_ms=1,
+        checkpoint_interval_ms=1,
+    )
+    lg = mgr.get_or_create("users", 0)
+    for i in range(200):
+        lg.append(encode_batch([Record(0, 1_000 + i, b"user-%d" % (i % 5), b"v%d" % i)]), 0)
+    lg.update_high_watermark(lg.log_end_offset)
+    before = lg.size_bytes
+    mgr.tick(10_000)
+    assert lg.size_bytes < before / 2
+    assert checkpoint.read_offsets(tmp_path / checkpoint.CLEANER_OFFSET_FILE)[("users", 0)] > 0
     mgr.shutdown()

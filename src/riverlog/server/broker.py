@@ -98,6 +98,7 @@ class Broker:
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
             topic_configs={t.name: t.config for t in self.topics.all()},
+            cleaner_enabled=config["log.cleaner.enable"],
         )
         self.fetch_purgatory = Purgatory()
         self.fetch_sessions = FetchSessionCache()

@@ -7,7 +7,7 @@ The data directory holds one `<topic>-<partition>/` per log plus Kafka's checkpo
 it, logs load without scanning; without it, every log is recovered from its recovery point.
 
 Housekeeping (`tick`, run by the background thread `start_background`, or by a test directly
-with any `now_ms`): the flush.ms policy, retention, compaction when a cleaner is attached,
+with any `now_ms`): the flush.ms policy, retention, compaction (`log.cleaner.enable`),
 closing deleted segments after `file.delete.delay.ms`, and checkpoint writes.
 
 Ownership: the manager owns the `PartitionLog` objects and the checkpoint files. Callers use
@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from riverlog.storage import checkpoint
+from riverlog.storage.cleaner import LogCleaner
 from riverlog.storage.log import PartitionLog, partition_dir_name
 from riverlog.storage.log_config import LogConfig
 from riverlog.storage.retention import apply_retention
@@ -32,7 +33,6 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
-Cleaner = Callable[[PartitionLog, int], object]
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
@@ -52,6 +52,7 @@ class LogManager:
         checkpoint_interval_ms: int = 60_000,
         topic_configs: Mapping[str, Mapping[str, str]] | None = None,
         clock_ms: Callable[[], int] | None = None,
+        cleaner_enabled: bool = True,
     ) -> None:
         self.data_dir = data_dir
         self.defaults = dict(defaults or {})
@@ -59,13 +60,15 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.logs: dict[TopicPartition, PartitionLog] = {}
-        self.cleaner: Cleaner | None = None
+        self.cleaner: LogCleaner | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_retention_ms = 0
         self._last_checkpoint_ms = 0
         data_dir.mkdir(parents=True, exist_ok=True)
+        if cleaner_enabled:
+            self.cleaner = LogCleaner.from_checkpoint(data_dir)
         self._load(topic_configs or {})
 
     # --- startup and shutdown ----------------------------------------------------------
@@ -144,6 +147,8 @@ class LogManager:
             partition_log = self.logs.pop((topic, partition), None)
         if partition_log is not None:
             partition_log.delete()
+        if self.cleaner is not None:
+            self.cleaner.forget((topic, partition))
 
     # --- housekeeping --------------------------------------------------------------------
 
@@ -161,6 +166,8 @@ class LogManager:
             self.data_dir / checkpoint.HIGH_WATERMARK_FILE,
             {tp: lg.high_watermark for tp, lg in logs},
         )
+        if self.cleaner is not None:
+            self.cleaner.write_checkpoint(self.data_dir)
 
     def tick(self, now_ms: int | None = None) -> None:
         """One round of housekeeping."""
@@ -178,7 +185,7 @@ class LogManager:
                         "%s: retention deleted %d segments", partition_log.directory.name, deleted
                     )
                 if self.cleaner is not None and partition_log.config.compact:
-                    self.cleaner(partition_log, now)
+                    self.cleaner.clean_if_needed(partition_log, now)
         if now - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
             self._last_checkpoint_ms = now
             self.write_checkpoints()
