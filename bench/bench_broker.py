@@ -1,0 +1,211 @@
+"""Broker benchmark with confluent-kafka as the load client (prints numbers, asserts none).
+
+Each figure is printed next to the client's own ceiling measured in the same run against
+librdkafka's in-memory mock broker (`test.mock.num.brokers`), which does no real work.
+
+- produce throughput, 100 B and 1 KiB records (MB/s of record values)
+- consume throughput, same records
+- end-to-end latency at 1,000 records/s, client defaults (p50/p99)
+- single-record acks=all request rate (one request in flight, each awaited)
+
+Targets (issue 4): >= 150 MB/s produce and >= 250 MB/s consume of 1 KiB records, p99
+end-to-end <= 10 ms, >= 10,000 acks=all single-record requests/s.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from riverlog.embedded import broker
+
+PRODUCE_BYTES = 256 * 1024 * 1024
+
+
+def _mock_bootstrap() -> tuple[Producer, str]:
+    """A producer that owns librdkafka's mock cluster, and the cluster's bootstrap address."""
+    holder = Producer({"test.mock.num.brokers": 1, "bootstrap.servers": ""})
+    md = holder.list_topics(timeout=10)
+    b = next(iter(md.brokers.values()))
+    return holder, f"{b.host}:{b.port}"
+
+
+def _create(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def produce_throughput(bootstrap: str, topic: str, size: int) -> float:
+    count = PRODUCE_BYTES // size
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.kbytes": 1 << 20,
+            "acks": 1,
+        }
+    )
+    value = b"x" * size
+    start = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    producer.flush(120)
+    return count * size / (time.perf_counter() - start) / 1e6
+
+
+def consume_throughput(bootstrap: str, topic: str, size: int) -> float:
+    count = PRODUCE_BYTES // size
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "session.timeout.ms": 6000,
+            "enable.auto.commit": False,
+            "queued.max.messages.kbytes": 1 << 20,
+            "fetch.max.bytes": 50 << 20,
+            "max.partition.fetch.bytes": 10 << 20,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    start = time.perf_counter()
+    deadline = start + 120
+    while got < count and time.perf_counter() < deadline:
+        got += sum(1 for m in consumer.consume(10000, 1.0) if m.error() is None)
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return got * size / elapsed / 1e6
+
+
+def end_to_end_latency(
+    bootstrap: str, topic: str, rate: int = 1000, seconds: int = 5
+) -> list[float]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-e2e",
+            "session.timeout.ms": 6000,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, -1)])
+    consumer.poll(1.0)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    latencies: list[float] = []
+    interval = 1 / rate
+    next_send = time.perf_counter()
+    end = next_send + seconds
+    while time.perf_counter() < end:
+        now = time.perf_counter()
+        if now >= next_send:
+            producer.produce(topic, str(now).encode(), partition=0)
+            producer.poll(0)
+            next_send += interval
+        for msg in consumer.consume(100, 0):
+            if msg.error() is None:
+                latencies.append(time.perf_counter() - float(msg.value() or b"0"))
+    producer.flush(10)
+    deadline = time.perf_counter() + 2
+    while time.perf_counter() < deadline:
+        for msg in consumer.consume(100, 0.1):
+            if msg.error() is None:
+                latencies.append(time.perf_counter() - float(msg.value() or b"0"))
+    consumer.close()
+    return latencies
+
+
+def acks_all_rate(bootstrap: str, topic: str, seconds: float = 3.0) -> float:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": True}
+    )
+    done = 0
+    end = time.perf_counter() + seconds
+    start = time.perf_counter()
+    while time.perf_counter() < end:
+        producer.produce(topic, b"x")
+        producer.flush(5)
+        done += 1
+    return done / (time.perf_counter() - start)
+
+
+def _row(label: str, ours: float, ceiling: float, unit: str, target: str) -> None:
+    print(f"{label:<42} riverlog {ours:10.1f} {unit:<10} client ceiling {ceiling:10.1f}  {target}")
+
+
+def run(
+    name: str, bootstrap: str, results: dict[str, float], create: Callable[[str], None]
+) -> None:
+    for size in (100, 1024):
+        topic = f"bench-{size}-{uuid.uuid4().hex[:6]}"
+        create(topic)
+        results[f"produce {size}"] = produce_throughput(bootstrap, topic, size)
+        results[f"consume {size}"] = consume_throughput(bootstrap, topic, size)
+    topic = f"bench-e2e-{uuid.uuid4().hex[:6]}"
+    create(topic)
+    lat = sorted(end_to_end_latency(bootstrap, topic))
+    results["e2e p50"] = lat[len(lat) // 2] * 1000 if lat else float("nan")
+    results["e2e p99"] = lat[int(len(lat) * 0.99)] * 1000 if lat else float("nan")
+    results["acks=all"] = acks_all_rate(bootstrap, topic)
+    print(
+        f"  ({name} done: {len(lat)} latency samples, median of them "
+        f"{statistics.median(lat) * 1000 if lat else float('nan'):.2f} ms)",
+        flush=True,
+    )
+
+
+def main() -> int:
+    mock_holder, mock = _mock_bootstrap()
+    ceiling: dict[str, float] = {}
+    run("mock", mock, ceiling, lambda t: None)  # the mock cluster creates topics on use
+    del mock_holder
+    ours: dict[str, float] = {}
+    with broker() as b:
+        run("riverlog", b.bootstrap_servers, ours, lambda t: _create(b.bootstrap_servers, t))
+    print()
+    for size in (100, 1024):
+        _row(
+            f"produce {size} B records",
+            ours[f"produce {size}"],
+            ceiling[f"produce {size}"],
+            "MB/s",
+            "(target >= 150 MB/s for 1 KiB)" if size == 1024 else "",
+        )
+        _row(
+            f"consume {size} B records",
+            ours[f"consume {size}"],
+            ceiling[f"consume {size}"],
+            "MB/s",
+            "(target >= 250 MB/s for 1 KiB)" if size == 1024 else "",
+        )
+    _row("end-to-end latency p50, 1,000 rec/s", ours["e2e p50"], ceiling["e2e p50"], "ms", "")
+    _row(
+        "end-to-end latency p99, 1,000 rec/s",
+        ours["e2e p99"],
+        ceiling["e2e p99"],
+        "ms",
+        "(target <= 10 ms)",
+    )
+    _row(
+        "acks=all single-record requests",
+        ours["acks=all"],
+        ceiling["acks=all"],
+        "req/s",
+        "(target >= 10,000/s)",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
