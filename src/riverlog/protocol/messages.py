@@ -60,11 +60,16 @@ _S_iiibii = struct.Struct('>iiibii')
 _S_iiii = struct.Struct('>iiii')
 _S_iiiib = struct.Struct('>iiiib')
 _S_iiiibii = struct.Struct('>iiiibii')
+_S_iio = struct.Struct('>ii?')
 _S_iiq = struct.Struct('>iiq')
+_S_iiqb = struct.Struct('>iiqb')
 _S_iiqiqi = struct.Struct('>iiqiqi')
+_S_iiqo = struct.Struct('>iiq?')
 _S_iiqqi = struct.Struct('>iiqqi')
 _S_io = struct.Struct('>i?')
 _S_ioh = struct.Struct('>i?h')
+_S_ioiq = struct.Struct('>i?iq')
+_S_ioiqb = struct.Struct('>i?iqb')
 _S_iq = struct.Struct('>iq')
 _S_iqh = struct.Struct('>iqh')
 _S_iqhoo = struct.Struct('>iqh??')
@@ -5570,6 +5575,2831 @@ def _e_MetadataResponse_v13(o: MetadataResponse, out: list[Chunk]) -> None:
 
 MetadataResponse._ENCODERS = (_e_MetadataResponse_v0, _e_MetadataResponse_v1, _e_MetadataResponse_v2, _e_MetadataResponse_v3, _e_MetadataResponse_v3, _e_MetadataResponse_v5, _e_MetadataResponse_v5, _e_MetadataResponse_v7, _e_MetadataResponse_v8, _e_MetadataResponse_v9, _e_MetadataResponse_v10, _e_MetadataResponse_v11, _e_MetadataResponse_v12, _e_MetadataResponse_v13,)
 MetadataResponse._DECODERS = (_d_MetadataResponse_v0, _d_MetadataResponse_v1, _d_MetadataResponse_v2, _d_MetadataResponse_v3, _d_MetadataResponse_v3, _d_MetadataResponse_v5, _d_MetadataResponse_v5, _d_MetadataResponse_v7, _d_MetadataResponse_v8, _d_MetadataResponse_v9, _d_MetadataResponse_v10, _d_MetadataResponse_v11, _d_MetadataResponse_v12, _d_MetadataResponse_v13,)
+
+
+class LeaderAndIsrRequest(ApiMessage):
+    """LeaderAndIsrRequest (API key 4), versions 0-7, flexible from v4."""
+
+    class LeaderAndIsrPartitionState(Struct):
+        NAME = 'LeaderAndIsrRequest.LeaderAndIsrPartitionState'
+        __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'adding_replicas', 'removing_replicas', 'is_new', 'leader_recovery_state', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partition_index: int = 0,
+            controller_epoch: int = 0,
+            leader: int = 0,
+            leader_epoch: int = 0,
+            isr: list[int] = DEFAULT,
+            partition_epoch: int = 0,
+            replicas: list[int] = DEFAULT,
+            adding_replicas: list[int] = DEFAULT,
+            removing_replicas: list[int] = DEFAULT,
+            is_new: bool = False,
+            leader_recovery_state: int = 0,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.topic_name = topic_name
+            self.partition_index = partition_index
+            self.controller_epoch = controller_epoch
+            self.leader = leader
+            self.leader_epoch = leader_epoch
+            self.isr = [] if isr is DEFAULT else isr
+            self.partition_epoch = partition_epoch
+            self.replicas = [] if replicas is DEFAULT else replicas
+            self.adding_replicas = [] if adding_replicas is DEFAULT else adding_replicas
+            self.removing_replicas = [] if removing_replicas is DEFAULT else removing_replicas
+            self.is_new = is_new
+            self.leader_recovery_state = leader_recovery_state
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    class LeaderAndIsrTopicState(Struct):
+        NAME = 'LeaderAndIsrRequest.LeaderAndIsrTopicState'
+        __slots__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            topic_id: uuid.UUID = ZERO_UUID,
+            partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState] = DEFAULT,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.topic_name = topic_name
+            self.topic_id = topic_id
+            self.partition_states = [] if partition_states is DEFAULT else partition_states
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    class LeaderAndIsrLiveLeader(Struct):
+        NAME = 'LeaderAndIsrRequest.LeaderAndIsrLiveLeader'
+        __slots__ = ('broker_id', 'host_name', 'port', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            broker_id: int = 0,
+            host_name: str = '',
+            port: int = 0,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.broker_id = broker_id
+            self.host_name = host_name
+            self.port = port
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    NAME = 'LeaderAndIsrRequest'
+    MIN_VERSION = 0
+    MAX_VERSION = 7
+    FLEXIBLE_FROM = 4
+    API_KEY = 4
+    IS_REQUEST = True
+    SCHEMA_MIN_VERSION = 0
+    LATEST_VERSION_UNSTABLE = False
+    __slots__ = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'type', 'ungrouped_partition_states', 'topic_states', 'live_leaders', 'unknown_tagged_fields', )
+
+    def __init__(
+        self,
+        *,
+        controller_id: int = 0,
+        is_k_raft_controller: bool = False,
+        controller_epoch: int = 0,
+        broker_epoch: int = -1,
+        type: int = 0,
+        ungrouped_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState] = DEFAULT,
+        topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState] = DEFAULT,
+        live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader] = DEFAULT,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.type = type
+        self.ungrouped_partition_states = [] if ungrouped_partition_states is DEFAULT else ungrouped_partition_states
+        self.topic_states = [] if topic_states is DEFAULT else topic_states
+        self.live_leaders = [] if live_leaders is DEFAULT else live_leaders
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState = LeaderAndIsrRequest.LeaderAndIsrPartitionState
+_C_LeaderAndIsrRequest_LeaderAndIsrTopicState = LeaderAndIsrRequest.LeaderAndIsrTopicState
+_C_LeaderAndIsrRequest_LeaderAndIsrLiveLeader = LeaderAndIsrRequest.LeaderAndIsrLiveLeader
+_C_LeaderAndIsrRequest = LeaderAndIsrRequest
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrPartitionState, int]:
+    f_topic_name, pos = read_string(buf, pos)
+    (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S_iiii.unpack_from(buf, pos)
+    pos += 16
+    f_isr: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Isr')
+    else:
+        f_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_partition_epoch,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_replicas: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Replicas')
+    else:
+        f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(topic_name=f_topic_name, partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic_name))
+    out.append(_S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch))
+    out.append(write_array_length(o.isr, False))
+    if o.isr:
+        out.append(write_fixed_array(o.isr, 'i'))
+    out.append(_S_i.pack(o.partition_epoch))
+    out.append(write_array_length(o.replicas, False))
+    if o.replicas:
+        out.append(write_fixed_array(o.replicas, 'i'))
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrPartitionState, int]:
+    f_topic_name, pos = read_string(buf, pos)
+    (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S_iiii.unpack_from(buf, pos)
+    pos += 16
+    f_isr: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Isr')
+    else:
+        f_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_partition_epoch,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_replicas: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Replicas')
+    else:
+        f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_is_new,) = _S_o.unpack_from(buf, pos)
+    pos += 1
+    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(topic_name=f_topic_name, partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, is_new=f_is_new), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic_name))
+    out.append(_S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch))
+    out.append(write_array_length(o.isr, False))
+    if o.isr:
+        out.append(write_fixed_array(o.isr, 'i'))
+    out.append(_S_i.pack(o.partition_epoch))
+    out.append(write_array_length(o.replicas, False))
+    if o.replicas:
+        out.append(write_fixed_array(o.replicas, 'i'))
+    out.append(_S_o.pack(o.is_new))
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrPartitionState, int]:
+    (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S_iiii.unpack_from(buf, pos)
+    pos += 16
+    f_isr: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Isr')
+    else:
+        f_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_partition_epoch,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_replicas: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Replicas')
+    else:
+        f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_is_new,) = _S_o.unpack_from(buf, pos)
+    pos += 1
+    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, is_new=f_is_new), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
+    out.append(_S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch))
+    out.append(write_array_length(o.isr, False))
+    if o.isr:
+        out.append(write_fixed_array(o.isr, 'i'))
+    out.append(_S_i.pack(o.partition_epoch))
+    out.append(write_array_length(o.replicas, False))
+    if o.replicas:
+        out.append(write_fixed_array(o.replicas, 'i'))
+    out.append(_S_o.pack(o.is_new))
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrPartitionState, int]:
+    (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S_iiii.unpack_from(buf, pos)
+    pos += 16
+    f_isr: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Isr')
+    else:
+        f_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_partition_epoch,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_replicas: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Replicas')
+    else:
+        f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    f_adding_replicas: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('AddingReplicas')
+    else:
+        f_adding_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    f_removing_replicas: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('RemovingReplicas')
+    else:
+        f_removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_is_new,) = _S_o.unpack_from(buf, pos)
+    pos += 1
+    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, adding_replicas=f_adding_replicas, removing_replicas=f_removing_replicas, is_new=f_is_new), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
+    out.append(_S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch))
+    out.append(write_array_length(o.isr, False))
+    if o.isr:
+        out.append(write_fixed_array(o.isr, 'i'))
+    out.append(_S_i.pack(o.partition_epoch))
+    out.append(write_array_length(o.replicas, False))
+    if o.replicas:
+        out.append(write_fixed_array(o.replicas, 'i'))
+    out.append(write_array_length(o.adding_replicas, False))
+    if o.adding_replicas:
+        out.append(write_fixed_array(o.adding_replicas, 'i'))
+    out.append(write_array_length(o.removing_replicas, False))
+    if o.removing_replicas:
+        out.append(write_fixed_array(o.removing_replicas, 'i'))
+    out.append(_S_o.pack(o.is_new))
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrPartitionState, int]:
+    (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S_iiii.unpack_from(buf, pos)
+    pos += 16
+    f_isr: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Isr')
+    else:
+        f_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_partition_epoch,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_replicas: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Replicas')
+    else:
+        f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    f_adding_replicas: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('AddingReplicas')
+    else:
+        f_adding_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    f_removing_replicas: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('RemovingReplicas')
+    else:
+        f_removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_is_new,) = _S_o.unpack_from(buf, pos)
+    pos += 1
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, adding_replicas=f_adding_replicas, removing_replicas=f_removing_replicas, is_new=f_is_new, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
+    out.append(_S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch))
+    out.append(write_compact_array_length(o.isr, False))
+    if o.isr:
+        out.append(write_fixed_array(o.isr, 'i'))
+    out.append(_S_i.pack(o.partition_epoch))
+    out.append(write_compact_array_length(o.replicas, False))
+    if o.replicas:
+        out.append(write_fixed_array(o.replicas, 'i'))
+    out.append(write_compact_array_length(o.adding_replicas, False))
+    if o.adding_replicas:
+        out.append(write_fixed_array(o.adding_replicas, 'i'))
+    out.append(write_compact_array_length(o.removing_replicas, False))
+    if o.removing_replicas:
+        out.append(write_fixed_array(o.removing_replicas, 'i'))
+    out.append(_S_o.pack(o.is_new))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrPartitionState, int]:
+    (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S_iiii.unpack_from(buf, pos)
+    pos += 16
+    f_isr: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Isr')
+    else:
+        f_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_partition_epoch,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_replicas: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Replicas')
+    else:
+        f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    f_adding_replicas: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('AddingReplicas')
+    else:
+        f_adding_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    f_removing_replicas: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('RemovingReplicas')
+    else:
+        f_removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_is_new, f_leader_recovery_state,) = _S_ob.unpack_from(buf, pos)
+    pos += 2
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, adding_replicas=f_adding_replicas, removing_replicas=f_removing_replicas, is_new=f_is_new, leader_recovery_state=f_leader_recovery_state, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
+    out.append(_S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch))
+    out.append(write_compact_array_length(o.isr, False))
+    if o.isr:
+        out.append(write_fixed_array(o.isr, 'i'))
+    out.append(_S_i.pack(o.partition_epoch))
+    out.append(write_compact_array_length(o.replicas, False))
+    if o.replicas:
+        out.append(write_fixed_array(o.replicas, 'i'))
+    out.append(write_compact_array_length(o.adding_replicas, False))
+    if o.adding_replicas:
+        out.append(write_fixed_array(o.adding_replicas, 'i'))
+    out.append(write_compact_array_length(o.removing_replicas, False))
+    if o.removing_replicas:
+        out.append(write_fixed_array(o.removing_replicas, 'i'))
+    out.append(_S_ob.pack(o.is_new, o.leader_recovery_state))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrTopicState, int]:
+    f_topic_name, pos = read_string(buf, pos)
+    f_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionStates')
+    else:
+        f_partition_states = []
+        for _ in range(n):
+            e_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, pos)
+            f_partition_states.append(e_partition_states)
+    return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, partition_states=f_partition_states), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic_name))
+    out.append(write_array_length(o.partition_states, False))
+    for e_partition_states in o.partition_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(e_partition_states, out)
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrTopicState, int]:
+    f_topic_name, pos = read_string(buf, pos)
+    f_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionStates')
+    else:
+        f_partition_states = []
+        for _ in range(n):
+            e_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, pos)
+            f_partition_states.append(e_partition_states)
+    return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, partition_states=f_partition_states), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic_name))
+    out.append(write_array_length(o.partition_states, False))
+    for e_partition_states in o.partition_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(e_partition_states, out)
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrTopicState, int]:
+    f_topic_name, pos = read_compact_string(buf, pos)
+    f_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionStates')
+    else:
+        f_partition_states = []
+        for _ in range(n):
+            e_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, pos)
+            f_partition_states.append(e_partition_states)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.topic_name))
+    out.append(write_compact_array_length(o.partition_states, False))
+    for e_partition_states in o.partition_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(e_partition_states, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrTopicState, int]:
+    f_topic_name, pos = read_compact_string(buf, pos)
+    f_topic_id, pos = read_uuid(buf, pos)
+    f_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionStates')
+    else:
+        f_partition_states = []
+        for _ in range(n):
+            e_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, pos)
+            f_partition_states.append(e_partition_states)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, topic_id=f_topic_id, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.topic_name))
+    out.append(write_uuid(o.topic_id))
+    out.append(write_compact_array_length(o.partition_states, False))
+    for e_partition_states in o.partition_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(e_partition_states, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrTopicState, int]:
+    f_topic_name, pos = read_compact_string(buf, pos)
+    f_topic_id, pos = read_uuid(buf, pos)
+    f_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionStates')
+    else:
+        f_partition_states = []
+        for _ in range(n):
+            e_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, pos)
+            f_partition_states.append(e_partition_states)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, topic_id=f_topic_id, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.topic_name))
+    out.append(write_uuid(o.topic_id))
+    out.append(write_compact_array_length(o.partition_states, False))
+    for e_partition_states in o.partition_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(e_partition_states, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrLiveLeader, int]:
+    (f_broker_id,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_host_name, pos = read_string(buf, pos)
+    (f_port,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    return _C_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(broker_id=f_broker_id, host_name=f_host_name, port=f_port), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(o: LeaderAndIsrRequest.LeaderAndIsrLiveLeader, out: list[Chunk]) -> None:
+    out.append(_S_i.pack(o.broker_id))
+    out.append(write_string(o.host_name))
+    out.append(_S_i.pack(o.port))
+
+
+def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrLiveLeader, int]:
+    (f_broker_id,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_host_name, pos = read_compact_string(buf, pos)
+    (f_port,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(broker_id=f_broker_id, host_name=f_host_name, port=f_port, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(o: LeaderAndIsrRequest.LeaderAndIsrLiveLeader, out: list[Chunk]) -> None:
+    out.append(_S_i.pack(o.broker_id))
+    out.append(write_compact_string(o.host_name))
+    out.append(_S_i.pack(o.port))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    (f_controller_id, f_controller_epoch,) = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    f_ungrouped_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('UngroupedPartitionStates')
+    else:
+        f_ungrouped_partition_states = []
+        for _ in range(n):
+            e_ungrouped_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, pos)
+            f_ungrouped_partition_states.append(e_ungrouped_partition_states)
+    f_live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveLeaders')
+    else:
+        f_live_leaders = []
+        for _ in range(n):
+            e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos)
+            f_live_leaders.append(e_live_leaders)
+    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_leaders=f_live_leaders), pos
+
+
+def _e_LeaderAndIsrRequest_v0(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
+    out.append(_S_ii.pack(o.controller_id, o.controller_epoch))
+    out.append(write_array_length(o.ungrouped_partition_states, False))
+    for e_ungrouped_partition_states in o.ungrouped_partition_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(e_ungrouped_partition_states, out)
+    out.append(write_array_length(o.live_leaders, False))
+    for e_live_leaders in o.live_leaders or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(e_live_leaders, out)
+
+
+def _d_LeaderAndIsrRequest_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    (f_controller_id, f_controller_epoch,) = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    f_ungrouped_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('UngroupedPartitionStates')
+    else:
+        f_ungrouped_partition_states = []
+        for _ in range(n):
+            e_ungrouped_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, pos)
+            f_ungrouped_partition_states.append(e_ungrouped_partition_states)
+    f_live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveLeaders')
+    else:
+        f_live_leaders = []
+        for _ in range(n):
+            e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos)
+            f_live_leaders.append(e_live_leaders)
+    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_leaders=f_live_leaders), pos
+
+
+def _e_LeaderAndIsrRequest_v1(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
+    out.append(_S_ii.pack(o.controller_id, o.controller_epoch))
+    out.append(write_array_length(o.ungrouped_partition_states, False))
+    for e_ungrouped_partition_states in o.ungrouped_partition_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(e_ungrouped_partition_states, out)
+    out.append(write_array_length(o.live_leaders, False))
+    for e_live_leaders in o.live_leaders or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(e_live_leaders, out)
+
+
+def _d_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S_iiq.unpack_from(buf, pos)
+    pos += 16
+    f_topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, pos)
+            f_topic_states.append(e_topic_states)
+    f_live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveLeaders')
+    else:
+        f_live_leaders = []
+        for _ in range(n):
+            e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos)
+            f_live_leaders.append(e_live_leaders)
+    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_leaders=f_live_leaders), pos
+
+
+def _e_LeaderAndIsrRequest_v2(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
+    out.append(_S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch))
+    out.append(write_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(e_topic_states, out)
+    out.append(write_array_length(o.live_leaders, False))
+    for e_live_leaders in o.live_leaders or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(e_live_leaders, out)
+
+
+def _d_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S_iiq.unpack_from(buf, pos)
+    pos += 16
+    f_topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, pos)
+            f_topic_states.append(e_topic_states)
+    f_live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveLeaders')
+    else:
+        f_live_leaders = []
+        for _ in range(n):
+            e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos)
+            f_live_leaders.append(e_live_leaders)
+    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_leaders=f_live_leaders), pos
+
+
+def _e_LeaderAndIsrRequest_v3(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
+    out.append(_S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch))
+    out.append(write_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(e_topic_states, out)
+    out.append(write_array_length(o.live_leaders, False))
+    for e_live_leaders in o.live_leaders or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(e_live_leaders, out)
+
+
+def _d_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S_iiq.unpack_from(buf, pos)
+    pos += 16
+    f_topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, pos)
+            f_topic_states.append(e_topic_states)
+    f_live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveLeaders')
+    else:
+        f_live_leaders = []
+        for _ in range(n):
+            e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, pos)
+            f_live_leaders.append(e_live_leaders)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrRequest_v4(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
+    out.append(_S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch))
+    out.append(write_compact_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(e_topic_states, out)
+    out.append(write_compact_array_length(o.live_leaders, False))
+    for e_live_leaders in o.live_leaders or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    (f_controller_id, f_controller_epoch, f_broker_epoch, f_type,) = _S_iiqb.unpack_from(buf, pos)
+    pos += 17
+    f_topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, pos)
+            f_topic_states.append(e_topic_states)
+    f_live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveLeaders')
+    else:
+        f_live_leaders = []
+        for _ in range(n):
+            e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, pos)
+            f_live_leaders.append(e_live_leaders)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, type=f_type, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrRequest_v5(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
+    out.append(_S_iiqb.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.type))
+    out.append(write_compact_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(e_topic_states, out)
+    out.append(write_compact_array_length(o.live_leaders, False))
+    for e_live_leaders in o.live_leaders or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    (f_controller_id, f_controller_epoch, f_broker_epoch, f_type,) = _S_iiqb.unpack_from(buf, pos)
+    pos += 17
+    f_topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, pos)
+            f_topic_states.append(e_topic_states)
+    f_live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveLeaders')
+    else:
+        f_live_leaders = []
+        for _ in range(n):
+            e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, pos)
+            f_live_leaders.append(e_live_leaders)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, type=f_type, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrRequest_v6(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
+    out.append(_S_iiqb.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.type))
+    out.append(write_compact_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(e_topic_states, out)
+    out.append(write_compact_array_length(o.live_leaders, False))
+    for e_live_leaders in o.live_leaders or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    (f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, f_type,) = _S_ioiqb.unpack_from(buf, pos)
+    pos += 18
+    f_topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, pos)
+            f_topic_states.append(e_topic_states)
+    f_live_leaders: list[LeaderAndIsrRequest.LeaderAndIsrLiveLeader]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveLeaders')
+    else:
+        f_live_leaders = []
+        for _ in range(n):
+            e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, pos)
+            f_live_leaders.append(e_live_leaders)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, is_k_raft_controller=f_is_k_raft_controller, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, type=f_type, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrRequest_v7(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
+    out.append(_S_ioiqb.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch, o.type))
+    out.append(write_compact_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(e_topic_states, out)
+    out.append(write_compact_array_length(o.live_leaders, False))
+    for e_live_leaders in o.live_leaders or ():
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+LeaderAndIsrRequest._ENCODERS = (_e_LeaderAndIsrRequest_v0, _e_LeaderAndIsrRequest_v1, _e_LeaderAndIsrRequest_v2, _e_LeaderAndIsrRequest_v3, _e_LeaderAndIsrRequest_v4, _e_LeaderAndIsrRequest_v5, _e_LeaderAndIsrRequest_v6, _e_LeaderAndIsrRequest_v7,)
+LeaderAndIsrRequest._DECODERS = (_d_LeaderAndIsrRequest_v0, _d_LeaderAndIsrRequest_v1, _d_LeaderAndIsrRequest_v2, _d_LeaderAndIsrRequest_v3, _d_LeaderAndIsrRequest_v4, _d_LeaderAndIsrRequest_v5, _d_LeaderAndIsrRequest_v6, _d_LeaderAndIsrRequest_v7,)
+
+
+class LeaderAndIsrResponse(ApiMessage):
+    """LeaderAndIsrResponse (API key 4), versions 0-7, flexible from v4."""
+
+    class LeaderAndIsrPartitionError(Struct):
+        NAME = 'LeaderAndIsrResponse.LeaderAndIsrPartitionError'
+        __slots__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partition_index: int = 0,
+            error_code: int = 0,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.topic_name = topic_name
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    class LeaderAndIsrTopicError(Struct):
+        NAME = 'LeaderAndIsrResponse.LeaderAndIsrTopicError'
+        __slots__ = ('topic_id', 'partition_errors', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ZERO_UUID,
+            partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError] = DEFAULT,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.topic_id = topic_id
+            self.partition_errors = [] if partition_errors is DEFAULT else partition_errors
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    NAME = 'LeaderAndIsrResponse'
+    MIN_VERSION = 0
+    MAX_VERSION = 7
+    FLEXIBLE_FROM = 4
+    API_KEY = 4
+    IS_REQUEST = False
+    SCHEMA_MIN_VERSION = 0
+    LATEST_VERSION_UNSTABLE = False
+    __slots__ = ('error_code', 'partition_errors', 'topics', 'unknown_tagged_fields', )
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError] = DEFAULT,
+        topics: list[LeaderAndIsrResponse.LeaderAndIsrTopicError] = DEFAULT,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.error_code = error_code
+        self.partition_errors = [] if partition_errors is DEFAULT else partition_errors
+        self.topics = [] if topics is DEFAULT else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+_C_LeaderAndIsrResponse_LeaderAndIsrPartitionError = LeaderAndIsrResponse.LeaderAndIsrPartitionError
+_C_LeaderAndIsrResponse_LeaderAndIsrTopicError = LeaderAndIsrResponse.LeaderAndIsrTopicError
+_C_LeaderAndIsrResponse = LeaderAndIsrResponse
+
+def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse.LeaderAndIsrPartitionError, int]:
+    f_topic_name, pos = read_string(buf, pos)
+    (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    return _C_LeaderAndIsrResponse_LeaderAndIsrPartitionError(topic_name=f_topic_name, partition_index=f_partition_index, error_code=f_error_code), pos
+
+
+def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(o: LeaderAndIsrResponse.LeaderAndIsrPartitionError, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic_name))
+    out.append(_S_ih.pack(o.partition_index, o.error_code))
+
+
+def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse.LeaderAndIsrPartitionError, int]:
+    f_topic_name, pos = read_compact_string(buf, pos)
+    (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrResponse_LeaderAndIsrPartitionError(topic_name=f_topic_name, partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(o: LeaderAndIsrResponse.LeaderAndIsrPartitionError, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.topic_name))
+    out.append(_S_ih.pack(o.partition_index, o.error_code))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse.LeaderAndIsrPartitionError, int]:
+    (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrResponse_LeaderAndIsrPartitionError(partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(o: LeaderAndIsrResponse.LeaderAndIsrPartitionError, out: list[Chunk]) -> None:
+    out.append(_S_ih.pack(o.partition_index, o.error_code))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse.LeaderAndIsrTopicError, int]:
+    f_topic_id, pos = read_uuid(buf, pos)
+    f_partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionErrors')
+    else:
+        f_partition_errors = []
+        for _ in range(n):
+            e_partition_errors, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, pos)
+            f_partition_errors.append(e_partition_errors)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrResponse_LeaderAndIsrTopicError(topic_id=f_topic_id, partition_errors=f_partition_errors, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(o: LeaderAndIsrResponse.LeaderAndIsrTopicError, out: list[Chunk]) -> None:
+    out.append(write_uuid(o.topic_id))
+    out.append(write_compact_array_length(o.partition_errors, False))
+    for e_partition_errors in o.partition_errors or ():
+        _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(e_partition_errors, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrResponse_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
+    (f_error_code,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    f_partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionErrors')
+    else:
+        f_partition_errors = []
+        for _ in range(n):
+            e_partition_errors, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, pos)
+            f_partition_errors.append(e_partition_errors)
+    return _C_LeaderAndIsrResponse(error_code=f_error_code, partition_errors=f_partition_errors), pos
+
+
+def _e_LeaderAndIsrResponse_v0(o: LeaderAndIsrResponse, out: list[Chunk]) -> None:
+    out.append(_S_h.pack(o.error_code))
+    out.append(write_array_length(o.partition_errors, False))
+    for e_partition_errors in o.partition_errors or ():
+        _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(e_partition_errors, out)
+
+
+def _d_LeaderAndIsrResponse_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
+    (f_error_code,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    f_partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionErrors')
+    else:
+        f_partition_errors = []
+        for _ in range(n):
+            e_partition_errors, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, pos)
+            f_partition_errors.append(e_partition_errors)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrResponse(error_code=f_error_code, partition_errors=f_partition_errors, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrResponse_v4(o: LeaderAndIsrResponse, out: list[Chunk]) -> None:
+    out.append(_S_h.pack(o.error_code))
+    out.append(write_compact_array_length(o.partition_errors, False))
+    for e_partition_errors in o.partition_errors or ():
+        _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(e_partition_errors, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_LeaderAndIsrResponse_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
+    (f_error_code,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    f_topics: list[LeaderAndIsrResponse.LeaderAndIsrTopicError]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Topics')
+    else:
+        f_topics = []
+        for _ in range(n):
+            e_topics, pos = _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, pos)
+            f_topics.append(e_topics)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_LeaderAndIsrResponse(error_code=f_error_code, topics=f_topics, unknown_tagged_fields=unknown), pos
+
+
+def _e_LeaderAndIsrResponse_v5(o: LeaderAndIsrResponse, out: list[Chunk]) -> None:
+    out.append(_S_h.pack(o.error_code))
+    out.append(write_compact_array_length(o.topics, False))
+    for e_topics in o.topics or ():
+        _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(e_topics, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+LeaderAndIsrResponse._ENCODERS = (_e_LeaderAndIsrResponse_v0, _e_LeaderAndIsrResponse_v0, _e_LeaderAndIsrResponse_v0, _e_LeaderAndIsrResponse_v0, _e_LeaderAndIsrResponse_v4, _e_LeaderAndIsrResponse_v5, _e_LeaderAndIsrResponse_v5, _e_LeaderAndIsrResponse_v5,)
+LeaderAndIsrResponse._DECODERS = (_d_LeaderAndIsrResponse_v0, _d_LeaderAndIsrResponse_v0, _d_LeaderAndIsrResponse_v0, _d_LeaderAndIsrResponse_v0, _d_LeaderAndIsrResponse_v4, _d_LeaderAndIsrResponse_v5, _d_LeaderAndIsrResponse_v5, _d_LeaderAndIsrResponse_v5,)
+
+
+class StopReplicaRequest(ApiMessage):
+    """StopReplicaRequest (API key 5), versions 0-4, flexible from v2."""
+
+    class StopReplicaPartitionV0(Struct):
+        NAME = 'StopReplicaRequest.StopReplicaPartitionV0'
+        __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partition_index: int = 0,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.topic_name = topic_name
+            self.partition_index = partition_index
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    class StopReplicaTopicV1(Struct):
+        NAME = 'StopReplicaRequest.StopReplicaTopicV1'
+        __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partition_indexes: list[int] = DEFAULT,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is DEFAULT else partition_indexes
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    class StopReplicaPartitionState(Struct):
+        NAME = 'StopReplicaRequest.StopReplicaPartitionState'
+        __slots__ = ('partition_index', 'leader_epoch', 'delete_partition', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            leader_epoch: int = -1,
+            delete_partition: bool = False,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.partition_index = partition_index
+            self.leader_epoch = leader_epoch
+            self.delete_partition = delete_partition
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    class StopReplicaTopicState(Struct):
+        NAME = 'StopReplicaRequest.StopReplicaTopicState'
+        __slots__ = ('topic_name', 'partition_states', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partition_states: list[StopReplicaRequest.StopReplicaPartitionState] = DEFAULT,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.topic_name = topic_name
+            self.partition_states = [] if partition_states is DEFAULT else partition_states
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    NAME = 'StopReplicaRequest'
+    MIN_VERSION = 0
+    MAX_VERSION = 4
+    FLEXIBLE_FROM = 2
+    API_KEY = 5
+    IS_REQUEST = True
+    SCHEMA_MIN_VERSION = 0
+    LATEST_VERSION_UNSTABLE = False
+    __slots__ = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'delete_partitions', 'ungrouped_partitions', 'topics', 'topic_states', 'unknown_tagged_fields', )
+
+    def __init__(
+        self,
+        *,
+        controller_id: int = 0,
+        is_k_raft_controller: bool = False,
+        controller_epoch: int = 0,
+        broker_epoch: int = -1,
+        delete_partitions: bool = False,
+        ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0] = DEFAULT,
+        topics: list[StopReplicaRequest.StopReplicaTopicV1] = DEFAULT,
+        topic_states: list[StopReplicaRequest.StopReplicaTopicState] = DEFAULT,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.delete_partitions = delete_partitions
+        self.ungrouped_partitions = [] if ungrouped_partitions is DEFAULT else ungrouped_partitions
+        self.topics = [] if topics is DEFAULT else topics
+        self.topic_states = [] if topic_states is DEFAULT else topic_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+_C_StopReplicaRequest_StopReplicaPartitionV0 = StopReplicaRequest.StopReplicaPartitionV0
+_C_StopReplicaRequest_StopReplicaTopicV1 = StopReplicaRequest.StopReplicaTopicV1
+_C_StopReplicaRequest_StopReplicaPartitionState = StopReplicaRequest.StopReplicaPartitionState
+_C_StopReplicaRequest_StopReplicaTopicState = StopReplicaRequest.StopReplicaTopicState
+_C_StopReplicaRequest = StopReplicaRequest
+
+def _d_StopReplicaRequest_StopReplicaPartitionV0_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRequest.StopReplicaPartitionV0, int]:
+    f_topic_name, pos = read_string(buf, pos)
+    (f_partition_index,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    return _C_StopReplicaRequest_StopReplicaPartitionV0(topic_name=f_topic_name, partition_index=f_partition_index), pos
+
+
+def _e_StopReplicaRequest_StopReplicaPartitionV0_v0(o: StopReplicaRequest.StopReplicaPartitionV0, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic_name))
+    out.append(_S_i.pack(o.partition_index))
+
+
+def _d_StopReplicaRequest_StopReplicaTopicV1_v1(buf: memoryview, pos: int) -> tuple[StopReplicaRequest.StopReplicaTopicV1, int]:
+    f_name, pos = read_string(buf, pos)
+    f_partition_indexes: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionIndexes')
+    else:
+        f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    return _C_StopReplicaRequest_StopReplicaTopicV1(name=f_name, partition_indexes=f_partition_indexes), pos
+
+
+def _e_StopReplicaRequest_StopReplicaTopicV1_v1(o: StopReplicaRequest.StopReplicaTopicV1, out: list[Chunk]) -> None:
+    out.append(write_string(o.name))
+    out.append(write_array_length(o.partition_indexes, False))
+    if o.partition_indexes:
+        out.append(write_fixed_array(o.partition_indexes, 'i'))
+
+
+def _d_StopReplicaRequest_StopReplicaTopicV1_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRequest.StopReplicaTopicV1, int]:
+    f_name, pos = read_compact_string(buf, pos)
+    f_partition_indexes: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionIndexes')
+    else:
+        f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_StopReplicaRequest_StopReplicaTopicV1(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
+
+
+def _e_StopReplicaRequest_StopReplicaTopicV1_v2(o: StopReplicaRequest.StopReplicaTopicV1, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.name))
+    out.append(write_compact_array_length(o.partition_indexes, False))
+    if o.partition_indexes:
+        out.append(write_fixed_array(o.partition_indexes, 'i'))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_StopReplicaRequest_StopReplicaPartitionState_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequest.StopReplicaPartitionState, int]:
+    (f_partition_index, f_leader_epoch, f_delete_partition,) = _S_iio.unpack_from(buf, pos)
+    pos += 9
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_StopReplicaRequest_StopReplicaPartitionState(partition_index=f_partition_index, leader_epoch=f_leader_epoch, delete_partition=f_delete_partition, unknown_tagged_fields=unknown), pos
+
+
+def _e_StopReplicaRequest_StopReplicaPartitionState_v3(o: StopReplicaRequest.StopReplicaPartitionState, out: list[Chunk]) -> None:
+    out.append(_S_iio.pack(o.partition_index, o.leader_epoch, o.delete_partition))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_StopReplicaRequest_StopReplicaTopicState_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequest.StopReplicaTopicState, int]:
+    f_topic_name, pos = read_compact_string(buf, pos)
+    f_partition_states: list[StopReplicaRequest.StopReplicaPartitionState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionStates')
+    else:
+        f_partition_states = []
+        for _ in range(n):
+            e_partition_states, pos = _d_StopReplicaRequest_StopReplicaPartitionState_v3(buf, pos)
+            f_partition_states.append(e_partition_states)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_StopReplicaRequest_StopReplicaTopicState(topic_name=f_topic_name, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+
+
+def _e_StopReplicaRequest_StopReplicaTopicState_v3(o: StopReplicaRequest.StopReplicaTopicState, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.topic_name))
+    out.append(write_compact_array_length(o.partition_states, False))
+    for e_partition_states in o.partition_states or ():
+        _e_StopReplicaRequest_StopReplicaPartitionState_v3(e_partition_states, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_StopReplicaRequest_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
+    (f_controller_id, f_controller_epoch, f_delete_partitions,) = _S_iio.unpack_from(buf, pos)
+    pos += 9
+    f_ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('UngroupedPartitions')
+    else:
+        f_ungrouped_partitions = []
+        for _ in range(n):
+            e_ungrouped_partitions, pos = _d_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos)
+            f_ungrouped_partitions.append(e_ungrouped_partitions)
+    return _C_StopReplicaRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, delete_partitions=f_delete_partitions, ungrouped_partitions=f_ungrouped_partitions), pos
+
+
+def _e_StopReplicaRequest_v0(o: StopReplicaRequest, out: list[Chunk]) -> None:
+    out.append(_S_iio.pack(o.controller_id, o.controller_epoch, o.delete_partitions))
+    out.append(write_array_length(o.ungrouped_partitions, False))
+    for e_ungrouped_partitions in o.ungrouped_partitions or ():
+        _e_StopReplicaRequest_StopReplicaPartitionV0_v0(e_ungrouped_partitions, out)
+
+
+def _d_StopReplicaRequest_v1(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
+    (f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions,) = _S_iiqo.unpack_from(buf, pos)
+    pos += 17
+    f_topics: list[StopReplicaRequest.StopReplicaTopicV1]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Topics')
+    else:
+        f_topics = []
+        for _ in range(n):
+            e_topics, pos = _d_StopReplicaRequest_StopReplicaTopicV1_v1(buf, pos)
+            f_topics.append(e_topics)
+    return _C_StopReplicaRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, delete_partitions=f_delete_partitions, topics=f_topics), pos
+
+
+def _e_StopReplicaRequest_v1(o: StopReplicaRequest, out: list[Chunk]) -> None:
+    out.append(_S_iiqo.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions))
+    out.append(write_array_length(o.topics, False))
+    for e_topics in o.topics or ():
+        _e_StopReplicaRequest_StopReplicaTopicV1_v1(e_topics, out)
+
+
+def _d_StopReplicaRequest_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
+    (f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions,) = _S_iiqo.unpack_from(buf, pos)
+    pos += 17
+    f_topics: list[StopReplicaRequest.StopReplicaTopicV1]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Topics')
+    else:
+        f_topics = []
+        for _ in range(n):
+            e_topics, pos = _d_StopReplicaRequest_StopReplicaTopicV1_v2(buf, pos)
+            f_topics.append(e_topics)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_StopReplicaRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, delete_partitions=f_delete_partitions, topics=f_topics, unknown_tagged_fields=unknown), pos
+
+
+def _e_StopReplicaRequest_v2(o: StopReplicaRequest, out: list[Chunk]) -> None:
+    out.append(_S_iiqo.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions))
+    out.append(write_compact_array_length(o.topics, False))
+    for e_topics in o.topics or ():
+        _e_StopReplicaRequest_StopReplicaTopicV1_v2(e_topics, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_StopReplicaRequest_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
+    (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S_iiq.unpack_from(buf, pos)
+    pos += 16
+    f_topic_states: list[StopReplicaRequest.StopReplicaTopicState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_StopReplicaRequest_StopReplicaTopicState_v3(buf, pos)
+            f_topic_states.append(e_topic_states)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_StopReplicaRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, unknown_tagged_fields=unknown), pos
+
+
+def _e_StopReplicaRequest_v3(o: StopReplicaRequest, out: list[Chunk]) -> None:
+    out.append(_S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch))
+    out.append(write_compact_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_StopReplicaRequest_StopReplicaTopicState_v3(e_topic_states, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_StopReplicaRequest_v4(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
+    (f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch,) = _S_ioiq.unpack_from(buf, pos)
+    pos += 17
+    f_topic_states: list[StopReplicaRequest.StopReplicaTopicState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_StopReplicaRequest_StopReplicaTopicState_v3(buf, pos)
+            f_topic_states.append(e_topic_states)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_StopReplicaRequest(controller_id=f_controller_id, is_k_raft_controller=f_is_k_raft_controller, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, unknown_tagged_fields=unknown), pos
+
+
+def _e_StopReplicaRequest_v4(o: StopReplicaRequest, out: list[Chunk]) -> None:
+    out.append(_S_ioiq.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch))
+    out.append(write_compact_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_StopReplicaRequest_StopReplicaTopicState_v3(e_topic_states, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+StopReplicaRequest._ENCODERS = (_e_StopReplicaRequest_v0, _e_StopReplicaRequest_v1, _e_StopReplicaRequest_v2, _e_StopReplicaRequest_v3, _e_StopReplicaRequest_v4,)
+StopReplicaRequest._DECODERS = (_d_StopReplicaRequest_v0, _d_StopReplicaRequest_v1, _d_StopReplicaRequest_v2, _d_StopReplicaRequest_v3, _d_StopReplicaRequest_v4,)
+
+
+class StopReplicaResponse(ApiMessage):
+    """StopReplicaResponse (API key 5), versions 0-4, flexible from v2."""
+
+    class StopReplicaPartitionError(Struct):
+        NAME = 'StopReplicaResponse.StopReplicaPartitionError'
+        __slots__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partition_index: int = 0,
+            error_code: int = 0,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.topic_name = topic_name
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    NAME = 'StopReplicaResponse'
+    MIN_VERSION = 0
+    MAX_VERSION = 4
+    FLEXIBLE_FROM = 2
+    API_KEY = 5
+    IS_REQUEST = False
+    SCHEMA_MIN_VERSION = 0
+    LATEST_VERSION_UNSTABLE = False
+    __slots__ = ('error_code', 'partition_errors', 'unknown_tagged_fields', )
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        partition_errors: list[StopReplicaResponse.StopReplicaPartitionError] = DEFAULT,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.error_code = error_code
+        self.partition_errors = [] if partition_errors is DEFAULT else partition_errors
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+_C_StopReplicaResponse_StopReplicaPartitionError = StopReplicaResponse.StopReplicaPartitionError
+_C_StopReplicaResponse = StopReplicaResponse
+
+def _d_StopReplicaResponse_StopReplicaPartitionError_v0(buf: memoryview, pos: int) -> tuple[StopReplicaResponse.StopReplicaPartitionError, int]:
+    f_topic_name, pos = read_string(buf, pos)
+    (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    return _C_StopReplicaResponse_StopReplicaPartitionError(topic_name=f_topic_name, partition_index=f_partition_index, error_code=f_error_code), pos
+
+
+def _e_StopReplicaResponse_StopReplicaPartitionError_v0(o: StopReplicaResponse.StopReplicaPartitionError, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic_name))
+    out.append(_S_ih.pack(o.partition_index, o.error_code))
+
+
+def _d_StopReplicaResponse_StopReplicaPartitionError_v2(buf: memoryview, pos: int) -> tuple[StopReplicaResponse.StopReplicaPartitionError, int]:
+    f_topic_name, pos = read_compact_string(buf, pos)
+    (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_StopReplicaResponse_StopReplicaPartitionError(topic_name=f_topic_name, partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+
+
+def _e_StopReplicaResponse_StopReplicaPartitionError_v2(o: StopReplicaResponse.StopReplicaPartitionError, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.topic_name))
+    out.append(_S_ih.pack(o.partition_index, o.error_code))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_StopReplicaResponse_v0(buf: memoryview, pos: int) -> tuple[StopReplicaResponse, int]:
+    (f_error_code,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    f_partition_errors: list[StopReplicaResponse.StopReplicaPartitionError]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionErrors')
+    else:
+        f_partition_errors = []
+        for _ in range(n):
+            e_partition_errors, pos = _d_StopReplicaResponse_StopReplicaPartitionError_v0(buf, pos)
+            f_partition_errors.append(e_partition_errors)
+    return _C_StopReplicaResponse(error_code=f_error_code, partition_errors=f_partition_errors), pos
+
+
+def _e_StopReplicaResponse_v0(o: StopReplicaResponse, out: list[Chunk]) -> None:
+    out.append(_S_h.pack(o.error_code))
+    out.append(write_array_length(o.partition_errors, False))
+    for e_partition_errors in o.partition_errors or ():
+        _e_StopReplicaResponse_StopReplicaPartitionError_v0(e_partition_errors, out)
+
+
+def _d_StopReplicaResponse_v2(buf: memoryview, pos: int) -> tuple[StopReplicaResponse, int]:
+    (f_error_code,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    f_partition_errors: list[StopReplicaResponse.StopReplicaPartitionError]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionErrors')
+    else:
+        f_partition_errors = []
+        for _ in range(n):
+            e_partition_errors, pos = _d_StopReplicaResponse_StopReplicaPartitionError_v2(buf, pos)
+            f_partition_errors.append(e_partition_errors)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_StopReplicaResponse(error_code=f_error_code, partition_errors=f_partition_errors, unknown_tagged_fields=unknown), pos
+
+
+def _e_StopReplicaResponse_v2(o: StopReplicaResponse, out: list[Chunk]) -> None:
+    out.append(_S_h.pack(o.error_code))
+    out.append(write_compact_array_length(o.partition_errors, False))
+    for e_partition_errors in o.partition_errors or ():
+        _e_StopReplicaResponse_StopReplicaPartitionError_v2(e_partition_errors, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+StopReplicaResponse._ENCODERS = (_e_StopReplicaResponse_v0, _e_StopReplicaResponse_v0, _e_StopReplicaResponse_v2, _e_StopReplicaResponse_v2, _e_StopReplicaResponse_v2,)
+StopReplicaResponse._DECODERS = (_d_StopReplicaResponse_v0, _d_StopReplicaResponse_v0, _d_StopReplicaResponse_v2, _d_StopReplicaResponse_v2, _d_StopReplicaResponse_v2,)
+
+
+class UpdateMetadataRequest(ApiMessage):
+    """UpdateMetadataRequest (API key 6), versions 0-8, flexible from v6."""
+
+    class UpdateMetadataPartitionState(Struct):
+        NAME = 'UpdateMetadataRequest.UpdateMetadataPartitionState'
+        __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partition_index: int = 0,
+            controller_epoch: int = 0,
+            leader: int = 0,
+            leader_epoch: int = 0,
+            isr: list[int] = DEFAULT,
+            zk_version: int = 0,
+            replicas: list[int] = DEFAULT,
+            offline_replicas: list[int] = DEFAULT,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.topic_name = topic_name
+            self.partition_index = partition_index
+            self.controller_epoch = controller_epoch
+            self.leader = leader
+            self.leader_epoch = leader_epoch
+            self.isr = [] if isr is DEFAULT else isr
+            self.zk_version = zk_version
+            self.replicas = [] if replicas is DEFAULT else replicas
+            self.offline_replicas = [] if offline_replicas is DEFAULT else offline_replicas
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    class UpdateMetadataTopicState(Struct):
+        NAME = 'UpdateMetadataRequest.UpdateMetadataTopicState'
+        __slots__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            topic_id: uuid.UUID = ZERO_UUID,
+            partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = DEFAULT,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.topic_name = topic_name
+            self.topic_id = topic_id
+            self.partition_states = [] if partition_states is DEFAULT else partition_states
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    class UpdateMetadataEndpoint(Struct):
+        NAME = 'UpdateMetadataRequest.UpdateMetadataEndpoint'
+        __slots__ = ('port', 'host', 'listener', 'security_protocol', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            port: int = 0,
+            host: str = '',
+            listener: str = '',
+            security_protocol: int = 0,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.port = port
+            self.host = host
+            self.listener = listener
+            self.security_protocol = security_protocol
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    class UpdateMetadataBroker(Struct):
+        NAME = 'UpdateMetadataRequest.UpdateMetadataBroker'
+        __slots__ = ('id', 'v0_host', 'v0_port', 'endpoints', 'rack', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            id: int = 0,
+            v0_host: str = '',
+            v0_port: int = 0,
+            endpoints: list[UpdateMetadataRequest.UpdateMetadataEndpoint] = DEFAULT,
+            rack: str | None = '',
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.id = id
+            self.v0_host = v0_host
+            self.v0_port = v0_port
+            self.endpoints = [] if endpoints is DEFAULT else endpoints
+            self.rack = rack
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    NAME = 'UpdateMetadataRequest'
+    MIN_VERSION = 0
+    MAX_VERSION = 8
+    FLEXIBLE_FROM = 6
+    API_KEY = 6
+    IS_REQUEST = True
+    SCHEMA_MIN_VERSION = 0
+    LATEST_VERSION_UNSTABLE = False
+    __slots__ = ('controller_id', 'is_k_raft_controller', 'type', 'controller_epoch', 'broker_epoch', 'ungrouped_partition_states', 'topic_states', 'live_brokers', 'unknown_tagged_fields', )
+
+    def __init__(
+        self,
+        *,
+        controller_id: int = 0,
+        is_k_raft_controller: bool = False,
+        type: int = 0,
+        controller_epoch: int = 0,
+        broker_epoch: int = -1,
+        ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = DEFAULT,
+        topic_states: list[UpdateMetadataRequest.UpdateMetadataTopicState] = DEFAULT,
+        live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker] = DEFAULT,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
+        self.type = type
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.ungrouped_partition_states = [] if ungrouped_partition_states is DEFAULT else ungrouped_partition_states
+        self.topic_states = [] if topic_states is DEFAULT else topic_states
+        self.live_brokers = [] if live_brokers is DEFAULT else live_brokers
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+_C_UpdateMetadataRequest_UpdateMetadataPartitionState = UpdateMetadataRequest.UpdateMetadataPartitionState
+_C_UpdateMetadataRequest_UpdateMetadataTopicState = UpdateMetadataRequest.UpdateMetadataTopicState
+_C_UpdateMetadataRequest_UpdateMetadataEndpoint = UpdateMetadataRequest.UpdateMetadataEndpoint
+_C_UpdateMetadataRequest_UpdateMetadataBroker = UpdateMetadataRequest.UpdateMetadataBroker
+_C_UpdateMetadataRequest = UpdateMetadataRequest
+
+def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataPartitionState, int]:
+    f_topic_name, pos = read_string(buf, pos)
+    (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S_iiii.unpack_from(buf, pos)
+    pos += 16
+    f_isr: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Isr')
+    else:
+        f_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_zk_version,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_replicas: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Replicas')
+    else:
+        f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    return _C_UpdateMetadataRequest_UpdateMetadataPartitionState(topic_name=f_topic_name, partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, zk_version=f_zk_version, replicas=f_replicas), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(o: UpdateMetadataRequest.UpdateMetadataPartitionState, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic_name))
+    out.append(_S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch))
+    out.append(write_array_length(o.isr, False))
+    if o.isr:
+        out.append(write_fixed_array(o.isr, 'i'))
+    out.append(_S_i.pack(o.zk_version))
+    out.append(write_array_length(o.replicas, False))
+    if o.replicas:
+        out.append(write_fixed_array(o.replicas, 'i'))
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataPartitionState, int]:
+    f_topic_name, pos = read_string(buf, pos)
+    (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S_iiii.unpack_from(buf, pos)
+    pos += 16
+    f_isr: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Isr')
+    else:
+        f_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_zk_version,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_replicas: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Replicas')
+    else:
+        f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    f_offline_replicas: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('OfflineReplicas')
+    else:
+        f_offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    return _C_UpdateMetadataRequest_UpdateMetadataPartitionState(topic_name=f_topic_name, partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, zk_version=f_zk_version, replicas=f_replicas, offline_replicas=f_offline_replicas), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(o: UpdateMetadataRequest.UpdateMetadataPartitionState, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic_name))
+    out.append(_S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch))
+    out.append(write_array_length(o.isr, False))
+    if o.isr:
+        out.append(write_fixed_array(o.isr, 'i'))
+    out.append(_S_i.pack(o.zk_version))
+    out.append(write_array_length(o.replicas, False))
+    if o.replicas:
+        out.append(write_fixed_array(o.replicas, 'i'))
+    out.append(write_array_length(o.offline_replicas, False))
+    if o.offline_replicas:
+        out.append(write_fixed_array(o.offline_replicas, 'i'))
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataPartitionState, int]:
+    (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S_iiii.unpack_from(buf, pos)
+    pos += 16
+    f_isr: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Isr')
+    else:
+        f_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_zk_version,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_replicas: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Replicas')
+    else:
+        f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    f_offline_replicas: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('OfflineReplicas')
+    else:
+        f_offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    return _C_UpdateMetadataRequest_UpdateMetadataPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, zk_version=f_zk_version, replicas=f_replicas, offline_replicas=f_offline_replicas), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(o: UpdateMetadataRequest.UpdateMetadataPartitionState, out: list[Chunk]) -> None:
+    out.append(_S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch))
+    out.append(write_array_length(o.isr, False))
+    if o.isr:
+        out.append(write_fixed_array(o.isr, 'i'))
+    out.append(_S_i.pack(o.zk_version))
+    out.append(write_array_length(o.replicas, False))
+    if o.replicas:
+        out.append(write_fixed_array(o.replicas, 'i'))
+    out.append(write_array_length(o.offline_replicas, False))
+    if o.offline_replicas:
+        out.append(write_fixed_array(o.offline_replicas, 'i'))
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataPartitionState, int]:
+    (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S_iiii.unpack_from(buf, pos)
+    pos += 16
+    f_isr: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Isr')
+    else:
+        f_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    (f_zk_version,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_replicas: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Replicas')
+    else:
+        f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    f_offline_replicas: list[int]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('OfflineReplicas')
+    else:
+        f_offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_UpdateMetadataRequest_UpdateMetadataPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, zk_version=f_zk_version, replicas=f_replicas, offline_replicas=f_offline_replicas, unknown_tagged_fields=unknown), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(o: UpdateMetadataRequest.UpdateMetadataPartitionState, out: list[Chunk]) -> None:
+    out.append(_S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch))
+    out.append(write_compact_array_length(o.isr, False))
+    if o.isr:
+        out.append(write_fixed_array(o.isr, 'i'))
+    out.append(_S_i.pack(o.zk_version))
+    out.append(write_compact_array_length(o.replicas, False))
+    if o.replicas:
+        out.append(write_fixed_array(o.replicas, 'i'))
+    out.append(write_compact_array_length(o.offline_replicas, False))
+    if o.offline_replicas:
+        out.append(write_fixed_array(o.offline_replicas, 'i'))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataTopicState, int]:
+    f_topic_name, pos = read_string(buf, pos)
+    f_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionStates')
+    else:
+        f_partition_states = []
+        for _ in range(n):
+            e_partition_states, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, pos)
+            f_partition_states.append(e_partition_states)
+    return _C_UpdateMetadataRequest_UpdateMetadataTopicState(topic_name=f_topic_name, partition_states=f_partition_states), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v5(o: UpdateMetadataRequest.UpdateMetadataTopicState, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic_name))
+    out.append(write_array_length(o.partition_states, False))
+    for e_partition_states in o.partition_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(e_partition_states, out)
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataTopicState, int]:
+    f_topic_name, pos = read_compact_string(buf, pos)
+    f_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionStates')
+    else:
+        f_partition_states = []
+        for _ in range(n):
+            e_partition_states, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, pos)
+            f_partition_states.append(e_partition_states)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_UpdateMetadataRequest_UpdateMetadataTopicState(topic_name=f_topic_name, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v6(o: UpdateMetadataRequest.UpdateMetadataTopicState, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.topic_name))
+    out.append(write_compact_array_length(o.partition_states, False))
+    for e_partition_states in o.partition_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(e_partition_states, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataTopicState, int]:
+    f_topic_name, pos = read_compact_string(buf, pos)
+    f_topic_id, pos = read_uuid(buf, pos)
+    f_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('PartitionStates')
+    else:
+        f_partition_states = []
+        for _ in range(n):
+            e_partition_states, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, pos)
+            f_partition_states.append(e_partition_states)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_UpdateMetadataRequest_UpdateMetadataTopicState(topic_name=f_topic_name, topic_id=f_topic_id, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7(o: UpdateMetadataRequest.UpdateMetadataTopicState, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.topic_name))
+    out.append(write_uuid(o.topic_id))
+    out.append(write_compact_array_length(o.partition_states, False))
+    for e_partition_states in o.partition_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(e_partition_states, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataEndpoint, int]:
+    (f_port,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_host, pos = read_string(buf, pos)
+    (f_security_protocol,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    return _C_UpdateMetadataRequest_UpdateMetadataEndpoint(port=f_port, host=f_host, security_protocol=f_security_protocol), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(o: UpdateMetadataRequest.UpdateMetadataEndpoint, out: list[Chunk]) -> None:
+    out.append(_S_i.pack(o.port))
+    out.append(write_string(o.host))
+    out.append(_S_h.pack(o.security_protocol))
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataEndpoint, int]:
+    (f_port,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_host, pos = read_string(buf, pos)
+    f_listener, pos = read_string(buf, pos)
+    (f_security_protocol,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    return _C_UpdateMetadataRequest_UpdateMetadataEndpoint(port=f_port, host=f_host, listener=f_listener, security_protocol=f_security_protocol), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(o: UpdateMetadataRequest.UpdateMetadataEndpoint, out: list[Chunk]) -> None:
+    out.append(_S_i.pack(o.port))
+    out.append(write_string(o.host))
+    out.append(write_string(o.listener))
+    out.append(_S_h.pack(o.security_protocol))
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataEndpoint, int]:
+    (f_port,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_host, pos = read_compact_string(buf, pos)
+    f_listener, pos = read_compact_string(buf, pos)
+    (f_security_protocol,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_UpdateMetadataRequest_UpdateMetadataEndpoint(port=f_port, host=f_host, listener=f_listener, security_protocol=f_security_protocol, unknown_tagged_fields=unknown), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(o: UpdateMetadataRequest.UpdateMetadataEndpoint, out: list[Chunk]) -> None:
+    out.append(_S_i.pack(o.port))
+    out.append(write_compact_string(o.host))
+    out.append(write_compact_string(o.listener))
+    out.append(_S_h.pack(o.security_protocol))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataBroker, int]:
+    (f_id,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_v0_host, pos = read_string(buf, pos)
+    (f_v0_port,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    return _C_UpdateMetadataRequest_UpdateMetadataBroker(id=f_id, v0_host=f_v0_host, v0_port=f_v0_port), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v0(o: UpdateMetadataRequest.UpdateMetadataBroker, out: list[Chunk]) -> None:
+    out.append(_S_i.pack(o.id))
+    out.append(write_string(o.v0_host))
+    out.append(_S_i.pack(o.v0_port))
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataBroker, int]:
+    (f_id,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_endpoints: list[UpdateMetadataRequest.UpdateMetadataEndpoint]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Endpoints')
+    else:
+        f_endpoints = []
+        for _ in range(n):
+            e_endpoints, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos)
+            f_endpoints.append(e_endpoints)
+    return _C_UpdateMetadataRequest_UpdateMetadataBroker(id=f_id, endpoints=f_endpoints), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v1(o: UpdateMetadataRequest.UpdateMetadataBroker, out: list[Chunk]) -> None:
+    out.append(_S_i.pack(o.id))
+    out.append(write_array_length(o.endpoints, False))
+    for e_endpoints in o.endpoints or ():
+        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(e_endpoints, out)
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataBroker, int]:
+    (f_id,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_endpoints: list[UpdateMetadataRequest.UpdateMetadataEndpoint]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Endpoints')
+    else:
+        f_endpoints = []
+        for _ in range(n):
+            e_endpoints, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos)
+            f_endpoints.append(e_endpoints)
+    f_rack, pos = read_nullable_string(buf, pos)
+    return _C_UpdateMetadataRequest_UpdateMetadataBroker(id=f_id, endpoints=f_endpoints, rack=f_rack), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v2(o: UpdateMetadataRequest.UpdateMetadataBroker, out: list[Chunk]) -> None:
+    out.append(_S_i.pack(o.id))
+    out.append(write_array_length(o.endpoints, False))
+    for e_endpoints in o.endpoints or ():
+        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(e_endpoints, out)
+    out.append(write_nullable_string(o.rack))
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataBroker, int]:
+    (f_id,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_endpoints: list[UpdateMetadataRequest.UpdateMetadataEndpoint]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Endpoints')
+    else:
+        f_endpoints = []
+        for _ in range(n):
+            e_endpoints, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, pos)
+            f_endpoints.append(e_endpoints)
+    f_rack, pos = read_nullable_string(buf, pos)
+    return _C_UpdateMetadataRequest_UpdateMetadataBroker(id=f_id, endpoints=f_endpoints, rack=f_rack), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(o: UpdateMetadataRequest.UpdateMetadataBroker, out: list[Chunk]) -> None:
+    out.append(_S_i.pack(o.id))
+    out.append(write_array_length(o.endpoints, False))
+    for e_endpoints in o.endpoints or ():
+        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(e_endpoints, out)
+    out.append(write_nullable_string(o.rack))
+
+
+def _d_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataBroker, int]:
+    (f_id,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_endpoints: list[UpdateMetadataRequest.UpdateMetadataEndpoint]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('Endpoints')
+    else:
+        f_endpoints = []
+        for _ in range(n):
+            e_endpoints, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, pos)
+            f_endpoints.append(e_endpoints)
+    f_rack, pos = read_compact_nullable_string(buf, pos)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_UpdateMetadataRequest_UpdateMetadataBroker(id=f_id, endpoints=f_endpoints, rack=f_rack, unknown_tagged_fields=unknown), pos
+
+
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(o: UpdateMetadataRequest.UpdateMetadataBroker, out: list[Chunk]) -> None:
+    out.append(_S_i.pack(o.id))
+    out.append(write_compact_array_length(o.endpoints, False))
+    for e_endpoints in o.endpoints or ():
+        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(e_endpoints, out)
+    out.append(write_compact_nullable_string(o.rack))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    (f_controller_id, f_controller_epoch,) = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    f_ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('UngroupedPartitionStates')
+    else:
+        f_ungrouped_partition_states = []
+        for _ in range(n):
+            e_ungrouped_partition_states, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos)
+            f_ungrouped_partition_states.append(e_ungrouped_partition_states)
+    f_live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveBrokers')
+    else:
+        f_live_brokers = []
+        for _ in range(n):
+            e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos)
+            f_live_brokers.append(e_live_brokers)
+    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_brokers=f_live_brokers), pos
+
+
+def _e_UpdateMetadataRequest_v0(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
+    out.append(_S_ii.pack(o.controller_id, o.controller_epoch))
+    out.append(write_array_length(o.ungrouped_partition_states, False))
+    for e_ungrouped_partition_states in o.ungrouped_partition_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(e_ungrouped_partition_states, out)
+    out.append(write_array_length(o.live_brokers, False))
+    for e_live_brokers in o.live_brokers or ():
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v0(e_live_brokers, out)
+
+
+def _d_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    (f_controller_id, f_controller_epoch,) = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    f_ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('UngroupedPartitionStates')
+    else:
+        f_ungrouped_partition_states = []
+        for _ in range(n):
+            e_ungrouped_partition_states, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos)
+            f_ungrouped_partition_states.append(e_ungrouped_partition_states)
+    f_live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveBrokers')
+    else:
+        f_live_brokers = []
+        for _ in range(n):
+            e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos)
+            f_live_brokers.append(e_live_brokers)
+    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_brokers=f_live_brokers), pos
+
+
+def _e_UpdateMetadataRequest_v1(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
+    out.append(_S_ii.pack(o.controller_id, o.controller_epoch))
+    out.append(write_array_length(o.ungrouped_partition_states, False))
+    for e_ungrouped_partition_states in o.ungrouped_partition_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(e_ungrouped_partition_states, out)
+    out.append(write_array_length(o.live_brokers, False))
+    for e_live_brokers in o.live_brokers or ():
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v1(e_live_brokers, out)
+
+
+def _d_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    (f_controller_id, f_controller_epoch,) = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    f_ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('UngroupedPartitionStates')
+    else:
+        f_ungrouped_partition_states = []
+        for _ in range(n):
+            e_ungrouped_partition_states, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos)
+            f_ungrouped_partition_states.append(e_ungrouped_partition_states)
+    f_live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveBrokers')
+    else:
+        f_live_brokers = []
+        for _ in range(n):
+            e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, pos)
+            f_live_brokers.append(e_live_brokers)
+    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_brokers=f_live_brokers), pos
+
+
+def _e_UpdateMetadataRequest_v2(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
+    out.append(_S_ii.pack(o.controller_id, o.controller_epoch))
+    out.append(write_array_length(o.ungrouped_partition_states, False))
+    for e_ungrouped_partition_states in o.ungrouped_partition_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(e_ungrouped_partition_states, out)
+    out.append(write_array_length(o.live_brokers, False))
+    for e_live_brokers in o.live_brokers or ():
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v2(e_live_brokers, out)
+
+
+def _d_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    (f_controller_id, f_controller_epoch,) = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    f_ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('UngroupedPartitionStates')
+    else:
+        f_ungrouped_partition_states = []
+        for _ in range(n):
+            e_ungrouped_partition_states, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos)
+            f_ungrouped_partition_states.append(e_ungrouped_partition_states)
+    f_live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveBrokers')
+    else:
+        f_live_brokers = []
+        for _ in range(n):
+            e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, pos)
+            f_live_brokers.append(e_live_brokers)
+    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_brokers=f_live_brokers), pos
+
+
+def _e_UpdateMetadataRequest_v3(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
+    out.append(_S_ii.pack(o.controller_id, o.controller_epoch))
+    out.append(write_array_length(o.ungrouped_partition_states, False))
+    for e_ungrouped_partition_states in o.ungrouped_partition_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(e_ungrouped_partition_states, out)
+    out.append(write_array_length(o.live_brokers, False))
+    for e_live_brokers in o.live_brokers or ():
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(e_live_brokers, out)
+
+
+def _d_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    (f_controller_id, f_controller_epoch,) = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    f_ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('UngroupedPartitionStates')
+    else:
+        f_ungrouped_partition_states = []
+        for _ in range(n):
+            e_ungrouped_partition_states, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, pos)
+            f_ungrouped_partition_states.append(e_ungrouped_partition_states)
+    f_live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveBrokers')
+    else:
+        f_live_brokers = []
+        for _ in range(n):
+            e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, pos)
+            f_live_brokers.append(e_live_brokers)
+    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_brokers=f_live_brokers), pos
+
+
+def _e_UpdateMetadataRequest_v4(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
+    out.append(_S_ii.pack(o.controller_id, o.controller_epoch))
+    out.append(write_array_length(o.ungrouped_partition_states, False))
+    for e_ungrouped_partition_states in o.ungrouped_partition_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(e_ungrouped_partition_states, out)
+    out.append(write_array_length(o.live_brokers, False))
+    for e_live_brokers in o.live_brokers or ():
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(e_live_brokers, out)
+
+
+def _d_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S_iiq.unpack_from(buf, pos)
+    pos += 16
+    f_topic_states: list[UpdateMetadataRequest.UpdateMetadataTopicState]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, pos)
+            f_topic_states.append(e_topic_states)
+    f_live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveBrokers')
+    else:
+        f_live_brokers = []
+        for _ in range(n):
+            e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, pos)
+            f_live_brokers.append(e_live_brokers)
+    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_brokers=f_live_brokers), pos
+
+
+def _e_UpdateMetadataRequest_v5(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
+    out.append(_S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch))
+    out.append(write_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataTopicState_v5(e_topic_states, out)
+    out.append(write_array_length(o.live_brokers, False))
+    for e_live_brokers in o.live_brokers or ():
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(e_live_brokers, out)
+
+
+def _d_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S_iiq.unpack_from(buf, pos)
+    pos += 16
+    f_topic_states: list[UpdateMetadataRequest.UpdateMetadataTopicState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, pos)
+            f_topic_states.append(e_topic_states)
+    f_live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveBrokers')
+    else:
+        f_live_brokers = []
+        for _ in range(n):
+            e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, pos)
+            f_live_brokers.append(e_live_brokers)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_brokers=f_live_brokers, unknown_tagged_fields=unknown), pos
+
+
+def _e_UpdateMetadataRequest_v6(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
+    out.append(_S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch))
+    out.append(write_compact_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataTopicState_v6(e_topic_states, out)
+    out.append(write_compact_array_length(o.live_brokers, False))
+    for e_live_brokers in o.live_brokers or ():
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(e_live_brokers, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S_iiq.unpack_from(buf, pos)
+    pos += 16
+    f_topic_states: list[UpdateMetadataRequest.UpdateMetadataTopicState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, pos)
+            f_topic_states.append(e_topic_states)
+    f_live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveBrokers')
+    else:
+        f_live_brokers = []
+        for _ in range(n):
+            e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, pos)
+            f_live_brokers.append(e_live_brokers)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_brokers=f_live_brokers, unknown_tagged_fields=unknown), pos
+
+
+def _e_UpdateMetadataRequest_v7(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
+    out.append(_S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch))
+    out.append(write_compact_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7(e_topic_states, out)
+    out.append(write_compact_array_length(o.live_brokers, False))
+    for e_live_brokers in o.live_brokers or ():
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(e_live_brokers, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    (f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch,) = _S_ioiq.unpack_from(buf, pos)
+    pos += 17
+    f_topic_states: list[UpdateMetadataRequest.UpdateMetadataTopicState]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('TopicStates')
+    else:
+        f_topic_states = []
+        for _ in range(n):
+            e_topic_states, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, pos)
+            f_topic_states.append(e_topic_states)
+    f_live_brokers: list[UpdateMetadataRequest.UpdateMetadataBroker]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('LiveBrokers')
+    else:
+        f_live_brokers = []
+        for _ in range(n):
+            e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, pos)
+            f_live_brokers.append(e_live_brokers)
+    f_type: int = 0
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if tag == 0:
+            _p = 0
+            (f_type,) = _S_b.unpack_from(raw, _p)
+            _p += 1
+        else:
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
+    return _C_UpdateMetadataRequest(controller_id=f_controller_id, is_k_raft_controller=f_is_k_raft_controller, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_brokers=f_live_brokers, type=f_type, unknown_tagged_fields=unknown), pos
+
+
+def _e_UpdateMetadataRequest_v8(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
+    out.append(_S_ioiq.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch))
+    out.append(write_compact_array_length(o.topic_states, False))
+    for e_topic_states in o.topic_states or ():
+        _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7(e_topic_states, out)
+    out.append(write_compact_array_length(o.live_brokers, False))
+    for e_live_brokers in o.live_brokers or ():
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(e_live_brokers, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.type != 0:
+        t_type: list[Chunk] = []
+        t_type.append(_S_b.pack(o.type))
+        tagged.append((0, join_chunks(t_type)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+UpdateMetadataRequest._ENCODERS = (_e_UpdateMetadataRequest_v0, _e_UpdateMetadataRequest_v1, _e_UpdateMetadataRequest_v2, _e_UpdateMetadataRequest_v3, _e_UpdateMetadataRequest_v4, _e_UpdateMetadataRequest_v5, _e_UpdateMetadataRequest_v6, _e_UpdateMetadataRequest_v7, _e_UpdateMetadataRequest_v8,)
+UpdateMetadataRequest._DECODERS = (_d_UpdateMetadataRequest_v0, _d_UpdateMetadataRequest_v1, _d_UpdateMetadataRequest_v2, _d_UpdateMetadataRequest_v3, _d_UpdateMetadataRequest_v4, _d_UpdateMetadataRequest_v5, _d_UpdateMetadataRequest_v6, _d_UpdateMetadataRequest_v7, _d_UpdateMetadataRequest_v8,)
+
+
+class UpdateMetadataResponse(ApiMessage):
+    """UpdateMetadataResponse (API key 6), versions 0-8, flexible from v6."""
+
+    NAME = 'UpdateMetadataResponse'
+    MIN_VERSION = 0
+    MAX_VERSION = 8
+    FLEXIBLE_FROM = 6
+    API_KEY = 6
+    IS_REQUEST = False
+    SCHEMA_MIN_VERSION = 0
+    LATEST_VERSION_UNSTABLE = False
+    __slots__ = ('error_code', 'unknown_tagged_fields', )
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+_C_UpdateMetadataResponse = UpdateMetadataResponse
+
+def _d_UpdateMetadataResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateMetadataResponse, int]:
+    (f_error_code,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    return _C_UpdateMetadataResponse(error_code=f_error_code), pos
+
+
+def _e_UpdateMetadataResponse_v0(o: UpdateMetadataResponse, out: list[Chunk]) -> None:
+    out.append(_S_h.pack(o.error_code))
+
+
+def _d_UpdateMetadataResponse_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataResponse, int]:
+    (f_error_code,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_UpdateMetadataResponse(error_code=f_error_code, unknown_tagged_fields=unknown), pos
+
+
+def _e_UpdateMetadataResponse_v6(o: UpdateMetadataResponse, out: list[Chunk]) -> None:
+    out.append(_S_h.pack(o.error_code))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+UpdateMetadataResponse._ENCODERS = (_e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v6, _e_UpdateMetadataResponse_v6, _e_UpdateMetadataResponse_v6,)
+UpdateMetadataResponse._DECODERS = (_d_UpdateMetadataResponse_v0, _d_UpdateMetadataResponse_v0, _d_UpdateMetadataResponse_v0, _d_UpdateMetadataResponse_v0, _d_UpdateMetadataResponse_v0, _d_UpdateMetadataResponse_v0, _d_UpdateMetadataResponse_v6, _d_UpdateMetadataResponse_v6, _d_UpdateMetadataResponse_v6,)
+
+
+class ControlledShutdownRequest(ApiMessage):
+    """ControlledShutdownRequest (API key 7), versions 0-3, flexible from v3."""
+
+    NAME = 'ControlledShutdownRequest'
+    MIN_VERSION = 0
+    MAX_VERSION = 3
+    FLEXIBLE_FROM = 3
+    API_KEY = 7
+    IS_REQUEST = True
+    SCHEMA_MIN_VERSION = 0
+    LATEST_VERSION_UNSTABLE = False
+    __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields', )
+
+    def __init__(
+        self,
+        *,
+        broker_id: int = 0,
+        broker_epoch: int = -1,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+_C_ControlledShutdownRequest = ControlledShutdownRequest
+
+def _d_ControlledShutdownRequest_v0(buf: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
+    (f_broker_id,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    return _C_ControlledShutdownRequest(broker_id=f_broker_id), pos
+
+
+def _e_ControlledShutdownRequest_v0(o: ControlledShutdownRequest, out: list[Chunk]) -> None:
+    out.append(_S_i.pack(o.broker_id))
+
+
+def _d_ControlledShutdownRequest_v2(buf: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
+    (f_broker_id, f_broker_epoch,) = _S_iq.unpack_from(buf, pos)
+    pos += 12
+    return _C_ControlledShutdownRequest(broker_id=f_broker_id, broker_epoch=f_broker_epoch), pos
+
+
+def _e_ControlledShutdownRequest_v2(o: ControlledShutdownRequest, out: list[Chunk]) -> None:
+    out.append(_S_iq.pack(o.broker_id, o.broker_epoch))
+
+
+def _d_ControlledShutdownRequest_v3(buf: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
+    (f_broker_id, f_broker_epoch,) = _S_iq.unpack_from(buf, pos)
+    pos += 12
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_ControlledShutdownRequest(broker_id=f_broker_id, broker_epoch=f_broker_epoch, unknown_tagged_fields=unknown), pos
+
+
+def _e_ControlledShutdownRequest_v3(o: ControlledShutdownRequest, out: list[Chunk]) -> None:
+    out.append(_S_iq.pack(o.broker_id, o.broker_epoch))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+ControlledShutdownRequest._ENCODERS = (_e_ControlledShutdownRequest_v0, _e_ControlledShutdownRequest_v0, _e_ControlledShutdownRequest_v2, _e_ControlledShutdownRequest_v3,)
+ControlledShutdownRequest._DECODERS = (_d_ControlledShutdownRequest_v0, _d_ControlledShutdownRequest_v0, _d_ControlledShutdownRequest_v2, _d_ControlledShutdownRequest_v3,)
+
+
+class ControlledShutdownResponse(ApiMessage):
+    """ControlledShutdownResponse (API key 7), versions 0-3, flexible from v3."""
+
+    class RemainingPartition(Struct):
+        NAME = 'ControlledShutdownResponse.RemainingPartition'
+        __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partition_index: int = 0,
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.topic_name = topic_name
+            self.partition_index = partition_index
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    NAME = 'ControlledShutdownResponse'
+    MIN_VERSION = 0
+    MAX_VERSION = 3
+    FLEXIBLE_FROM = 3
+    API_KEY = 7
+    IS_REQUEST = False
+    SCHEMA_MIN_VERSION = 0
+    LATEST_VERSION_UNSTABLE = False
+    __slots__ = ('error_code', 'remaining_partitions', 'unknown_tagged_fields', )
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        remaining_partitions: list[ControlledShutdownResponse.RemainingPartition] = DEFAULT,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.error_code = error_code
+        self.remaining_partitions = [] if remaining_partitions is DEFAULT else remaining_partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+_C_ControlledShutdownResponse_RemainingPartition = ControlledShutdownResponse.RemainingPartition
+_C_ControlledShutdownResponse = ControlledShutdownResponse
+
+def _d_ControlledShutdownResponse_RemainingPartition_v0(buf: memoryview, pos: int) -> tuple[ControlledShutdownResponse.RemainingPartition, int]:
+    f_topic_name, pos = read_string(buf, pos)
+    (f_partition_index,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    return _C_ControlledShutdownResponse_RemainingPartition(topic_name=f_topic_name, partition_index=f_partition_index), pos
+
+
+def _e_ControlledShutdownResponse_RemainingPartition_v0(o: ControlledShutdownResponse.RemainingPartition, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic_name))
+    out.append(_S_i.pack(o.partition_index))
+
+
+def _d_ControlledShutdownResponse_RemainingPartition_v3(buf: memoryview, pos: int) -> tuple[ControlledShutdownResponse.RemainingPartition, int]:
+    f_topic_name, pos = read_compact_string(buf, pos)
+    (f_partition_index,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_ControlledShutdownResponse_RemainingPartition(topic_name=f_topic_name, partition_index=f_partition_index, unknown_tagged_fields=unknown), pos
+
+
+def _e_ControlledShutdownResponse_RemainingPartition_v3(o: ControlledShutdownResponse.RemainingPartition, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.topic_name))
+    out.append(_S_i.pack(o.partition_index))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_ControlledShutdownResponse_v0(buf: memoryview, pos: int) -> tuple[ControlledShutdownResponse, int]:
+    (f_error_code,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    f_remaining_partitions: list[ControlledShutdownResponse.RemainingPartition]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('RemainingPartitions')
+    else:
+        f_remaining_partitions = []
+        for _ in range(n):
+            e_remaining_partitions, pos = _d_ControlledShutdownResponse_RemainingPartition_v0(buf, pos)
+            f_remaining_partitions.append(e_remaining_partitions)
+    return _C_ControlledShutdownResponse(error_code=f_error_code, remaining_partitions=f_remaining_partitions), pos
+
+
+def _e_ControlledShutdownResponse_v0(o: ControlledShutdownResponse, out: list[Chunk]) -> None:
+    out.append(_S_h.pack(o.error_code))
+    out.append(write_array_length(o.remaining_partitions, False))
+    for e_remaining_partitions in o.remaining_partitions or ():
+        _e_ControlledShutdownResponse_RemainingPartition_v0(e_remaining_partitions, out)
+
+
+def _d_ControlledShutdownResponse_v3(buf: memoryview, pos: int) -> tuple[ControlledShutdownResponse, int]:
+    (f_error_code,) = _S_h.unpack_from(buf, pos)
+    pos += 2
+    f_remaining_partitions: list[ControlledShutdownResponse.RemainingPartition]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('RemainingPartitions')
+    else:
+        f_remaining_partitions = []
+        for _ in range(n):
+            e_remaining_partitions, pos = _d_ControlledShutdownResponse_RemainingPartition_v3(buf, pos)
+            f_remaining_partitions.append(e_remaining_partitions)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_ControlledShutdownResponse(error_code=f_error_code, remaining_partitions=f_remaining_partitions, unknown_tagged_fields=unknown), pos
+
+
+def _e_ControlledShutdownResponse_v3(o: ControlledShutdownResponse, out: list[Chunk]) -> None:
+    out.append(_S_h.pack(o.error_code))
+    out.append(write_compact_array_length(o.remaining_partitions, False))
+    for e_remaining_partitions in o.remaining_partitions or ():
+        _e_ControlledShutdownResponse_RemainingPartition_v3(e_remaining_partitions, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+ControlledShutdownResponse._ENCODERS = (_e_ControlledShutdownResponse_v0, _e_ControlledShutdownResponse_v0, _e_ControlledShutdownResponse_v0, _e_ControlledShutdownResponse_v3,)
+ControlledShutdownResponse._DECODERS = (_d_ControlledShutdownResponse_v0, _d_ControlledShutdownResponse_v0, _d_ControlledShutdownResponse_v0, _d_ControlledShutdownResponse_v3,)
 
 
 class OffsetCommitRequest(ApiMessage):
@@ -24950,6 +27780,10 @@ REQUESTS: dict[int, type[ApiMessage]] = {
     1: FetchRequest,
     2: ListOffsetsRequest,
     3: MetadataRequest,
+    4: LeaderAndIsrRequest,
+    5: StopReplicaRequest,
+    6: UpdateMetadataRequest,
+    7: ControlledShutdownRequest,
     8: OffsetCommitRequest,
     9: OffsetFetchRequest,
     10: FindCoordinatorRequest,
@@ -25006,6 +27840,10 @@ RESPONSES: dict[int, type[ApiMessage]] = {
     1: FetchResponse,
     2: ListOffsetsResponse,
     3: MetadataResponse,
+    4: LeaderAndIsrResponse,
+    5: StopReplicaResponse,
+    6: UpdateMetadataResponse,
+    7: ControlledShutdownResponse,
     8: OffsetCommitResponse,
     9: OffsetFetchResponse,
     10: FindCoordinatorResponse,
