@@ -66,7 +66,8 @@ def produce_throughput(bootstrap: str, topic: str, size: int) -> float:
 
 
 def consume_throughput(bootstrap: str, topic: str, size: int) -> float:
-    count = PRODUCE_BYTES // size
+    """Read everything the partition holds, from its low watermark (the mock cluster keeps
+    only a recent tail of each partition, so its ceiling is measured over that tail)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -78,7 +79,9 @@ def consume_throughput(bootstrap: str, topic: str, size: int) -> float:
             "max.partition.fetch.bytes": 10 << 20,
         }
     )
-    consumer.assign([TopicPartition(topic, 0, 0)])
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), 10)
+    count = high - low
+    consumer.assign([TopicPartition(topic, 0, low)])
     got = 0
     start = time.perf_counter()
     deadline = start + 120
@@ -140,7 +143,10 @@ def acks_all_rate(bootstrap: str, topic: str, seconds: float = 3.0) -> float:
     return done / (time.perf_counter() - start)
 
 
-def _row(label: str, ours: float, ceiling: float, unit: str, target: str) -> None:
+def _row(label: str, ours: float, ceiling: float | None, unit: str, target: str) -> None:
+    if ceiling is None:
+        print(f"{label:<42} riverlog {ours:10.1f} {unit:<10} client ceiling        n/a  {target}")
+        return
     print(f"{label:<42} riverlog {ours:10.1f} {unit:<10} client ceiling {ceiling:10.1f}  {target}")
 
 
@@ -151,7 +157,8 @@ def run(
         topic = f"bench-{size}-{uuid.uuid4().hex[:6]}"
         create(topic)
         results[f"produce {size}"] = produce_throughput(bootstrap, topic, size)
-        results[f"consume {size}"] = consume_throughput(bootstrap, topic, size)
+        if name != "mock":  # the mock keeps only a short tail: no consume ceiling from it
+            results[f"consume {size}"] = consume_throughput(bootstrap, topic, size)
     topic = f"bench-e2e-{uuid.uuid4().hex[:6]}"
     create(topic)
     lat = sorted(end_to_end_latency(bootstrap, topic))
@@ -185,7 +192,7 @@ def main() -> int:
         _row(
             f"consume {size} B records",
             ours[f"consume {size}"],
-            ceiling[f"consume {size}"],
+            None,
             "MB/s",
             "(target >= 250 MB/s for 1 KiB)" if size == 1024 else "",
         )
