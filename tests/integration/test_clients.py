@@ -14,7 +14,14 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
 from tests.integration.conftest import BrokerProcess
 
@@ -174,6 +181,29 @@ def test_admin_topics_partitions_configs(broker_process: BrokerProcess) -> None:
     described = admin.describe_configs([resource])[resource].result(10)
     assert described["retention.ms"].value == "60000"
     assert described["cleanup.policy"].value == "delete"
+    change = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[
+            ConfigEntry(
+                "cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND
+            ),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
+    admin.incremental_alter_configs([change])[change].result(10)
+    described = admin.describe_configs([resource])[resource].result(10)
+    assert described["cleanup.policy"].value == "compact,delete"
+    assert described["retention.ms"].value == "604800000"  # back to the default
+    bad = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[
+            ConfigEntry("segment.bytes", "12", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(KafkaException, match=r"segment\.bytes"):
+        admin.incremental_alter_configs([bad])[bad].result(10)
     admin.delete_topics([topic])[topic].result(10)
     assert topic not in admin.list_topics(timeout=10).topics
 

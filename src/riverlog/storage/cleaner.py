@@ -45,14 +45,11 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from riverlog.protocol.records.batch_header import (
-    CRC_POSITION,
     BatchHeader,
-    compute_crc,
     read_batch_header,
 )
 from riverlog.protocol.records.v2 import Record, decode_batch, encode_batch
@@ -73,12 +70,6 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
-_LAST_OFFSET_DELTA_POSITION = 23
-_BASE_TIMESTAMP_POSITION = 27
-_MAX_TIMESTAMP_POSITION = 35
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
-_UINT32 = struct.Struct(">I")
 _MAX_GROUP_OFFSETS = 2**31 - 1
 
 
@@ -345,26 +336,20 @@ def _records(seg: LogSegment, found: BatchPosition) -> list[Record]:
 def _rebuild(header: BatchHeader, records: list[Record]) -> bytes:
     """The batch with only `records`, every header field kept but the timestamps and CRC
     (the last offset delta is kept as Kafka does, so the producer's last sequence stays)."""
-    data = bytearray(
-        encode_batch(
-            records,
-            base_offset=header.base_offset,
-            compression_type=header.compression,
-            timestamp_type=header.timestamp_type,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            is_transactional=header.is_transactional,
-            is_control=header.is_control,
-            partition_leader_epoch=header.partition_leader_epoch,
-        )
+    return encode_batch(
+        records,
+        base_offset=header.base_offset,
+        compression_type=header.compression,
+        timestamp_type=header.timestamp_type,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+        is_control=header.is_control,
+        partition_leader_epoch=header.partition_leader_epoch,
+        last_offset_delta=header.last_offset_delta,
+        empty_timestamp=header.max_timestamp,
     )
-    _INT32.pack_into(data, _LAST_OFFSET_DELTA_POSITION, header.last_offset_delta)
-    if not records:
-        _INT64.pack_into(data, _BASE_TIMESTAMP_POSITION, header.max_timestamp)
-        _INT64.pack_into(data, _MAX_TIMESTAMP_POSITION, header.max_timestamp)
-    _UINT32.pack_into(data, CRC_POSITION, compute_crc(data, 0, read_batch_header(data)))
-    return bytes(data)
 
 
 def _group_by_size(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:

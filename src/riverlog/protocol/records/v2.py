@@ -120,20 +120,26 @@ def encode_batch(
     is_transactional: bool = False,
     is_control: bool = False,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    last_offset_delta: int | None = None,
+    empty_timestamp: int = -1,
 ) -> bytes:
     """A complete v2 batch. Record offsets must be ≥ `base_offset`, in increasing order.
 
     Kafka producers number records 0..n-1 from the batch's base; compacted logs keep gaps, so
-    any increasing offsets are accepted. An empty batch is allowed only with `base_offset`
-    (compaction keeps empty batches to preserve producer state).
+    any increasing offsets are accepted, and the cleaner keeps a batch's original
+    `last_offset_delta` (so its producer's last sequence stays) even when its last records
+    are gone. An empty batch (compaction keeps some, to preserve producer state) carries
+    `empty_timestamp` as its base and max timestamp.
     """
     if records:
         base_timestamp = records[0].timestamp
         max_timestamp = max(r.timestamp for r in records)
-        last_offset_delta = records[-1].offset - base_offset
+        last_delta = records[-1].offset - base_offset
     else:
-        base_timestamp = max_timestamp = -1
-        last_offset_delta = 0
+        base_timestamp = max_timestamp = empty_timestamp
+        last_delta = 0
+    if last_offset_delta is not None:
+        last_delta = last_offset_delta
     body = b"".join(
         encode_record(r.offset - base_offset, r.timestamp - base_timestamp, r.key, r.value,
                       r.headers)
@@ -150,7 +156,7 @@ def encode_batch(
         attributes |= CONTROL_BIT
     after_crc = _HEADER_AFTER_CRC.pack(
         attributes,
-        last_offset_delta,
+        last_delta,
         base_timestamp,
         max_timestamp,
         producer_id,

@@ -7,7 +7,8 @@ configs are described (read-only: they come from `server.properties` and `--over
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
@@ -129,57 +130,98 @@ def _check_resource(broker: Broker, resource_type: int) -> None:
         raise KafkaError(error_codes.INVALID_REQUEST, f"Unsupported resource type {resource_type}.")
 
 
-def handle_alter_configs(broker: Broker, ctx: RequestContext) -> AlterConfigsResponse:
-    request = ctx.request.body
-    assert isinstance(request, AlterConfigsRequest)
-    responses = []
-    for r in request.resources:
-        answer = AlterConfigsResponse.AlterConfigsResourceResponse(
-            resource_type=r.resource_type, resource_name=r.resource_name
-        )
+AlterResource = (
+    AlterConfigsRequest.AlterConfigsResource | IncrementalAlterConfigsRequest.AlterConfigsResource
+)
+AnswerClass = (
+    type[AlterConfigsResponse.AlterConfigsResourceResponse]
+    | type[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+)
+
+
+def _alter_each(
+    broker: Broker,
+    resources: Sequence[AlterResource],
+    answer_cls: AnswerClass,
+    new_config: Callable[[Any], dict[str, str]],
+    validate_only: bool,
+) -> list[Any]:
+    """Apply `new_config(resource)` to each topic resource; one answer per resource."""
+    answers = []
+    for r in resources:
+        answer = answer_cls(resource_type=r.resource_type, resource_name=r.resource_name)
         try:
             _check_resource(broker, r.resource_type)
-            new = {c.name: c.value for c in r.configs if c.value is not None}
-            _alter_topic(broker, r.resource_name, new, request.validate_only)
+            _alter_topic(broker, r.resource_name, new_config(r), validate_only)
         except KafkaError as e:
             answer.error_code, answer.error_message = e.code, e.message
-        responses.append(answer)
-    return AlterConfigsResponse(responses=responses)
+        answers.append(answer)
+    return answers
+
+
+def handle_alter_configs(broker: Broker, ctx: RequestContext) -> AlterConfigsResponse:
+    """AlterConfigs replaces a topic's whole override set."""
+    request = ctx.request.body
+    assert isinstance(request, AlterConfigsRequest)
+
+    def replaced(r: AlterConfigsRequest.AlterConfigsResource) -> dict[str, str]:
+        return {c.name: c.value for c in r.configs if c.value is not None}
+
+    answers = _alter_each(
+        broker,
+        request.resources,
+        AlterConfigsResponse.AlterConfigsResourceResponse,
+        replaced,
+        request.validate_only,
+    )
+    return AlterConfigsResponse(responses=answers)
+
+
+def _apply_operations(
+    current_config: dict[str, str],
+    defaults: dict[str, str],
+    r: IncrementalAlterConfigsRequest.AlterConfigsResource,
+) -> dict[str, str]:
+    """Kafka's semantics: APPEND and SUBTRACT start from the effective value (the default
+    when the topic has no override)."""
+    new = dict(current_config)
+    for c in r.configs:
+        effective = new.get(c.name, defaults.get(c.name, ""))
+        current = [v for v in effective.split(",") if v]
+        values = [v for v in (c.value or "").split(",") if v]
+        if c.config_operation == SET:
+            new[c.name] = c.value or ""
+        elif c.config_operation == DELETE:
+            new.pop(c.name, None)
+        elif c.config_operation == APPEND:
+            new[c.name] = ",".join(current + [v for v in values if v not in current])
+        elif c.config_operation == SUBTRACT:
+            new[c.name] = ",".join(v for v in current if v not in values)
+        else:
+            raise KafkaError(
+                error_codes.INVALID_REQUEST, f"Unknown operation {c.config_operation}."
+            )
+    return new
 
 
 def handle_incremental_alter_configs(
     broker: Broker, ctx: RequestContext
 ) -> IncrementalAlterConfigsResponse:
+    """IncrementalAlterConfigs sets, deletes, appends to or subtracts from single keys."""
     request = ctx.request.body
     assert isinstance(request, IncrementalAlterConfigsRequest)
-    responses = []
-    for r in request.resources:
-        answer = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-            resource_type=r.resource_type, resource_name=r.resource_name
-        )
-        try:
-            _check_resource(broker, r.resource_type)
-            topic = broker.topics.get(r.resource_name)
-            if topic is None:
-                raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
-            new = dict(topic.config)
-            for c in r.configs:
-                current = [v for v in new.get(c.name, "").split(",") if v]
-                values = [v for v in (c.value or "").split(",") if v]
-                if c.config_operation == SET:
-                    new[c.name] = c.value or ""
-                elif c.config_operation == DELETE:
-                    new.pop(c.name, None)
-                elif c.config_operation == APPEND:
-                    new[c.name] = ",".join(current + [v for v in values if v not in current])
-                elif c.config_operation == SUBTRACT:
-                    new[c.name] = ",".join(v for v in current if v not in values)
-                else:
-                    raise KafkaError(
-                        error_codes.INVALID_REQUEST, f"Unknown operation {c.config_operation}."
-                    )
-            _alter_topic(broker, r.resource_name, new, request.validate_only)
-        except KafkaError as e:
-            answer.error_code, answer.error_message = e.code, e.message
-        responses.append(answer)
-    return IncrementalAlterConfigsResponse(responses=responses)
+
+    def updated(r: IncrementalAlterConfigsRequest.AlterConfigsResource) -> dict[str, str]:
+        topic = broker.topics.get(r.resource_name)
+        if topic is None:
+            raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
+        return _apply_operations(topic.config, broker.topic_defaults, r)
+
+    answers = _alter_each(
+        broker,
+        request.resources,
+        IncrementalAlterConfigsResponse.AlterConfigsResourceResponse,
+        updated,
+        request.validate_only,
+    )
+    return IncrementalAlterConfigsResponse(responses=answers)
