@@ -390,11 +390,21 @@ class PartitionLog:
                     return r.offset, target
             return None
         for seg in segments:
-            if seg.max_timestamp < timestamp:
+            if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
                 continue
-            for r in self._records_at(seg, seg.find_timestamp(timestamp)):
-                if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
-                    return r.offset, r.timestamp
+            found = seg.find_timestamp(timestamp)
+            if found is None:
+                continue
+            # The first batch reaching `timestamp` may hold only records below the log
+            # start offset (DeleteRecords): keep looking in the batches after it.
+            for batch in seg.batches_from(found.position):
+                if batch.header.last_offset < self.log_start_offset:
+                    continue
+                if batch.header.max_timestamp < timestamp:
+                    continue
+                for r in self._records_at(seg, batch):
+                    if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
+                        return r.offset, r.timestamp
         return None
 
     @staticmethod

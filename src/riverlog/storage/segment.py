@@ -192,8 +192,16 @@ class LogSegment:
             return False
         start = self.offset_index.positions[-1] if len(self.offset_index) else 0
         last: BatchPosition | None = None
+        tail_max_timestamp = -1
         for found in self.batches_from(start):
+            if last is None and len(self.offset_index) and (
+                found.header.max_timestamp > self.time_index.last_timestamp
+            ):
+                # Every indexed batch got a time entry for the running maximum, so the last
+                # indexed batch cannot be newer than the time index: entries were lost.
+                return False
             last = found
+            tail_max_timestamp = max(tail_max_timestamp, found.header.max_timestamp)
         if self.size and last is None:
             return False
         if last is not None:
@@ -201,9 +209,9 @@ class LogSegment:
                 return False
             self.next_offset = last.header.next_offset
             self._bytes_since_index = self.size - start
-        self.max_timestamp = self.time_index.last_timestamp
-        if last is not None and last.header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = last.header.max_timestamp
+        if len(self.time_index) and self.time_index.offsets[-1] >= self.next_offset:
+            return False
+        self.max_timestamp = max(self.time_index.last_timestamp, tail_max_timestamp)
         first = next(self.batches_from(0), None)
         self.first_batch_timestamp = -1 if first is None else first.header.max_timestamp
         return True

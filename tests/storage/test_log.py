@@ -1,0 +1,749 @@
+"""PartitionLog on real files: appends, reads, rolls, validation, producers, epochs, retention."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+from crc32c import crc32c
+
+from riverlog.protocol import error_codes
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.records import compression
+from riverlog.protocol.records.batch_header import TIMESTAMP_LOG_APPEND_TIME
+from riverlog.protocol.records.v2 import iter_record_batches
+from riverlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PartitionLog
+from riverlog.storage.log_config import TOPIC_CONFIG_NAMES, InvalidConfigError, LogConfig
+from riverlog.storage.retention import apply_retention
+from tests.storage.logtools import (
+    CODECS,
+    Model,
+    assert_matches,
+    config,
+    file_sizes,
+    make_batch,
+    read_all,
+    read_region,
+    segment_files,
+)
+
+
+def recs(n: int, ts: int = 1_000, size: int = 50, tag: bytes = b"") -> list:
+    return [(b"k%d" % i + tag, bytes([i % 256]) * size, ts + i) for i in range(n)]
+
+
+def open_log(path: Path, **cfg: str | int) -> PartitionLog:
+    return PartitionLog(path / "t-0", config(**cfg))
+
+
+class Clock:
+    def __init__(self, now: int = 10_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+# --- appends and reads -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_appends_get_consecutive_offsets(tmp_path: Path, codec: int) -> None:
+    log = open_log(tmp_path)
+    model = Model()
+    for n in (1, 3, 7, 2):
+        r = recs(n, tag=b"%d" % n)
+        result = log.append(make_batch(r, codec=codec), leader_epoch=0)
+        assert result.first_offset == model.end
+        assert result.last_offset == model.end + n - 1
+        assert not result.duplicate
+        model.add(result.first_offset, r)
+    assert log.log_end_offset == 13
+    assert_matches(log, model)
+    assert [b.header.compression for b in read_all(log)] == [codec] * 4
+
+
+def test_read_from_middle_of_batch_returns_the_whole_batch_first(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for _ in range(3):
+        log.append(make_batch(recs(5)), leader_epoch=0)
+    for offset in range(15):
+        batches = list(iter_record_batches(read_region(log, offset)))
+        assert batches[0].header.base_offset == offset - offset % 5
+        assert [b.header.base_offset for b in batches] == list(range(offset - offset % 5, 15, 5))
+
+
+def test_max_bytes_bound_and_kip74_first_batch(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    sizes = []
+    for n in (2, 2, 2, 2):
+        sizes.append(len(make_batch(recs(n))))
+        log.append(make_batch(recs(n)), leader_epoch=0)
+    # max_bytes covering two batches and a bit: region never exceeds max_bytes.
+    result = log.read(0, sizes[0] + sizes[1] + 10)
+    assert result.records is not None
+    assert result.records.length == sizes[0] + sizes[1] + 10
+    data = read_region(log, 0, sizes[0] + sizes[1] + 10)
+    assert [b.header.base_offset for b in iter_record_batches(data)] == [0, 2]
+    # KIP-74: a first batch larger than max_bytes is still returned whole.
+    for max_bytes in (0, 1, sizes[2] - 1):
+        result = log.read(4, max_bytes)
+        assert result.records is not None and result.records.length == sizes[2]
+        got = list(iter_record_batches(read_region(log, 4, max_bytes)))
+        assert [b.header.base_offset for b in got] == [4]
+    result = log.read(4, 1, min_one_batch=False)
+    assert result.records is None or result.records.length <= 1
+
+
+def test_max_offset_bounds_the_read(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for _ in range(4):
+        log.append(make_batch(recs(3)), leader_epoch=0)
+    log.update_high_watermark(6)
+    result = log.read(0, 1 << 20, max_offset=6)
+    assert result.high_watermark == 6 and result.log_end_offset == 12
+    got = list(iter_record_batches(read_region(log, 0, max_offset=6)))
+    assert [b.header.base_offset for b in got] == [0, 3]
+    assert result.records is not None
+    assert result.records.length == sum(b.header.size for b in got)
+    assert log.read(6, 1 << 20, max_offset=6).records is None
+    assert log.read(12, 1 << 20).records is None
+
+
+def test_offset_out_of_range(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for _ in range(4):
+        log.append(make_batch(recs(3)), leader_epoch=0)
+    with pytest.raises(KafkaError) as e:
+        log.read(13, 100)
+    assert e.value.error is error_codes.OFFSET_OUT_OF_RANGE
+    with pytest.raises(KafkaError) as e:
+        log.read(-1, 100)
+    assert e.value.error is error_codes.OFFSET_OUT_OF_RANGE
+    log.update_high_watermark(12)
+    assert log.delete_records_before(5) == 5
+    with pytest.raises(KafkaError) as e:
+        log.read(4, 100)
+    assert e.value.error is error_codes.OFFSET_OUT_OF_RANGE
+    # The start offset itself is readable: the batch holding it comes back.
+    got = list(iter_record_batches(read_region(log, 5)))
+    assert got[0].header.base_offset == 3
+
+
+# --- rolling -----------------------------------------------------------------------------
+
+
+def test_roll_by_segment_bytes_and_file_names(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=1000, index_interval_bytes=100)
+    model = Model()
+    for i in range(30):
+        r = recs(2, tag=b"%d" % i)
+        model.add(log.append(make_batch(r), leader_epoch=0).first_offset, r)
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) > 3
+    assert all(s.size <= 1000 for s in log.segments)
+    log.close()
+    directory = tmp_path / "t-0"
+    logs = segment_files(directory)
+    assert [p.name for p in logs] == [f"{b:020d}.log" for b in bases]
+    for p in logs:
+        assert len(p.name) == 24
+        assert p.with_suffix(".index").exists() and p.with_suffix(".timeindex").exists()
+    # Every segment starts at a batch boundary of the model and holds whole batches.
+    starts = {b.base_offset for b in model.batches}
+    assert set(bases) <= starts
+    log = PartitionLog(
+        directory, config(segment_bytes=1000), recovery_point=60, clean_shutdown=True
+    )
+    assert_matches(log, model)
+
+
+def test_roll_by_segment_ms_uses_batch_timestamps(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_ms=1000)
+    log.append(make_batch([(b"a", b"1", 10_000)]), leader_epoch=0, now_ms=10_000)
+    log.append(make_batch([(b"a", b"2", 10_900)]), leader_epoch=0, now_ms=10_900)
+    assert len(log.segments) == 1
+    log.append(make_batch([(b"a", b"3", 11_001)]), leader_epoch=0, now_ms=11_001)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    # Data stamped long ago does not roll a segment per append.
+    log.append(make_batch([(b"a", b"4", 11_002)]), leader_epoch=0, now_ms=99_000_000)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_roll_by_segment_ms_without_timestamps_uses_wall_clock(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_ms=1000)
+    now = log.active.created_ms
+    log.append(make_batch([(b"a", b"1", -1)]), leader_epoch=0, now_ms=now)
+    log.append(make_batch([(b"a", b"2", -1)]), leader_epoch=0, now_ms=now + 500)
+    assert len(log.segments) == 1
+    log.append(make_batch([(b"a", b"3", -1)]), leader_epoch=0, now_ms=now + 5_000)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_explicit_roll_and_empty_roll_is_noop(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append(make_batch(recs(2)), leader_epoch=0)
+    log.roll()
+    log.roll()
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    log.append(make_batch(recs(2)), leader_epoch=0)
+    assert log.log_end_offset == 4 and log.active.base_offset == 2
+
+
+# --- timestamps --------------------------------------------------------------------------
+
+
+def test_offset_for_timestamp(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=400, index_interval_bytes=1)
+    stamps = [100, 200, 150, 300, 300, 250, 400]
+    for ts in stamps:
+        log.append(make_batch([(b"k", b"x" * 60, ts)]), leader_epoch=0)
+    assert len(log.segments) > 2
+    for target in range(50, 450, 25):
+        want = next(((i, t) for i, t in enumerate(stamps) if t >= target), None)
+        assert log.offset_for_timestamp(target) == want, target
+    assert log.offset_for_timestamp(LATEST_TIMESTAMP) == (7, -1)
+    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP) == (0, -1)
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == (6, 400)
+    log.update_high_watermark(7)
+    log.delete_records_before(2)
+    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP) == (2, -1)
+    assert log.offset_for_timestamp(100) == (2, 150)
+
+
+def test_max_timestamp_first_record_holding_it(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append(make_batch([(b"a", b"", 10), (b"b", b"", 50), (b"c", b"", 50)]), leader_epoch=0)
+    log.append(make_batch([(b"a", b"", 20)]), leader_epoch=0)
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == (1, 50)
+
+
+def test_empty_log_timestamps(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    assert log.offset_for_timestamp(LATEST_TIMESTAMP) == (0, -1)
+    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP) == (0, -1)
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) is None
+    assert log.offset_for_timestamp(5) is None
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_log_append_time(tmp_path: Path, codec: int) -> None:
+    log = open_log(tmp_path, message_timestamp_type="LogAppendTime")
+    result = log.append(make_batch(recs(3, ts=5), codec=codec), leader_epoch=0, now_ms=777_000)
+    assert result.log_append_time_ms == 777_000
+    (batch,) = read_all(log)  # iter_record_batches verifies the CRC
+    assert batch.header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
+    assert batch.header.max_timestamp == 777_000
+    assert [r.timestamp for r in batch.records] == [777_000] * 3
+    assert [r.value for r in batch.records] == [v for _, v, _ in recs(3)]
+    assert log.offset_for_timestamp(777_000) == (0, 777_000)
+    log.close()
+    again = PartitionLog(tmp_path / "t-0", log.config, recovery_point=0, clean_shutdown=False)
+    assert again.log_end_offset == 3  # recovery verified the rewritten CRC
+
+
+# --- validation --------------------------------------------------------------------------
+
+
+def _set_records_count(batch: bytes, count: int) -> bytes:
+    data = bytearray(batch)
+    struct.pack_into(">i", data, 57, count)
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def _flip(batch: bytes, pos: int) -> bytes:
+    data = bytearray(batch)
+    data[pos] ^= 0x01
+    return bytes(data)
+
+
+def _reject(
+    log: PartitionLog, data: bytes, code: error_codes.ErrorCode, now_ms: int = 1_000
+) -> None:
+    end = log.log_end_offset
+    sizes = file_sizes(log.directory)
+    epochs = list(log.epochs.entries)
+    with pytest.raises(KafkaError) as e:
+        log.append(data, leader_epoch=5, now_ms=now_ms)
+    assert e.value.error is code, e.value
+    assert e.value.code == code.code
+    assert log.log_end_offset == end
+    assert file_sizes(log.directory) == sizes
+    assert log.epochs.entries == epochs
+
+
+def _prefilled(tmp_path: Path, **cfg: str | int) -> PartitionLog:
+    log = open_log(tmp_path, **cfg)
+    log.append(make_batch(recs(2)), leader_epoch=0, now_ms=1_000)
+    log.flush()
+    return log
+
+
+GOOD = make_batch(recs(2))
+
+
+@pytest.mark.parametrize("pos", [17, 30, 70, len(GOOD) - 1])
+def test_bad_crc_is_corrupt_message(tmp_path: Path, pos: int) -> None:
+    log = _prefilled(tmp_path)
+    _reject(log, _flip(GOOD, pos), error_codes.CORRUPT_MESSAGE)
+
+
+def test_truncated_and_empty_record_sets(tmp_path: Path) -> None:
+    log = _prefilled(tmp_path)
+    with pytest.raises(KafkaError):
+        log.append(GOOD[:-3], leader_epoch=0)
+    with pytest.raises(KafkaError):
+        log.append(b"", leader_epoch=0)
+    assert log.log_end_offset == 2
+
+
+def test_batch_over_max_message_bytes(tmp_path: Path) -> None:
+    log = _prefilled(tmp_path, max_message_bytes=500)
+    _reject(log, make_batch([(b"k", b"x" * 600, 1_000)]), error_codes.MESSAGE_TOO_LARGE)
+    # Compression counts: the compressed batch fits.
+    log.append(make_batch([(b"k", b"x" * 600, 1_000)], codec=compression.GZIP), leader_epoch=0)
+
+
+def test_compacted_topic_rejects_null_key(tmp_path: Path) -> None:
+    log = _prefilled(tmp_path, cleanup_policy="compact")
+    _reject(log, make_batch([(b"k", b"v", 1_000), (None, b"v", 1_000)]), error_codes.INVALID_RECORD)
+    _reject(
+        log,
+        make_batch([(None, b"v", 1_000)], codec=compression.LZ4),
+        error_codes.INVALID_RECORD,
+    )
+
+
+def test_record_count_mismatch(tmp_path: Path) -> None:
+    log = _prefilled(tmp_path)
+    _reject(log, _set_records_count(make_batch(recs(3)), 2), error_codes.INVALID_RECORD)
+    _reject(log, _set_records_count(make_batch(recs(3)), 4), error_codes.INVALID_RECORD)
+
+
+def test_timestamp_out_of_range(tmp_path: Path) -> None:
+    log = _prefilled(
+        tmp_path, message_timestamp_after_max_ms=1000, message_timestamp_before_max_ms=5000
+    )
+    _reject(log, make_batch([(b"k", b"v", 3_001)]), error_codes.INVALID_TIMESTAMP, now_ms=2_000)
+    _reject(log, make_batch([(b"k", b"v", 10_000)]), error_codes.INVALID_TIMESTAMP, now_ms=20_000)
+    log.append(make_batch([(b"k", b"v", 3_000)]), leader_epoch=0, now_ms=2_000)
+    log.append(make_batch([(b"k", b"v", 15_000)]), leader_epoch=0, now_ms=20_000)
+    assert log.log_end_offset == 4
+
+
+@pytest.mark.parametrize("bad_index", [0, 1, 2])
+def test_multi_batch_request_with_one_bad_batch_appends_nothing(
+    tmp_path: Path, bad_index: int
+) -> None:
+    log = _prefilled(tmp_path, max_message_bytes=400)
+    batches = [make_batch(recs(2, tag=b"%d" % i)) for i in range(3)]
+    for bad, code in [
+        (_flip(batches[bad_index], 80), error_codes.CORRUPT_MESSAGE),
+        (make_batch([(b"k", b"x" * 500, 1_000)]), error_codes.MESSAGE_TOO_LARGE),
+        (_set_records_count(batches[bad_index], 1), error_codes.INVALID_RECORD),
+    ]:
+        parts = list(batches)
+        parts[bad_index] = bad
+        _reject(log, b"".join(parts), code)
+    result = log.append(b"".join(batches), leader_epoch=0)
+    assert (result.first_offset, result.last_offset) == (2, 7)
+
+
+# --- idempotent producers ----------------------------------------------------------------
+
+
+def _pbatch(seq: int, n: int = 2, epoch: int = 0, pid: int = 42) -> bytes:
+    return make_batch(
+        recs(n, tag=b"s%d" % seq), producer_id=pid, producer_epoch=epoch, base_sequence=seq
+    )
+
+
+def _producer_checks(log: PartitionLog, first: tuple[int, int], second: tuple[int, int]) -> None:
+    end = log.log_end_offset
+    dup = log.append(_pbatch(0), leader_epoch=0)
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == first
+    dup = log.append(_pbatch(2, 3), leader_epoch=0)
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == second
+    assert log.log_end_offset == end
+    with pytest.raises(KafkaError) as e:
+        log.append(_pbatch(9), leader_epoch=0)
+    assert e.value.error is error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.log_end_offset == end
+
+
+def test_idempotent_producer(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append(make_batch(recs(1)), leader_epoch=0)
+    a = log.append(_pbatch(0), leader_epoch=0)
+    b = log.append(_pbatch(2, 3), leader_epoch=0)
+    assert (a.first_offset, a.last_offset, b.first_offset, b.last_offset) == (1, 2, 3, 5)
+    _producer_checks(log, (1, 2), (3, 5))
+    # Sequence continues; another producer is independent.
+    assert log.append(_pbatch(5), leader_epoch=0).first_offset == 6
+    assert log.append(_pbatch(100, pid=7), leader_epoch=0).first_offset == 8
+    # Epoch bump: must start at 0, then the old epoch is fenced.
+    with pytest.raises(KafkaError) as e:
+        log.append(_pbatch(7, epoch=1), leader_epoch=0)
+    assert e.value.error is error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.append(_pbatch(0, epoch=1), leader_epoch=0).first_offset == 10
+    with pytest.raises(KafkaError) as e:
+        log.append(_pbatch(7, epoch=0), leader_epoch=0)
+    assert e.value.error is error_codes.INVALID_PRODUCER_EPOCH
+    assert log.log_end_offset == 12
+
+
+def test_duplicate_in_multi_batch_request_is_rejected(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append(_pbatch(0), leader_epoch=0)
+    with pytest.raises(KafkaError) as e:
+        log.append(_pbatch(2) + _pbatch(0), leader_epoch=0)
+    assert e.value.error is error_codes.DUPLICATE_SEQUENCE_NUMBER
+    assert log.log_end_offset == 2
+
+
+@pytest.mark.parametrize("restart", ["clean", "unclean", "unclean_no_snapshots", "clean_rolled"])
+def test_producer_state_survives_restart(tmp_path: Path, restart: str) -> None:
+    directory = tmp_path / "t-0"
+    cfg = config(segment_bytes=300) if restart == "clean_rolled" else config()
+    log = PartitionLog(directory, cfg)
+    for i in range(5):
+        log.append(make_batch(recs(1, tag=b"x%d" % i)), leader_epoch=0)
+    log.append(_pbatch(0), leader_epoch=0)
+    log.append(_pbatch(2, 3), leader_epoch=0)
+    log.append(make_batch(recs(1)), leader_epoch=0)
+    end = log.log_end_offset
+    if restart.startswith("clean"):
+        log.close()
+        log = PartitionLog(directory, cfg, recovery_point=end, clean_shutdown=True)
+    else:
+        log.close(clean=False)
+        if restart == "unclean_no_snapshots":
+            for p in directory.glob("*.snapshot"):
+                p.unlink()
+        log = PartitionLog(directory, cfg, recovery_point=0, clean_shutdown=False)
+    assert log.log_end_offset == end
+    _producer_checks(log, (5, 6), (7, 9))
+    assert log.append(_pbatch(5), leader_epoch=0).first_offset == end
+
+
+# --- leader epochs -----------------------------------------------------------------------
+
+
+def test_leader_epoch_cache_follows_appends_and_truncation(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=500)
+    starts = []
+    for epoch in (0, 0, 1, 3, 3, 3, 4):
+        starts.append(log.append(make_batch(recs(2)), leader_epoch=epoch).first_offset)
+    assert log.epochs.entries == [(0, 0), (1, 4), (3, 6), (4, 12)]
+    assert log.epochs.end_offset_for(2, log.log_end_offset) == (1, 6)
+    assert log.epochs.end_offset_for(4, log.log_end_offset) == (4, 14)
+    (batch,) = list(iter_record_batches(read_region(log, 6)))[:1]
+    assert batch.header.partition_leader_epoch == 3
+    log.truncate_to(12)
+    assert log.epochs.entries == [(0, 0), (1, 4), (3, 6)]
+    log.truncate_to(8)
+    assert log.epochs.entries == [(0, 0), (1, 4), (3, 6)]
+    log.truncate_to(5)  # mid-batch: the whole batch [4, 5] goes
+    assert log.log_end_offset == 4
+    assert log.epochs.entries == [(0, 0)]
+    log.append(make_batch(recs(1)), leader_epoch=7)
+    assert log.epochs.entries == [(0, 0), (7, 4)]
+    log.close()
+    again = PartitionLog(log.directory, log.config, recovery_point=5, clean_shutdown=True)
+    assert again.epochs.entries == [(0, 0), (7, 4)]
+
+
+def test_missing_epoch_checkpoint_is_rebuilt(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for epoch in (1, 1, 2, 5):
+        log.append(make_batch(recs(1)), leader_epoch=epoch)
+    log.close()
+    (log.directory / "leader-epoch-checkpoint").write_text("garbage")
+    again = PartitionLog(log.directory, log.config, recovery_point=4, clean_shutdown=True)
+    assert again.epochs.entries == [(1, 0), (2, 2), (5, 3)]
+
+
+# --- truncation --------------------------------------------------------------------------
+
+
+def _filled(
+    tmp_path: Path, batches: int = 20, clock: Clock | None = None
+) -> tuple[PartitionLog, Model]:
+    log = PartitionLog(
+        tmp_path / "t-0",
+        config(segment_bytes=600, index_interval_bytes=100, file_delete_delay_ms=1000),
+        clock_ms=clock,
+    )
+    model = Model()
+    for i in range(batches):
+        r = recs(1 + i % 3, ts=1_000 + 10 * i, tag=b"%d" % i)
+        model.add(log.append(make_batch(r), leader_epoch=0, now_ms=1_000).first_offset, r)
+    assert len(log.segments) >= 4
+    return log, model
+
+
+def test_truncate_in_the_middle_of_a_segment(tmp_path: Path) -> None:
+    log, model = _filled(tmp_path)
+    seg = log.segments[1]
+    inner = [b for b in model.batches if seg.base_offset < b.base_offset < seg.next_offset]
+    target = inner[0].base_offset
+    later = [s.log_path for s in log.segments[2:]]
+    log.truncate_to(target)
+    model.truncate_to(target)
+    assert log.log_end_offset == target
+    assert len(log.segments) == 2
+    assert_matches(log, model)
+    assert not any(p.exists() for p in later)
+    log.delete_expired_files(0, force=True)
+    assert [p.name for p in segment_files(log.directory)] == [
+        f"{s.base_offset:020d}.log" for s in log.segments
+    ]
+    assert not list(log.directory.glob("*.deleted"))
+    r = recs(2, tag=b"after")
+    model.add(log.append(make_batch(r), leader_epoch=0).first_offset, r)
+    assert_matches(log, model)
+    log.close()
+    again = PartitionLog(log.directory, log.config, recovery_point=0, clean_shutdown=False)
+    assert_matches(again, model)
+
+
+def test_truncate_across_segments_to_a_segment_base(tmp_path: Path) -> None:
+    log, model = _filled(tmp_path)
+    target = log.segments[2].base_offset
+    log.truncate_to(target)
+    model.truncate_to(target)
+    assert log.log_end_offset == target
+    assert_matches(log, model)
+    r = recs(1, tag=b"after")
+    assert log.append(make_batch(r), leader_epoch=0).first_offset == target
+    model.add(target, r)
+    assert_matches(log, model)
+
+
+def test_truncate_everything_and_beyond_end(tmp_path: Path) -> None:
+    log, _ = _filled(tmp_path)
+    end = log.log_end_offset
+    log.truncate_to(end + 10)
+    assert log.log_end_offset == end
+    log.truncate_to(0)
+    assert log.log_end_offset == 0
+    assert read_all(log) == []
+    assert log.append(make_batch(recs(2)), leader_epoch=0).first_offset == 0
+
+
+def test_truncate_keeps_high_watermark_and_recovery_point_below_end(tmp_path: Path) -> None:
+    log, _ = _filled(tmp_path)
+    log.flush()
+    log.update_high_watermark(log.log_end_offset)
+    log.truncate_to(10)
+    assert log.log_end_offset <= 10
+    assert log.high_watermark <= log.log_end_offset
+    assert log.recovery_point <= log.log_end_offset
+
+
+# --- flushing ----------------------------------------------------------------------------
+
+
+def test_flush_messages_advances_recovery_point(tmp_path: Path) -> None:
+    log = open_log(tmp_path, flush_messages=1)
+    for _ in range(3):
+        log.append(make_batch(recs(2)), leader_epoch=0)
+        assert log.recovery_point == log.log_end_offset
+    lazy = PartitionLog(tmp_path / "u-0", config(flush_messages=5))
+    lazy.append(make_batch(recs(2)), leader_epoch=0)
+    assert lazy.recovery_point == 0
+    lazy.append(make_batch(recs(3)), leader_epoch=0)
+    assert lazy.recovery_point == 5
+
+
+def test_flush_ms(tmp_path: Path) -> None:
+    clock = Clock(1_000)
+    log = PartitionLog(tmp_path / "t-0", config(flush_ms=100), clock_ms=clock)
+    log.append(make_batch(recs(1)), leader_epoch=0)
+    assert not log.maybe_flush(1_050)
+    assert log.maybe_flush(1_100)
+    assert log.recovery_point == 1
+    assert not log.maybe_flush(5_000)  # nothing unflushed
+
+
+# --- retention ---------------------------------------------------------------------------
+
+
+def test_retention_by_time(tmp_path: Path) -> None:
+    clock = Clock()
+    log = PartitionLog(
+        tmp_path / "t-0",
+        config(segment_bytes=600, retention_ms=10_000, file_delete_delay_ms=0),
+        clock_ms=clock,
+    )
+    model = Model()
+    for i in range(12):
+        ts = 1_000 if i < 6 else 100_000
+        r = [(b"k", b"x" * 100, ts)]
+        model.add(log.append(make_batch(r), leader_epoch=0, now_ms=ts).first_offset, r)
+    log.update_high_watermark(log.log_end_offset)
+    old = [s for s in log.segments if s.max_timestamp == 1_000]
+    assert old
+    assert apply_retention(log, 50_000) == len(old)
+    assert log.log_start_offset == log.segments[0].base_offset == old[-1].next_offset
+    model.keep_from(log.log_start_offset)
+    assert_matches(log, model)
+    assert apply_retention(log, 50_000) == 0
+    # Everything expired: the log end survives in a new empty segment.
+    end = log.log_end_offset
+    apply_retention(log, 10**9)
+    assert log.log_end_offset == end == log.log_start_offset
+    assert log.append(make_batch(recs(1)), leader_epoch=0, now_ms=10**9).first_offset == end
+
+
+def test_retention_by_bytes(tmp_path: Path) -> None:
+    log, model = _filled(tmp_path)
+    log.update_high_watermark(log.log_end_offset)
+    total = log.size_bytes
+    limit = total // 2
+    log.config = config(
+        segment_bytes=600, retention_bytes=limit, retention_ms=-1, file_delete_delay_ms=1000
+    )
+    deleted = apply_retention(log, 10**12)
+    assert deleted > 0
+    assert log.size_bytes >= limit
+    assert log.size_bytes - log.segments[0].size < limit  # one more would go below
+    model.keep_from(log.log_start_offset)
+    assert_matches(log, model)
+
+
+def test_retention_never_passes_high_watermark(tmp_path: Path) -> None:
+    log, model = _filled(tmp_path)
+    log.config = config(segment_bytes=600, retention_ms=1)
+    log.update_high_watermark(log.segments[2].base_offset + 1)
+    hw = log.high_watermark
+    apply_retention(log, 10**12)
+    assert log.log_start_offset <= hw
+    assert all(s.next_offset > hw for s in log.segments)
+    assert log.segments[0].base_offset <= hw
+    model.keep_from(log.log_start_offset)
+    assert_matches(log, model)
+    log.update_high_watermark(0)
+    assert apply_retention(log, 10**12) == 0
+
+
+def test_delete_records_before(tmp_path: Path) -> None:
+    log, model = _filled(tmp_path)
+    log.config = config(segment_bytes=600, retention_ms=-1)
+    log.update_high_watermark(20)
+    with pytest.raises(KafkaError) as e:
+        log.delete_records_before(21)
+    assert e.value.error is error_codes.OFFSET_OUT_OF_RANGE
+    target = log.segments[2].base_offset + 1
+    assert log.delete_records_before(target) == target
+    assert log.delete_records_before(3) == target  # never moves back
+    assert log.log_start_offset == target
+    assert apply_retention(log, 0) == 2
+    assert log.log_start_offset == target
+    assert log.segments[0].base_offset < target
+    model.keep_from(target)
+    assert_matches(log, model)
+    log.close()
+    again = PartitionLog(
+        log.directory, log.config, recovery_point=0, log_start_offset=target, clean_shutdown=False
+    )
+    assert again.log_start_offset == target
+    assert_matches(again, model)
+
+
+def test_reader_keeps_deleted_segment_until_delete_delay(tmp_path: Path) -> None:
+    clock = Clock(1_000_000)
+    log, _ = _filled(tmp_path, clock=clock)
+    region = log.read(0, 1 << 20).records
+    assert region is not None
+    before = os.pread(region.fileno, region.length, region.offset)
+    log.config = config(segment_bytes=600, retention_ms=-1, file_delete_delay_ms=1000)
+    log.update_high_watermark(log.log_end_offset)
+    log.delete_records_before(log.segments[1].base_offset)
+    assert apply_retention(log, clock.now) == 1
+    assert list(log.directory.glob("*.log.deleted"))
+    assert os.pread(region.fileno, region.length, region.offset) == before
+    assert log.delete_expired_files(clock.now + 999) == 0
+    assert os.pread(region.fileno, region.length, region.offset) == before
+    assert log.delete_expired_files(clock.now + 1000) == 1
+    assert not list(log.directory.glob("*.deleted"))
+    with pytest.raises(OSError):
+        os.pread(region.fileno, region.length, region.offset)
+
+
+# --- configuration -----------------------------------------------------------------------
+
+
+def test_log_config_parses_kafka_names() -> None:
+    cfg = LogConfig.from_map(
+        {
+            "segment.bytes": "20000",
+            "index.interval.bytes": "500",
+            "cleanup.policy": "compact,delete",
+            "retention.ms": "-1",
+            "message.timestamp.type": "LogAppendTime",
+            "preallocate": "TRUE",
+        }
+    )
+    assert cfg.segment_bytes == 20000 and cfg.index_interval_bytes == 500
+    assert cfg.compact and cfg.delete and cfg.log_append_time and cfg.preallocate
+    assert LogConfig.from_map({}) == LogConfig()
+    assert set(LogConfig().to_map()) == TOPIC_CONFIG_NAMES
+    assert LogConfig.from_map(LogConfig().to_map()) == LogConfig()
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("segment.byte", "1"),
+        ("log.segment.bytes", "1000"),
+        ("segment.bytes", "abc"),
+        ("segment.bytes", "13"),
+        ("segment.bytes", "1.5"),
+        ("retention.ms", "-2"),
+        ("cleanup.policy", "remove"),
+        ("cleanup.policy", ""),
+        ("min.cleanable.dirty.ratio", "1.5"),
+        ("min.cleanable.dirty.ratio", "x"),
+        ("message.timestamp.type", "createtime"),
+        ("preallocate", "yes"),
+        ("compression.type", "brotli"),
+        ("flush.messages", "0"),
+        ("min.insync.replicas", "0"),
+    ],
+)
+def test_log_config_rejects(name: str, value: str) -> None:
+    with pytest.raises(InvalidConfigError):
+        LogConfig.from_map({name: value})
+
+
+def test_offset_for_timestamp_skips_records_below_log_start_within_a_segment(
+    tmp_path: Path,
+) -> None:
+    log = open_log(tmp_path)
+    for ts in (100, 200, 300):
+        log.append(make_batch([(b"k", b"v", ts)]), leader_epoch=0)
+    log.update_high_watermark(3)
+    log.delete_records_before(1)
+    assert log.offset_for_timestamp(150) == (1, 200)
+    assert log.offset_for_timestamp(50) == (1, 200)  # actual: None
+    assert log.offset_for_timestamp(100) == (1, 200)  # actual: None
+
+
+def test_producer_state_follows_truncation(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=300)
+    log.append(_pbatch(0), leader_epoch=0)
+    log.append(_pbatch(2), leader_epoch=0)
+    log.append(_pbatch(4), leader_epoch=0)
+    assert len(log.segments) > 1
+    log.truncate_to(2)
+    # Sequences 2 and 4 were truncated away: they are new again, not duplicates.
+    again = log.append(_pbatch(2), leader_epoch=0)
+    assert not again.duplicate and again.first_offset == 2
+    with pytest.raises(KafkaError) as e:
+        log.append(_pbatch(6), leader_epoch=0)
+    assert e.value.error is error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.append(_pbatch(0), leader_epoch=0).duplicate
