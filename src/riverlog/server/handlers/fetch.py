@@ -13,6 +13,7 @@ Topics are named by name up to v12 and by id from v13; an unknown id is UNKNOWN_
 
 from __future__ import annotations
 
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -20,7 +21,10 @@ from typing import TYPE_CHECKING, cast
 
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.exceptions import UnsupportedCompressionError
 from riverlog.protocol.messages import FetchRequest, FetchResponse
+from riverlog.protocol.primitives import FileRegion
+from riverlog.protocol.records.convert import v2_to_legacy
 from riverlog.server.dispatch import RequestContext, Response
 from riverlog.server.fetch_session import (
     FetchContext,
@@ -35,6 +39,13 @@ if TYPE_CHECKING:
     from riverlog.server.broker import Broker
 
 TOPIC_IDS_FROM = 13
+V2_RECORDS_FROM = 4  # Fetch v0-1 read magic 0, v2-3 magic 1
+
+
+def _down_convert(region: FileRegion, version: int) -> bytes:
+    """Old clients cannot take v2 batches: read the region and convert (a copy, unavoidably)."""
+    data = os.pread(region.fileno, region.length, region.offset)
+    return v2_to_legacy(data, 0 if version <= 1 else 1)
 
 TopicPartition = tuple[str, int]
 
@@ -139,9 +150,15 @@ class _Fetch:
                     error = e.code
                 else:
                     if read.records is not None:
-                        data.records = read.records
                         remaining -= read.records.length
                         first_data = False
+                        if self.version < V2_RECORDS_FROM:
+                            try:
+                                data.records = _down_convert(read.records, self.version)
+                            except UnsupportedCompressionError:
+                                error = error_codes.UNSUPPORTED_COMPRESSION_TYPE.code
+                        else:
+                            data.records = read.records
                 data.high_watermark = log.high_watermark
                 data.last_stable_offset = log.high_watermark
                 data.log_start_offset = log.log_start_offset

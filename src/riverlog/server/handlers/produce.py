@@ -12,13 +12,26 @@ from typing import TYPE_CHECKING
 
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.messages import ProduceRequest, ProduceResponse
+from riverlog.protocol.records.batch_header import MAGIC_POSITION, peek_magic
+from riverlog.protocol.records.convert import legacy_to_v2
 from riverlog.server.dispatch import RequestContext
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+
+
+def _up_convert(records: memoryview) -> memoryview:
+    """Message sets of pre-0.11 clients (magic 0/1) become v2 batches before validation."""
+    if len(records) > MAGIC_POSITION and peek_magic(records) < 2:
+        try:
+            return memoryview(legacy_to_v2(records))
+        except ProtocolError as e:
+            raise KafkaError(error_codes.CORRUPT_MESSAGE, f"Bad legacy message set: {e}") from e
+    return records
 
 
 def _failed(index: int, error: KafkaError, version: int) -> PartitionResponse:
@@ -50,7 +63,7 @@ def handle_produce(broker: Broker, ctx: RequestContext) -> ProduceResponse | Non
                     )
                 if not isinstance(data.records, bytes | bytearray | memoryview):
                     raise KafkaError(error_codes.CORRUPT_MESSAGE, "The record set is null.")
-                records = memoryview(data.records)
+                records = _up_convert(memoryview(data.records))
                 result = broker.replicas.append(topic.name, data.index, records)
             except KafkaError as e:
                 any_error = True
