@@ -263,12 +263,12 @@ def _damaged_indexes_after_clean_shutdown(tmp_path: Path, damage: str, suffix: s
                 path.write_bytes(b"\0" * max(len(data), 2 * entry))
             elif damage == "append_random":
                 path.write_bytes(data + os.urandom(entry * 3))
-    log = PartitionLog(directory, CFG, recovery_point=end, clean_shutdown=True)
-    try:
-        _check_every_offset_and_timestamp(log, model)
-    finally:
-        log.close()
+    _reopen_cleanly_and_check(directory, end, model)
     # And once more after the clean close that rewrote them.
+    _reopen_cleanly_and_check(directory, end, model)
+
+
+def _reopen_cleanly_and_check(directory: Path, end: int, model: Model) -> None:
     log = PartitionLog(directory, CFG, recovery_point=end, clean_shutdown=True)
     try:
         _check_every_offset_and_timestamp(log, model)
@@ -283,11 +283,7 @@ def test_undamaged_clean_restart_reads_everything(tmp_path: Path) -> None:
     _check_every_offset_and_timestamp(log, model)
     end = log.log_end_offset
     log.close()
-    log = PartitionLog(directory, CFG, recovery_point=end, clean_shutdown=True)
-    try:
-        _check_every_offset_and_timestamp(log, model)
-    finally:
-        log.close()
+    _reopen_cleanly_and_check(directory, end, model)
 
 
 def test_empty_last_segment_file_after_crash(tmp_path: Path) -> None:
