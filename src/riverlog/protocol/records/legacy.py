@@ -13,8 +13,10 @@ bit 3 is LogAppendTime: then the wrapper's timestamp applies to every inner mess
 
 Invariants: `decode_message_set` raises only `ProtocolError`s (`CorruptRecordError` for a bad
 CRC, magic, size or nesting; a partial message at the end of the buffer is ignored, as Kafka
-fetch responses may end mid-message); `encode_message_set` output decodes back to the same
-messages with the offsets it assigned.
+fetch responses may end mid-message; a message whose fields overrun its declared size is
+corrupt, not truncated); `encode_message_set` output decodes back to the same messages with
+the offsets it assigned. Magic-0 lz4 is read leniently and written with the broken header
+checksum, as Kafka does (see `compression`).
 """
 
 from __future__ import annotations
@@ -158,7 +160,8 @@ def encode_message_set(
     compression_type: int = compression.NONE,
     log_append_time: bool = False,
 ) -> bytes:
-    """Messages at their own offsets; compressed: one wrapper holding them all."""
+    """Messages at their own offsets; compressed: one wrapper holding them all. Magic-0 lz4
+    gets Kafka's broken header checksum (KAFKA-3160), which is what 0.8/0.9 readers verify."""
     if magic not in (0, 1):
         raise ValueError(f"legacy magic must be 0 or 1, not {magic}")
     if compression_type == compression.ZSTD:
@@ -180,7 +183,7 @@ def encode_message_set(
     if compression_type == compression.SNAPPY:
         wrapped = compression.compress_snappy_xerial(inner)  # what Java clients expect
     else:
-        wrapped = compression.compress(compression_type, inner)
+        wrapped = compression.compress(compression_type, inner, legacy_lz4=magic == 0)
     wrapper_offset = messages[-1].offset  # magic 1: the last inner offset; magic 0: any
     timestamp = max((m.timestamp for m in messages), default=NO_TIMESTAMP)
     return encode_message(
