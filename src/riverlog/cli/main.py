@@ -13,6 +13,7 @@ from pathlib import Path
 
 from riverlog import __version__
 from riverlog.cli import server as cli_server
+from riverlog.cli import topics as cli_topics
 
 
 def _decode_request(args: argparse.Namespace) -> int:
@@ -52,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     server = sub.add_parser("server", help="run a broker (single node without ZooKeeper)")
     cli_server.add_arguments(server)
     server.set_defaults(run=cli_server.run)
+    topics = sub.add_parser(
+        "topics", help="create, list, describe, alter, delete topics (kafka-topics.sh)"
+    )
+    cli_topics.add_arguments(topics)
+    topics.set_defaults(run=cli_topics.run)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""riverlog's own Kafka client (asyncio): connections and admin operations so far."""

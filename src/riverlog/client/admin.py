@@ -1,0 +1,148 @@
+"""Admin operations over one connection: topics (list, describe, create, delete, grow) and
+topic configs. Errors come back as `KafkaError`s carrying the broker's code and message.
+
+The connection should go to the controller for changes; on a single broker (and until the
+cluster issue adds controller routing) any broker will do.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from riverlog.client.connection import Connection
+from riverlog.protocol import error_codes
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.messages import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+
+TOPIC_RESOURCE = 2
+DYNAMIC_TOPIC_CONFIG = 1
+
+
+def _check(code: int, message: str | None = None) -> None:
+    if code != 0:
+        raise KafkaError(error_codes.for_code(code), message)
+
+
+@dataclass
+class PartitionInfo:
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: list[PartitionInfo] = field(default_factory=list)
+
+
+async def describe_topics(conn: Connection, names: list[str] | None = None) -> list[TopicInfo]:
+    """Topics from Metadata (all topics for None); unknown names raise."""
+    topics = (
+        None if names is None else [MetadataRequest.MetadataRequestTopic(name=n) for n in names]
+    )
+    response = await conn.send(MetadataRequest(topics=topics, allow_auto_topic_creation=False))
+    assert isinstance(response, MetadataResponse)
+    out = []
+    for t in response.topics:
+        _check(t.error_code, f"Topic '{t.name}' does not exist." if t.error_code == 3 else None)
+        out.append(
+            TopicInfo(
+                t.name or "",
+                t.topic_id,
+                t.is_internal,
+                sorted(
+                    (
+                        PartitionInfo(
+                            p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes)
+                        )
+                        for p in t.partitions
+                    ),
+                    key=lambda p: p.partition,
+                ),
+            )
+        )
+    return sorted(out, key=lambda t: t.name)
+
+
+async def create_topic(
+    conn: Connection,
+    name: str,
+    partitions: int = -1,
+    replication_factor: int = -1,
+    configs: dict[str, str] | None = None,
+    *,
+    validate_only: bool = False,
+) -> None:
+    topic = CreateTopicsRequest.CreatableTopic(
+        name=name,
+        num_partitions=partitions,
+        replication_factor=replication_factor,
+        configs=[
+            CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+            for k, v in (configs or {}).items()
+        ],
+    )
+    response = await conn.send(
+        CreateTopicsRequest(topics=[topic], timeout_ms=30_000, validate_only=validate_only)
+    )
+    assert isinstance(response, CreateTopicsResponse)
+    result = response.topics[0]
+    _check(result.error_code, result.error_message)
+
+
+async def delete_topic(conn: Connection, name: str) -> None:
+    version = conn.version_for(DeleteTopicsRequest)
+    request = DeleteTopicsRequest(timeout_ms=30_000)
+    if version >= 6:
+        request.topics = [DeleteTopicsRequest.DeleteTopicState(name=name)]
+    else:
+        request.topic_names = [name]
+    response = await conn.send(request, version)
+    assert isinstance(response, DeleteTopicsResponse)
+    result = response.responses[0]
+    _check(result.error_code, result.error_message)
+
+
+async def create_partitions(conn: Connection, name: str, count: int) -> None:
+    request = CreatePartitionsRequest(
+        topics=[CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=count)],
+        timeout_ms=30_000,
+    )
+    response = await conn.send(request)
+    assert isinstance(response, CreatePartitionsResponse)
+    result = response.results[0]
+    _check(result.error_code, result.error_message)
+
+
+async def topic_config_overrides(conn: Connection, name: str) -> dict[str, str]:
+    """The topic's own config overrides (what `kafka-topics --describe` prints)."""
+    request = DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=None
+            )
+        ]
+    )
+    response = await conn.send(request)
+    assert isinstance(response, DescribeConfigsResponse)
+    result = response.results[0]
+    _check(result.error_code, result.error_message)
+    return {
+        c.name: c.value or "" for c in result.configs if c.config_source == DYNAMIC_TOPIC_CONFIG
+    }

@@ -1,0 +1,156 @@
+"""One client connection to a broker: requests out, responses matched by correlation id.
+
+How it works. `Connection.open` connects with asyncio streams, reads frames with the codec's
+`FrameReader` on a reader task, and negotiates versions with ApiVersions: `send` picks, for each
+request, the highest version both sides support (`version_for`). Requests may be pipelined;
+each awaits its own future, resolved by correlation id. A response that cannot be decoded, or a
+closed socket, fails every request in flight with `ConnectionError` — the caller reconnects.
+
+Errors from the protocol stay Kafka error codes in the response bodies; this layer raises only
+for transport problems and for APIs the broker does not support (`UnsupportedVersionError`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+
+from riverlog.protocol.api import ApiMessage
+from riverlog.protocol.exceptions import ProtocolError, UnsupportedVersionError
+from riverlog.protocol.framing import FrameReader, decode_response, encode_request
+from riverlog.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+
+CLIENT_SOFTWARE_NAME = "riverlog"
+
+
+class Connection:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.client_id = client_id
+        self._correlation = itertools.count(1)
+        self._pending: dict[int, tuple[asyncio.Future[ApiMessage], int, int]] = {}
+        self._task = asyncio.get_running_loop().create_task(self._read_loop())
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+        self.closed = False
+
+    @classmethod
+    async def open(
+        cls, host: str, port: int, *, client_id: str = "riverlog", timeout_s: float = 10.0
+    ) -> Connection:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        conn = cls(reader, writer, client_id)
+        try:
+            await asyncio.wait_for(conn._negotiate(), timeout_s)
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _negotiate(self) -> None:
+        request = ApiVersionsRequest(
+            client_software_name=CLIENT_SOFTWARE_NAME, client_software_version="0.1"
+        )
+        response = await self._call(request, ApiVersionsRequest.MAX_VERSION)
+        assert isinstance(response, ApiVersionsResponse)
+        if response.error_code != 0:  # an older broker: it answered v0 with its versions
+            response = await self._call(ApiVersionsRequest(), 0)
+            assert isinstance(response, ApiVersionsResponse)
+        self.broker_versions = {
+            k.api_key: (k.min_version, k.max_version) for k in response.api_keys
+        }
+
+    def version_for(self, request_cls: type[ApiMessage]) -> int:
+        broker = self.broker_versions.get(request_cls.API_KEY)
+        if broker is None or broker[0] > request_cls.MAX_VERSION:
+            raise UnsupportedVersionError(
+                request_cls.NAME, -1, request_cls.MIN_VERSION, request_cls.MAX_VERSION
+            )
+        return min(broker[1], request_cls.MAX_VERSION)
+
+    async def send(self, request: ApiMessage, version: int | None = None) -> ApiMessage:
+        """Send at the negotiated version (or `version`); the decoded response body."""
+        chosen = self.version_for(type(request)) if version is None else version
+        return await self._call(request, chosen)
+
+    async def send_no_response(self, request: ApiMessage, version: int | None = None) -> None:
+        """For produce with acks=0, which the broker does not answer."""
+        chosen = self.version_for(type(request)) if version is None else version
+        self._write(request, chosen, next(self._correlation))
+        await self._writer.drain()
+
+    def _write(self, request: ApiMessage, version: int, correlation_id: int) -> None:
+        if self.closed:
+            raise ConnectionError("the connection is closed")
+        self._writer.write(encode_request(request, version, correlation_id, self.client_id))
+
+    async def _call(self, request: ApiMessage, version: int) -> ApiMessage:
+        correlation_id = next(self._correlation)
+        future: asyncio.Future[ApiMessage] = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = (future, request.API_KEY, version)
+        try:
+            self._write(request, version, correlation_id)
+            await self._writer.drain()
+            return await future
+        finally:
+            self._pending.pop(correlation_id, None)
+
+    async def _read_loop(self) -> None:
+        frames = FrameReader()
+        error: BaseException = ConnectionError("the broker closed the connection")
+        try:
+            while True:
+                data = await self._reader.read(1 << 20)
+                if not data:
+                    break
+                for frame in frames.feed(data):
+                    self._deliver(frame)
+        except (OSError, ProtocolError) as e:
+            error = ConnectionError(f"connection failed: {e}")
+        finally:
+            self.closed = True
+            for future, _, _ in self._pending.values():
+                if not future.done():
+                    future.set_exception(error)
+
+    def _deliver(self, frame: bytes | bytearray) -> None:
+        correlation_id = int.from_bytes(frame[:4], "big", signed=True)
+        pending = self._pending.get(correlation_id)
+        if pending is None:
+            return  # a response to a request whose caller gave up
+        future, api_key, version = pending
+        _, body = decode_response(frame, api_key, version)
+        if not future.done():
+            future.set_result(body)
+
+    async def close(self) -> None:
+        self.closed = True
+        self._task.cancel()
+        self._writer.close()
+        with contextlib.suppress(Exception):
+            await self._writer.wait_closed()
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    """`host:port[,host:port...]` as (host, port) pairs."""
+    out = []
+    for item in servers.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"bad bootstrap server {item!r}: expected host:port")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+async def connect_any(servers: str, client_id: str = "riverlog") -> Connection:
+    """A connection to the first bootstrap server that answers."""
+    last: Exception | None = None
+    for host, port in parse_bootstrap(servers):
+        try:
+            return await Connection.open(host, port, client_id=client_id)
+        except (OSError, TimeoutError, ConnectionError) as e:
+            last = e
+    raise ConnectionError(f"no bootstrap server of {servers} answered: {last}")
