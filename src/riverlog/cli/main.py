@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from riverlog import __version__
+from riverlog.cli import console as cli_console
 from riverlog.cli import server as cli_server
 from riverlog.cli import topics as cli_topics
 
@@ -58,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_topics.add_arguments(topics)
     topics.set_defaults(run=cli_topics.run)
+    producer = sub.add_parser(
+        "console-producer", help="lines from stdin to a topic (kafka-console-producer.sh)"
+    )
+    cli_console.add_producer_arguments(producer)
+    producer.set_defaults(run=cli_console.run_producer)
+    consumer = sub.add_parser(
+        "console-consumer", help="a topic's records to stdout (kafka-console-consumer.sh)"
+    )
+    cli_console.add_consumer_arguments(consumer)
+    consumer.set_defaults(run=cli_console.run_consumer)
     return parser
 
 
