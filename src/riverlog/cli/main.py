@@ -13,6 +13,7 @@ from pathlib import Path
 
 from riverlog import __version__
 from riverlog.cli import console as cli_console
+from riverlog.cli import perf as cli_perf
 from riverlog.cli import server as cli_server
 from riverlog.cli import topics as cli_topics
 
@@ -69,6 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_console.add_consumer_arguments(consumer)
     consumer.set_defaults(run=cli_console.run_consumer)
+    pperf = sub.add_parser(
+        "producer-perf-test", help="producer throughput and latency (kafka-producer-perf-test.sh)"
+    )
+    cli_perf.add_producer_arguments(pperf)
+    pperf.set_defaults(run=cli_perf.run_producer)
+    cperf = sub.add_parser(
+        "consumer-perf-test", help="consumer throughput (kafka-consumer-perf-test.sh)"
+    )
+    cli_perf.add_consumer_arguments(cperf)
+    cperf.set_defaults(run=cli_perf.run_consumer)
     return parser
 
 

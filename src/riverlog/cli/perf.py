@@ -1,0 +1,181 @@
+"""`riverlog producer-perf-test` and `riverlog consumer-perf-test`: Kafka's perf tools.
+
+producer-perf-test (kafka-producer-perf-test.sh): `--topic`, `--num-records`, `--record-size`,
+`--throughput` (records/s, -1 for unlimited), `--producer-props k=v ...` (bootstrap.servers,
+acks, batch.size, compression.type). Prints a progress line every 5 s and Kafka's summary:
+"N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency, p50 ms 50th,
+p95 ms 95th, p99 ms 99th, p999 ms 99.9th."
+
+consumer-perf-test (kafka-consumer-perf-test.sh): `--bootstrap-server`, `--topic`,
+`--messages`, `--timeout`; prints Kafka's CSV header and one result line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from datetime import datetime
+
+from riverlog.client.cluster import Cluster
+from riverlog.client.consumer import EARLIEST, Consumer
+from riverlog.client.producer import OutgoingRecord, Producer
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.records import compression
+
+IN_FLIGHT = 5
+REPORT_EVERY_S = 5.0
+
+
+def add_producer_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--num-records", type=int, required=True)
+    parser.add_argument("--record-size", type=int, required=True)
+    parser.add_argument("--throughput", type=int, required=True, help="records/s, -1: unlimited")
+    parser.add_argument("--producer-props", nargs="+", required=True, metavar="KEY=VALUE")
+
+
+class _Stats:
+    def __init__(self, record_size: int) -> None:
+        self.record_size = record_size
+        self.latencies_ms: list[float] = []
+        self.start = self.window_start = time.monotonic()
+        self.window_count = 0
+        self.window_latency = 0.0
+        self.window_max = 0.0
+
+    def record(self, count: int, latency_ms: float) -> None:
+        self.latencies_ms += [latency_ms] * count
+        self.window_count += count
+        self.window_latency += latency_ms * count
+        self.window_max = max(self.window_max, latency_ms)
+        now = time.monotonic()
+        if now - self.window_start >= REPORT_EVERY_S:
+            rate = self.window_count / (now - self.window_start)
+            print(
+                f"{self.window_count} records sent, {rate:.1f} records/sec "
+                f"({rate * self.record_size / 1024 / 1024:.2f} MB/sec), "
+                f"{self.window_latency / max(self.window_count, 1):.1f} ms avg latency, "
+                f"{self.window_max:.1f} ms max latency.",
+                flush=True,
+            )
+            self.window_start, self.window_count = now, 0
+            self.window_latency = self.window_max = 0.0
+
+    def summary(self) -> str:
+        n = len(self.latencies_ms)
+        elapsed = time.monotonic() - self.start
+        ordered = sorted(self.latencies_ms) or [0.0]
+
+        def pct(p: float) -> int:
+            return int(ordered[min(len(ordered) - 1, int(p * len(ordered)))])
+
+        rate = n / elapsed if elapsed > 0 else 0.0
+        return (
+            f"{n} records sent, {rate:.1f} records/sec "
+            f"({rate * self.record_size / 1024 / 1024:.2f} MB/sec), "
+            f"{sum(ordered) / len(ordered):.2f} ms avg latency, {ordered[-1]:.2f} ms max "
+            f"latency, {pct(0.5)} ms 50th, {pct(0.95)} ms 95th, {pct(0.99)} ms 99th, "
+            f"{pct(0.999)} ms 99.9th."
+        )
+
+
+async def _produce(args: argparse.Namespace) -> None:
+    props = dict(item.split("=", 1) for item in args.producer_props)
+    if "bootstrap.servers" not in props:
+        raise ValueError("--producer-props must include bootstrap.servers")
+    cluster = Cluster(props["bootstrap.servers"], "producer-perf-test")
+    acks = int(props.get("acks", "1").replace("all", "-1"))
+    codec = compression.codec_by_name(props.get("compression.type", "none"))
+    producer = Producer(cluster, acks=acks, compression_type=codec)
+    per_send = max(1, int(props.get("batch.size", "16384")) // max(args.record_size, 1))
+    payload = os.urandom(args.record_size)
+    stats = _Stats(args.record_size)
+    slots = asyncio.Semaphore(IN_FLIGHT)
+    tasks: list[asyncio.Task[None]] = []
+
+    async def send(count: int) -> None:
+        began = time.monotonic()
+        try:
+            await producer.send(args.topic, [OutgoingRecord(None, payload)] * count)
+        finally:
+            slots.release()
+        stats.record(count, (time.monotonic() - began) * 1000)
+
+    sent = 0
+    start = time.monotonic()
+    try:
+        while sent < args.num_records:
+            count = min(per_send, args.num_records - sent)
+            if args.throughput > 0:
+                due = start + sent / args.throughput
+                if due > time.monotonic():
+                    await asyncio.sleep(due - time.monotonic())
+            await slots.acquire()
+            tasks.append(asyncio.create_task(send(count)))
+            sent += count
+        await asyncio.gather(*tasks)
+    finally:
+        await cluster.close()
+    print(stats.summary(), flush=True)
+
+
+def run_producer(args: argparse.Namespace) -> int:
+    try:
+        asyncio.run(_produce(args))
+    except (KafkaError, ValueError, ConnectionError) as e:
+        print(f"ERROR {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--messages", type=int, required=True)
+    parser.add_argument("--timeout", type=int, default=10_000, help="ms without data to give up")
+
+
+async def _consume(args: argparse.Namespace) -> str:
+    cluster = Cluster(args.bootstrap_server, "consumer-perf-test")
+    consumer = Consumer(cluster, auto_offset_reset=EARLIEST)
+    count = size = 0
+    started = datetime.now()
+    try:
+        await consumer.assign(args.topic, None, EARLIEST)
+        fetch_start = time.monotonic()
+        last = fetch_start
+        while count < args.messages and (time.monotonic() - last) * 1000 < args.timeout:
+            records = await consumer.poll(100)
+            if records:
+                last = time.monotonic()
+            for r in records[: args.messages - count]:
+                size += len(r.value or b"") + len(r.key or b"")
+                count += 1
+        elapsed = max(time.monotonic() - fetch_start, 1e-9)
+    finally:
+        await cluster.close()
+    mb = size / 1024 / 1024
+    ended = datetime.now()
+    fmt = "%Y-%m-%d %H:%M:%S:%f"
+    return (
+        f"{started.strftime(fmt)[:-3]}, {ended.strftime(fmt)[:-3]}, {mb:.4f}, "
+        f"{mb / elapsed:.4f}, {count}, {count / elapsed:.4f}, 0, {elapsed * 1000:.0f}, "
+        f"{mb / elapsed:.4f}, {count / elapsed:.4f}"
+    )
+
+
+def run_consumer(args: argparse.Namespace) -> int:
+    try:
+        line = asyncio.run(_consume(args))
+    except (KafkaError, ValueError, ConnectionError) as e:
+        print(f"ERROR {e}", file=sys.stderr)
+        return 1
+    print(
+        "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, "
+        "nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+    )
+    print(line)
+    return 0
