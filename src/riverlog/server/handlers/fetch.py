@@ -24,6 +24,8 @@ from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.exceptions import UnsupportedCompressionError
 from riverlog.protocol.messages import FetchRequest, FetchResponse
 from riverlog.protocol.primitives import FileRegion
+from riverlog.protocol.records import compression
+from riverlog.protocol.records.batch_header import BATCH_HEADER_SIZE, read_batch_header
 from riverlog.protocol.records.convert import v2_to_legacy
 from riverlog.server.dispatch import RequestContext, Response
 from riverlog.server.fetch_session import (
@@ -40,6 +42,19 @@ if TYPE_CHECKING:
 
 TOPIC_IDS_FROM = 13
 V2_RECORDS_FROM = 4  # Fetch v0-1 read magic 0, v2-3 magic 1
+ZSTD_FROM = 10  # KIP-110: older fetchers cannot read zstd batches
+
+
+def _holds_zstd(region: FileRegion) -> bool:
+    """Whether a region holds a zstd batch: batch headers only, for pre-v10 fetchers."""
+    position, end = region.offset, region.offset + region.length
+    while end - position >= BATCH_HEADER_SIZE:
+        raw = os.pread(region.fileno, BATCH_HEADER_SIZE, position)
+        header = read_batch_header(raw, 0, whole=False)
+        if header.compression == compression.ZSTD:
+            return True
+        position += header.size
+    return False
 
 
 def _down_convert(region: FileRegion, version: int) -> bytes:
@@ -157,6 +172,8 @@ class _Fetch:
                                 data.records = _down_convert(read.records, self.version)
                             except UnsupportedCompressionError:
                                 error = error_codes.UNSUPPORTED_COMPRESSION_TYPE.code
+                        elif self.version < ZSTD_FROM and _holds_zstd(read.records):
+                            error = error_codes.UNSUPPORTED_COMPRESSION_TYPE.code
                         else:
                             data.records = read.records
                 data.high_watermark = log.high_watermark
