@@ -173,7 +173,6 @@ def broker_demo() -> None:
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": "demo",
-                "session.timeout.ms": 1000,
                 "enable.auto.commit": False,
             }
         )

@@ -29,15 +29,12 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
 def _consumer(bootstrap: str, **extra: object) -> Consumer:
-    """A librdkafka consumer used with assign(). Until the group coordinator exists (issue 5),
-    its close() waits session.timeout.ms for one, hence the short timeout."""
+    """A librdkafka consumer used with assign(): no group membership, no commits."""
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "unused",
             "enable.auto.commit": False,
-            "session.timeout.ms": 1000,
-            "heartbeat.interval.ms": 300,
             **extra,
         }
     )

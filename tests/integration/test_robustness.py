@@ -149,8 +149,6 @@ def _read_values(bootstrap: str, topic: str, count: int) -> list[bytes]:
         {
             "bootstrap.servers": bootstrap,
             "group.id": "unused",
-            "session.timeout.ms": 1000,
-            "heartbeat.interval.ms": 300,
         }
     )
     consumer.assign([TopicPartition(topic, 0, 0)])

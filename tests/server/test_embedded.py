@@ -19,8 +19,6 @@ def test_fixture_serves_a_real_client(riverlog_broker: EmbeddedBroker) -> None:
         {
             "bootstrap.servers": bootstrap,
             "group.id": "unused",
-            "session.timeout.ms": 1000,
-            "heartbeat.interval.ms": 300,
         }
     )
     consumer.assign([TopicPartition("auto-created", 0, 0)])

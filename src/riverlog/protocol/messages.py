@@ -498,6 +498,499 @@ ConsumerProtocolSubscription._ENCODERS = (_e_ConsumerProtocolSubscription_v0, _e
 ConsumerProtocolSubscription._DECODERS = (_d_ConsumerProtocolSubscription_v0, _d_ConsumerProtocolSubscription_v1, _d_ConsumerProtocolSubscription_v2, _d_ConsumerProtocolSubscription_v3,)
 
 
+class GroupMetadataKey(Struct):
+    """GroupMetadataKey, versions 2-2."""
+
+    NAME = 'GroupMetadataKey'
+    MIN_VERSION = 2
+    MAX_VERSION = 2
+    __slots__ = ('group', )
+
+    def __init__(
+        self,
+        *,
+        group: str = '',
+    ) -> None:
+        self.group = group
+
+
+_C_GroupMetadataKey = GroupMetadataKey
+
+def _d_GroupMetadataKey_v2(buf: memoryview, pos: int) -> tuple[GroupMetadataKey, int]:
+    f_group, pos = read_string(buf, pos)
+    return _C_GroupMetadataKey(group=f_group), pos
+
+
+def _e_GroupMetadataKey_v2(o: GroupMetadataKey, out: list[Chunk]) -> None:
+    out.append(write_string(o.group))
+
+
+GroupMetadataKey._ENCODERS = (_unsupported, _unsupported, _e_GroupMetadataKey_v2,)
+GroupMetadataKey._DECODERS = (_unsupported, _unsupported, _d_GroupMetadataKey_v2,)
+
+
+class GroupMetadataValue(Struct):
+    """GroupMetadataValue, versions 0-4, flexible from v4."""
+
+    class MemberMetadata(Struct):
+        NAME = 'GroupMetadataValue.MemberMetadata'
+        __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'rebalance_timeout', 'session_timeout', 'subscription', 'assignment', 'unknown_tagged_fields', )
+
+        def __init__(
+            self,
+            *,
+            member_id: str = '',
+            group_instance_id: str | None = None,
+            client_id: str = '',
+            client_host: str = '',
+            rebalance_timeout: int = 0,
+            session_timeout: int = 0,
+            subscription: bytes = b'',
+            assignment: bytes = b'',
+            unknown_tagged_fields: dict[int, bytes] | None = None,
+        ) -> None:
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.client_id = client_id
+            self.client_host = client_host
+            self.rebalance_timeout = rebalance_timeout
+            self.session_timeout = session_timeout
+            self.subscription = subscription
+            self.assignment = assignment
+            self.unknown_tagged_fields = unknown_tagged_fields
+
+    NAME = 'GroupMetadataValue'
+    MIN_VERSION = 0
+    MAX_VERSION = 4
+    FLEXIBLE_FROM = 4
+    __slots__ = ('protocol_type', 'generation', 'protocol', 'leader', 'current_state_timestamp', 'members', 'unknown_tagged_fields', )
+
+    def __init__(
+        self,
+        *,
+        protocol_type: str = '',
+        generation: int = 0,
+        protocol: str | None = '',
+        leader: str | None = '',
+        current_state_timestamp: int = -1,
+        members: list[GroupMetadataValue.MemberMetadata] = DEFAULT,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.protocol_type = protocol_type
+        self.generation = generation
+        self.protocol = protocol
+        self.leader = leader
+        self.current_state_timestamp = current_state_timestamp
+        self.members = [] if members is DEFAULT else members
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+_C_GroupMetadataValue_MemberMetadata = GroupMetadataValue.MemberMetadata
+_C_GroupMetadataValue = GroupMetadataValue
+
+def _d_GroupMetadataValue_MemberMetadata_v0(buf: memoryview, pos: int) -> tuple[GroupMetadataValue.MemberMetadata, int]:
+    f_member_id, pos = read_string(buf, pos)
+    f_client_id, pos = read_string(buf, pos)
+    f_client_host, pos = read_string(buf, pos)
+    (f_session_timeout,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_subscription, pos = read_bytes(buf, pos)
+    f_assignment, pos = read_bytes(buf, pos)
+    return _C_GroupMetadataValue_MemberMetadata(member_id=f_member_id, client_id=f_client_id, client_host=f_client_host, session_timeout=f_session_timeout, subscription=f_subscription, assignment=f_assignment), pos
+
+
+def _e_GroupMetadataValue_MemberMetadata_v0(o: GroupMetadataValue.MemberMetadata, out: list[Chunk]) -> None:
+    out.append(write_string(o.member_id))
+    out.append(write_string(o.client_id))
+    out.append(write_string(o.client_host))
+    out.append(_S_i.pack(o.session_timeout))
+    out.append(write_bytes(o.subscription))
+    out.append(write_bytes(o.assignment))
+
+
+def _d_GroupMetadataValue_MemberMetadata_v1(buf: memoryview, pos: int) -> tuple[GroupMetadataValue.MemberMetadata, int]:
+    f_member_id, pos = read_string(buf, pos)
+    f_client_id, pos = read_string(buf, pos)
+    f_client_host, pos = read_string(buf, pos)
+    (f_rebalance_timeout, f_session_timeout,) = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    f_subscription, pos = read_bytes(buf, pos)
+    f_assignment, pos = read_bytes(buf, pos)
+    return _C_GroupMetadataValue_MemberMetadata(member_id=f_member_id, client_id=f_client_id, client_host=f_client_host, rebalance_timeout=f_rebalance_timeout, session_timeout=f_session_timeout, subscription=f_subscription, assignment=f_assignment), pos
+
+
+def _e_GroupMetadataValue_MemberMetadata_v1(o: GroupMetadataValue.MemberMetadata, out: list[Chunk]) -> None:
+    out.append(write_string(o.member_id))
+    out.append(write_string(o.client_id))
+    out.append(write_string(o.client_host))
+    out.append(_S_ii.pack(o.rebalance_timeout, o.session_timeout))
+    out.append(write_bytes(o.subscription))
+    out.append(write_bytes(o.assignment))
+
+
+def _d_GroupMetadataValue_MemberMetadata_v3(buf: memoryview, pos: int) -> tuple[GroupMetadataValue.MemberMetadata, int]:
+    f_member_id, pos = read_string(buf, pos)
+    f_group_instance_id, pos = read_nullable_string(buf, pos)
+    f_client_id, pos = read_string(buf, pos)
+    f_client_host, pos = read_string(buf, pos)
+    (f_rebalance_timeout, f_session_timeout,) = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    f_subscription, pos = read_bytes(buf, pos)
+    f_assignment, pos = read_bytes(buf, pos)
+    return _C_GroupMetadataValue_MemberMetadata(member_id=f_member_id, group_instance_id=f_group_instance_id, client_id=f_client_id, client_host=f_client_host, rebalance_timeout=f_rebalance_timeout, session_timeout=f_session_timeout, subscription=f_subscription, assignment=f_assignment), pos
+
+
+def _e_GroupMetadataValue_MemberMetadata_v3(o: GroupMetadataValue.MemberMetadata, out: list[Chunk]) -> None:
+    out.append(write_string(o.member_id))
+    out.append(write_nullable_string(o.group_instance_id))
+    out.append(write_string(o.client_id))
+    out.append(write_string(o.client_host))
+    out.append(_S_ii.pack(o.rebalance_timeout, o.session_timeout))
+    out.append(write_bytes(o.subscription))
+    out.append(write_bytes(o.assignment))
+
+
+def _d_GroupMetadataValue_MemberMetadata_v4(buf: memoryview, pos: int) -> tuple[GroupMetadataValue.MemberMetadata, int]:
+    f_member_id, pos = read_compact_string(buf, pos)
+    f_group_instance_id, pos = read_compact_nullable_string(buf, pos)
+    f_client_id, pos = read_compact_string(buf, pos)
+    f_client_host, pos = read_compact_string(buf, pos)
+    (f_rebalance_timeout, f_session_timeout,) = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    f_subscription, pos = read_compact_bytes(buf, pos)
+    f_assignment, pos = read_compact_bytes(buf, pos)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_GroupMetadataValue_MemberMetadata(member_id=f_member_id, group_instance_id=f_group_instance_id, client_id=f_client_id, client_host=f_client_host, rebalance_timeout=f_rebalance_timeout, session_timeout=f_session_timeout, subscription=f_subscription, assignment=f_assignment, unknown_tagged_fields=unknown), pos
+
+
+def _e_GroupMetadataValue_MemberMetadata_v4(o: GroupMetadataValue.MemberMetadata, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.member_id))
+    out.append(write_compact_nullable_string(o.group_instance_id))
+    out.append(write_compact_string(o.client_id))
+    out.append(write_compact_string(o.client_host))
+    out.append(_S_ii.pack(o.rebalance_timeout, o.session_timeout))
+    out.append(write_compact_bytes(o.subscription))
+    out.append(write_compact_bytes(o.assignment))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+def _d_GroupMetadataValue_v0(buf: memoryview, pos: int) -> tuple[GroupMetadataValue, int]:
+    f_protocol_type, pos = read_string(buf, pos)
+    (f_generation,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_protocol, pos = read_nullable_string(buf, pos)
+    f_leader, pos = read_nullable_string(buf, pos)
+    f_members: list[GroupMetadataValue.MemberMetadata]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('members')
+    else:
+        f_members = []
+        for _ in range(n):
+            e_members, pos = _d_GroupMetadataValue_MemberMetadata_v0(buf, pos)
+            f_members.append(e_members)
+    return _C_GroupMetadataValue(protocol_type=f_protocol_type, generation=f_generation, protocol=f_protocol, leader=f_leader, members=f_members), pos
+
+
+def _e_GroupMetadataValue_v0(o: GroupMetadataValue, out: list[Chunk]) -> None:
+    out.append(write_string(o.protocol_type))
+    out.append(_S_i.pack(o.generation))
+    out.append(write_nullable_string(o.protocol))
+    out.append(write_nullable_string(o.leader))
+    out.append(write_array_length(o.members, False))
+    for e_members in o.members or ():
+        _e_GroupMetadataValue_MemberMetadata_v0(e_members, out)
+
+
+def _d_GroupMetadataValue_v1(buf: memoryview, pos: int) -> tuple[GroupMetadataValue, int]:
+    f_protocol_type, pos = read_string(buf, pos)
+    (f_generation,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_protocol, pos = read_nullable_string(buf, pos)
+    f_leader, pos = read_nullable_string(buf, pos)
+    f_members: list[GroupMetadataValue.MemberMetadata]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('members')
+    else:
+        f_members = []
+        for _ in range(n):
+            e_members, pos = _d_GroupMetadataValue_MemberMetadata_v1(buf, pos)
+            f_members.append(e_members)
+    return _C_GroupMetadataValue(protocol_type=f_protocol_type, generation=f_generation, protocol=f_protocol, leader=f_leader, members=f_members), pos
+
+
+def _e_GroupMetadataValue_v1(o: GroupMetadataValue, out: list[Chunk]) -> None:
+    out.append(write_string(o.protocol_type))
+    out.append(_S_i.pack(o.generation))
+    out.append(write_nullable_string(o.protocol))
+    out.append(write_nullable_string(o.leader))
+    out.append(write_array_length(o.members, False))
+    for e_members in o.members or ():
+        _e_GroupMetadataValue_MemberMetadata_v1(e_members, out)
+
+
+def _d_GroupMetadataValue_v2(buf: memoryview, pos: int) -> tuple[GroupMetadataValue, int]:
+    f_protocol_type, pos = read_string(buf, pos)
+    (f_generation,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_protocol, pos = read_nullable_string(buf, pos)
+    f_leader, pos = read_nullable_string(buf, pos)
+    (f_current_state_timestamp,) = _S_q.unpack_from(buf, pos)
+    pos += 8
+    f_members: list[GroupMetadataValue.MemberMetadata]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('members')
+    else:
+        f_members = []
+        for _ in range(n):
+            e_members, pos = _d_GroupMetadataValue_MemberMetadata_v1(buf, pos)
+            f_members.append(e_members)
+    return _C_GroupMetadataValue(protocol_type=f_protocol_type, generation=f_generation, protocol=f_protocol, leader=f_leader, current_state_timestamp=f_current_state_timestamp, members=f_members), pos
+
+
+def _e_GroupMetadataValue_v2(o: GroupMetadataValue, out: list[Chunk]) -> None:
+    out.append(write_string(o.protocol_type))
+    out.append(_S_i.pack(o.generation))
+    out.append(write_nullable_string(o.protocol))
+    out.append(write_nullable_string(o.leader))
+    out.append(_S_q.pack(o.current_state_timestamp))
+    out.append(write_array_length(o.members, False))
+    for e_members in o.members or ():
+        _e_GroupMetadataValue_MemberMetadata_v1(e_members, out)
+
+
+def _d_GroupMetadataValue_v3(buf: memoryview, pos: int) -> tuple[GroupMetadataValue, int]:
+    f_protocol_type, pos = read_string(buf, pos)
+    (f_generation,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_protocol, pos = read_nullable_string(buf, pos)
+    f_leader, pos = read_nullable_string(buf, pos)
+    (f_current_state_timestamp,) = _S_q.unpack_from(buf, pos)
+    pos += 8
+    f_members: list[GroupMetadataValue.MemberMetadata]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('members')
+    else:
+        f_members = []
+        for _ in range(n):
+            e_members, pos = _d_GroupMetadataValue_MemberMetadata_v3(buf, pos)
+            f_members.append(e_members)
+    return _C_GroupMetadataValue(protocol_type=f_protocol_type, generation=f_generation, protocol=f_protocol, leader=f_leader, current_state_timestamp=f_current_state_timestamp, members=f_members), pos
+
+
+def _e_GroupMetadataValue_v3(o: GroupMetadataValue, out: list[Chunk]) -> None:
+    out.append(write_string(o.protocol_type))
+    out.append(_S_i.pack(o.generation))
+    out.append(write_nullable_string(o.protocol))
+    out.append(write_nullable_string(o.leader))
+    out.append(_S_q.pack(o.current_state_timestamp))
+    out.append(write_array_length(o.members, False))
+    for e_members in o.members or ():
+        _e_GroupMetadataValue_MemberMetadata_v3(e_members, out)
+
+
+def _d_GroupMetadataValue_v4(buf: memoryview, pos: int) -> tuple[GroupMetadataValue, int]:
+    f_protocol_type, pos = read_compact_string(buf, pos)
+    (f_generation,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    f_protocol, pos = read_compact_nullable_string(buf, pos)
+    f_leader, pos = read_compact_nullable_string(buf, pos)
+    (f_current_state_timestamp,) = _S_q.unpack_from(buf, pos)
+    pos += 8
+    f_members: list[GroupMetadataValue.MemberMetadata]
+    n, pos = read_compact_array_length(buf, pos)
+    if n < 0:
+        check_null_array('members')
+    else:
+        f_members = []
+        for _ in range(n):
+            e_members, pos = _d_GroupMetadataValue_MemberMetadata_v4(buf, pos)
+            f_members.append(e_members)
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_GroupMetadataValue(protocol_type=f_protocol_type, generation=f_generation, protocol=f_protocol, leader=f_leader, current_state_timestamp=f_current_state_timestamp, members=f_members, unknown_tagged_fields=unknown), pos
+
+
+def _e_GroupMetadataValue_v4(o: GroupMetadataValue, out: list[Chunk]) -> None:
+    out.append(write_compact_string(o.protocol_type))
+    out.append(_S_i.pack(o.generation))
+    out.append(write_compact_nullable_string(o.protocol))
+    out.append(write_compact_nullable_string(o.leader))
+    out.append(_S_q.pack(o.current_state_timestamp))
+    out.append(write_compact_array_length(o.members, False))
+    for e_members in o.members or ():
+        _e_GroupMetadataValue_MemberMetadata_v4(e_members, out)
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+GroupMetadataValue._ENCODERS = (_e_GroupMetadataValue_v0, _e_GroupMetadataValue_v1, _e_GroupMetadataValue_v2, _e_GroupMetadataValue_v3, _e_GroupMetadataValue_v4,)
+GroupMetadataValue._DECODERS = (_d_GroupMetadataValue_v0, _d_GroupMetadataValue_v1, _d_GroupMetadataValue_v2, _d_GroupMetadataValue_v3, _d_GroupMetadataValue_v4,)
+
+
+class OffsetCommitKey(Struct):
+    """OffsetCommitKey, versions 0-1."""
+
+    NAME = 'OffsetCommitKey'
+    MIN_VERSION = 0
+    MAX_VERSION = 1
+    __slots__ = ('group', 'topic', 'partition', )
+
+    def __init__(
+        self,
+        *,
+        group: str = '',
+        topic: str = '',
+        partition: int = 0,
+    ) -> None:
+        self.group = group
+        self.topic = topic
+        self.partition = partition
+
+
+_C_OffsetCommitKey = OffsetCommitKey
+
+def _d_OffsetCommitKey_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitKey, int]:
+    f_group, pos = read_string(buf, pos)
+    f_topic, pos = read_string(buf, pos)
+    (f_partition,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    return _C_OffsetCommitKey(group=f_group, topic=f_topic, partition=f_partition), pos
+
+
+def _e_OffsetCommitKey_v0(o: OffsetCommitKey, out: list[Chunk]) -> None:
+    out.append(write_string(o.group))
+    out.append(write_string(o.topic))
+    out.append(_S_i.pack(o.partition))
+
+
+OffsetCommitKey._ENCODERS = (_e_OffsetCommitKey_v0, _e_OffsetCommitKey_v0,)
+OffsetCommitKey._DECODERS = (_d_OffsetCommitKey_v0, _d_OffsetCommitKey_v0,)
+
+
+class OffsetCommitValue(Struct):
+    """OffsetCommitValue, versions 0-4, flexible from v4."""
+
+    NAME = 'OffsetCommitValue'
+    MIN_VERSION = 0
+    MAX_VERSION = 4
+    FLEXIBLE_FROM = 4
+    __slots__ = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp', 'unknown_tagged_fields', )
+
+    def __init__(
+        self,
+        *,
+        offset: int = 0,
+        leader_epoch: int = -1,
+        metadata: str = '',
+        commit_timestamp: int = 0,
+        expire_timestamp: int = -1,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.offset = offset
+        self.leader_epoch = leader_epoch
+        self.metadata = metadata
+        self.commit_timestamp = commit_timestamp
+        self.expire_timestamp = expire_timestamp
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+_C_OffsetCommitValue = OffsetCommitValue
+
+def _d_OffsetCommitValue_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitValue, int]:
+    (f_offset,) = _S_q.unpack_from(buf, pos)
+    pos += 8
+    f_metadata, pos = read_string(buf, pos)
+    (f_commit_timestamp,) = _S_q.unpack_from(buf, pos)
+    pos += 8
+    return _C_OffsetCommitValue(offset=f_offset, metadata=f_metadata, commit_timestamp=f_commit_timestamp), pos
+
+
+def _e_OffsetCommitValue_v0(o: OffsetCommitValue, out: list[Chunk]) -> None:
+    out.append(_S_q.pack(o.offset))
+    out.append(write_string(o.metadata))
+    out.append(_S_q.pack(o.commit_timestamp))
+
+
+def _d_OffsetCommitValue_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitValue, int]:
+    (f_offset,) = _S_q.unpack_from(buf, pos)
+    pos += 8
+    f_metadata, pos = read_string(buf, pos)
+    (f_commit_timestamp, f_expire_timestamp,) = _S_qq.unpack_from(buf, pos)
+    pos += 16
+    return _C_OffsetCommitValue(offset=f_offset, metadata=f_metadata, commit_timestamp=f_commit_timestamp, expire_timestamp=f_expire_timestamp), pos
+
+
+def _e_OffsetCommitValue_v1(o: OffsetCommitValue, out: list[Chunk]) -> None:
+    out.append(_S_q.pack(o.offset))
+    out.append(write_string(o.metadata))
+    out.append(_S_qq.pack(o.commit_timestamp, o.expire_timestamp))
+
+
+def _d_OffsetCommitValue_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitValue, int]:
+    (f_offset, f_leader_epoch,) = _S_qi.unpack_from(buf, pos)
+    pos += 12
+    f_metadata, pos = read_string(buf, pos)
+    (f_commit_timestamp,) = _S_q.unpack_from(buf, pos)
+    pos += 8
+    return _C_OffsetCommitValue(offset=f_offset, leader_epoch=f_leader_epoch, metadata=f_metadata, commit_timestamp=f_commit_timestamp), pos
+
+
+def _e_OffsetCommitValue_v3(o: OffsetCommitValue, out: list[Chunk]) -> None:
+    out.append(_S_qi.pack(o.offset, o.leader_epoch))
+    out.append(write_string(o.metadata))
+    out.append(_S_q.pack(o.commit_timestamp))
+
+
+def _d_OffsetCommitValue_v4(buf: memoryview, pos: int) -> tuple[OffsetCommitValue, int]:
+    (f_offset, f_leader_epoch,) = _S_qi.unpack_from(buf, pos)
+    pos += 12
+    f_metadata, pos = read_compact_string(buf, pos)
+    (f_commit_timestamp,) = _S_q.unpack_from(buf, pos)
+    pos += 8
+    unknown: dict[int, bytes] | None = None
+    n_tags, pos = read_unsigned_varint(buf, pos)
+    for _ in range(n_tags):
+        tag, raw, pos = read_tagged_field(buf, pos)
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(raw)
+    return _C_OffsetCommitValue(offset=f_offset, leader_epoch=f_leader_epoch, metadata=f_metadata, commit_timestamp=f_commit_timestamp, unknown_tagged_fields=unknown), pos
+
+
+def _e_OffsetCommitValue_v4(o: OffsetCommitValue, out: list[Chunk]) -> None:
+    out.append(_S_qi.pack(o.offset, o.leader_epoch))
+    out.append(write_compact_string(o.metadata))
+    out.append(_S_q.pack(o.commit_timestamp))
+    tagged: list[tuple[int, bytes]] = []
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields.items())
+    write_tagged_fields(out, tagged)
+
+
+OffsetCommitValue._ENCODERS = (_e_OffsetCommitValue_v0, _e_OffsetCommitValue_v1, _e_OffsetCommitValue_v0, _e_OffsetCommitValue_v3, _e_OffsetCommitValue_v4,)
+OffsetCommitValue._DECODERS = (_d_OffsetCommitValue_v0, _d_OffsetCommitValue_v1, _d_OffsetCommitValue_v0, _d_OffsetCommitValue_v3, _d_OffsetCommitValue_v4,)
+
+
 class ProduceRequest(ApiMessage):
     """ProduceRequest (API key 0), versions 0-13, flexible from v9."""
 

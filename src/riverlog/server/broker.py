@@ -1,9 +1,11 @@
 """The broker process: wiring of metadata, storage, replicas, handlers and the network.
 
 Startup order: metadata store and topic registry → log manager (recovers logs) → hosted
-partitions → handlers → listener. Shutdown runs the other way, in a fixed order: stop
-accepting, answer waiting fetches, drain responses in flight, close logs cleanly (flush,
-checkpoints, clean-shutdown marker), close the metadata store.
+partitions → group coordinator → handlers → listener; then the coordinator loads its offsets
+partitions, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile. Shutdown runs the other way,
+in a fixed order: stop accepting, answer waiting group requests and fetches, drain responses
+in flight, close logs cleanly (flush, checkpoints, clean-shutdown marker), close the
+metadata store.
 
 Without ZooKeeper (`zookeeper.connect` empty) the broker keeps cluster metadata in
 `<data-dir>/riverlog-metadata.json` through the embedded store, so topics survive restarts;
@@ -33,7 +35,18 @@ from riverlog.protocol.error_codes import KafkaError
 from riverlog.server.config import BrokerConfig
 from riverlog.server.dispatch import Dispatcher, RequestContext, Response
 from riverlog.server.fetch_session import FetchSessionCache
-from riverlog.server.handlers import admin, configs, fetch, metadata, offsets, produce, producers
+from riverlog.server.group_coordinator import GroupCoordinator
+from riverlog.server.handlers import (
+    admin,
+    configs,
+    fetch,
+    groups,
+    metadata,
+    offset_commits,
+    offsets,
+    produce,
+    producers,
+)
 from riverlog.server.network import NetworkServer
 from riverlog.server.producer_ids import ProducerIdAllocator
 from riverlog.server.purgatory import Purgatory
@@ -64,6 +77,17 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.DescribeClusterRequest, metadata.handle_describe_cluster),
     (m.InitProducerIdRequest, producers.handle_init_producer_id),
     (m.SaslHandshakeRequest, producers.handle_sasl_handshake),
+    (m.FindCoordinatorRequest, groups.handle_find_coordinator),
+    (m.JoinGroupRequest, groups.handle_join_group),
+    (m.SyncGroupRequest, groups.handle_sync_group),
+    (m.HeartbeatRequest, groups.handle_heartbeat),
+    (m.LeaveGroupRequest, groups.handle_leave_group),
+    (m.ListGroupsRequest, groups.handle_list_groups),
+    (m.DescribeGroupsRequest, groups.handle_describe_groups),
+    (m.DeleteGroupsRequest, groups.handle_delete_groups),
+    (m.OffsetCommitRequest, offset_commits.handle_offset_commit),
+    (m.OffsetFetchRequest, offset_commits.handle_offset_fetch),
+    (m.OffsetDeleteRequest, offset_commits.handle_offset_delete),
 ]
 
 
@@ -106,6 +130,7 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         for topic in self.topics.all():
             self._host(topic)
+        self.groups = GroupCoordinator(self)
         self.dispatcher = Dispatcher()
         for request_cls, handler in HANDLERS:
             self.dispatcher.register(request_cls, self._bind(handler))
@@ -125,6 +150,7 @@ class Broker:
 
     async def start(self) -> None:
         await self.network.start()
+        self.groups.start()
         self.logs.start_background()
         log.info(
             "riverlog broker %d listening on %s:%d (cluster %s)",
@@ -136,6 +162,7 @@ class Broker:
 
     async def stop(self) -> None:
         await self.network.stop_accepting()
+        self.groups.stop()
         self.fetch_purgatory.expire_all()
         await self.network.drain(5.0)
         self.logs.shutdown()

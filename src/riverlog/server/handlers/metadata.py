@@ -18,6 +18,7 @@ from riverlog.protocol.messages import (
     MetadataResponse,
 )
 from riverlog.server.dispatch import RequestContext
+from riverlog.server.group_coordinator import OFFSETS_TOPIC
 from riverlog.server.topics import Topic, validate_topic_name
 
 if TYPE_CHECKING:
@@ -84,12 +85,15 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse:
                 if auto_create:
                     try:
                         validate_topic_name(name)
-                        broker.create_topic(
-                            name,
-                            broker.config["num.partitions"],
-                            broker.config["default.replication.factor"],
-                            {},
-                        )
+                        if name == OFFSETS_TOPIC:
+                            broker.groups.ensure_offsets_topic()
+                        else:
+                            broker.create_topic(
+                                name,
+                                broker.config["num.partitions"],
+                                broker.config["default.replication.factor"],
+                                {},
+                            )
                         error = error_codes.LEADER_NOT_AVAILABLE.code
                     except KafkaError as e:
                         error = e.code

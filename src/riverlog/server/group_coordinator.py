@@ -1,0 +1,401 @@
+"""The group coordinator at the edge: clock, waiting requests, `__consumer_offsets` I/O.
+
+Wraps the pure `GroupManager` (membership) and `OffsetCache` (committed offsets) with what
+they leave out: the wall clock, futures for JoinGroup/SyncGroup requests that wait for a
+rebalance, one event-loop timer at the manager's next deadline, and persistence. Group
+records and offset commits are appended to partition `partition_for(group)` of the
+compacted internal topic `__consumer_offsets` in Kafka's formats (`coordinator/records.py`)
+*before* the cache changes or a reply goes out, so what a client was told is on disk.
+
+Which groups are served here: those whose offsets partition this broker leads and has
+loaded. On start each local offsets partition is replayed from its log (COORDINATOR_LOAD_IN_
+PROGRESS meanwhile); groups of partitions led elsewhere get NOT_COORDINATOR. When the cluster
+moves leadership, `load_partition`/`unload_partition` are the hooks; on one broker every
+partition is local. The topic itself is created on first use (FindCoordinator), as Kafka does.
+
+Everything runs on the event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import os
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from riverlog.coordinator.group import GroupState, JoinResult, Outbox, SyncResult
+from riverlog.coordinator.membership import GroupConfig, GroupManager, JoinRequest
+from riverlog.coordinator.offsets import OffsetCache, TopicPartition
+from riverlog.coordinator.records import (
+    GroupKey,
+    OffsetKey,
+    Replayed,
+    StoredOffset,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+    partition_for,
+    replay,
+)
+from riverlog.protocol import error_codes
+from riverlog.protocol.error_codes import ErrorCode, KafkaError
+from riverlog.protocol.records.v2 import Record, encode_batch, iter_record_batches
+
+if TYPE_CHECKING:
+    from riverlog.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_CHUNK_BYTES = 1 << 20
+
+
+class _Load(enum.Enum):
+    LOADING = "loading"
+    LOADED = "loaded"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        config = broker.config
+        self.broker = broker
+        self.manager = GroupManager(
+            GroupConfig(
+                min_session_timeout_ms=config["group.min.session.timeout.ms"],
+                max_session_timeout_ms=config["group.max.session.timeout.ms"],
+                initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+                max_size=config["group.max.size"],
+            )
+        )
+        self.offsets = OffsetCache()
+        self.retention_ms: int = config["offsets.retention.minutes"] * 60_000
+        self.metadata_max_bytes: int = config["offset.metadata.max.bytes"]
+        self._partitions: dict[int, _Load] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._retention_task: asyncio.Task[None] | None = None
+        self._load_tasks: set[asyncio.Task[None]] = set()
+
+    # --- lifecycle and ownership -------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the offsets partitions this broker hosts; start the retention check."""
+        for hosted in self.broker.replicas:
+            if hosted.topic == OFFSETS_TOPIC:
+                self.load_partition(hosted.index)
+        interval = self.broker.config["offsets.retention.check.interval.ms"]
+        self._retention_task = asyncio.get_running_loop().create_task(
+            self._retention_loop(interval)
+        )
+
+    def stop(self) -> None:
+        """Answer every waiting request NOT_COORDINATOR (clients find the new coordinator)."""
+        for task in [*self._load_tasks, self._retention_task]:
+            if task is not None:
+                task.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+        for index in list(self._partitions):
+            self.unload_partition(index)
+
+    def partition_count(self) -> int:
+        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            return len(topic.partitions)
+        return int(self.broker.config["offsets.topic.num.partitions"])
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.partition_count())
+
+    def ensure_offsets_topic(self) -> None:
+        """Create `__consumer_offsets` on first use (compacted, Kafka's settings)."""
+        if self.broker.topics.get(OFFSETS_TOPIC) is not None:
+            return
+        config = self.broker.config
+        self.broker.create_topic(
+            OFFSETS_TOPIC,
+            config["offsets.topic.num.partitions"],
+            config["offsets.topic.replication.factor"],
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+            },
+        )
+        for index in range(self.partition_count()):
+            self._partitions[index] = _Load.LOADED  # new and empty: nothing to replay
+
+    def coordinator_error(self, group_id: str) -> ErrorCode | None:
+        """NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when this broker cannot serve the
+        group now; None when it can."""
+        state = self._partitions.get(self.partition_of(group_id))
+        if state is None:
+            return error_codes.NOT_COORDINATOR
+        if state is _Load.LOADING:
+            return error_codes.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    def loading(self) -> bool:
+        return any(state is _Load.LOADING for state in self._partitions.values())
+
+    def load_partition(self, index: int) -> None:
+        self._partitions[index] = _Load.LOADING
+        task = asyncio.get_running_loop().create_task(self._load(index))
+        self._load_tasks.add(task)
+        task.add_done_callback(self._load_tasks.discard)
+
+    def unload_partition(self, index: int) -> None:
+        self._partitions.pop(index, None)
+        box = Outbox()
+        count = self.partition_count()
+        for group in self.manager:
+            if partition_for(group.group_id, count) != index:
+                continue
+            for member in group.members.values():
+                if member.join_waiter is not None:
+                    box.reply(member.join_waiter, JoinResult(error_codes.NOT_COORDINATOR, ""))
+                    member.join_waiter = None
+                if member.sync_waiter is not None:
+                    box.reply(member.sync_waiter, SyncResult(error_codes.NOT_COORDINATOR))
+                    member.sync_waiter = None
+            self.manager.drop(group.group_id)
+            self.offsets.delete_group(group.group_id)
+        self._deliver(box)
+
+    async def _load(self, index: int) -> None:
+        replayed = Replayed({}, {})
+        try:
+            for pairs in self._read_partition(index):
+                replay(pairs, into=replayed)
+                await asyncio.sleep(0)
+        except Exception:
+            log.exception("loading %s-%d failed", OFFSETS_TOPIC, index)
+            self._partitions.pop(index, None)
+            raise
+        now = now_ms()
+        for group_id in replayed.groups.keys() | replayed.offsets.keys():
+            self.manager.load(group_id, replayed.groups.get(group_id), now)
+            self.offsets.commit(group_id, replayed.offsets.get(group_id, {}))
+        self._partitions[index] = _Load.LOADED
+        self._reschedule()
+        log.info("loaded %d groups from %s-%d", len(replayed.groups), OFFSETS_TOPIC, index)
+
+    def _read_partition(self, index: int) -> Iterator[list[tuple[bytes | None, bytes | None]]]:
+        """The (key, value) pairs of the partition's committed records, a chunk at a time."""
+        plog = self.broker.replicas.get(OFFSETS_TOPIC, index).log
+        offset, end = plog.log_start_offset, plog.high_watermark
+        while offset < end:
+            region = plog.read(offset, LOAD_CHUNK_BYTES, max_offset=end).records
+            if region is None:
+                return
+            data = os.pread(region.fileno, region.length, region.offset)
+            pairs: list[tuple[bytes | None, bytes | None]] = []
+            start = offset
+            for batch in iter_record_batches(data):
+                offset = batch.header.next_offset
+                if not batch.header.is_control:
+                    pairs.extend((r.key, r.value) for r in batch.records)
+            if offset == start:
+                raise KafkaError(error_codes.CORRUPT_MESSAGE, f"no whole batch at {offset}")
+            yield pairs
+
+    # --- persistence ---------------------------------------------------------------------
+
+    def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
+        if not entries:
+            return
+        timestamp = now_ms()
+        batch = encode_batch(
+            [Record(i, timestamp, key, value) for i, (key, value) in enumerate(entries)]
+        )
+        self.broker.replicas.append(OFFSETS_TOPIC, self.partition_of(group_id), memoryview(batch))
+
+    def _group_entry(self, group_id: str) -> tuple[bytes, bytes | None]:
+        stored = self.manager.to_stored(group_id)
+        value = encode_group_value(stored) if stored is not None else None
+        return encode_group_key(GroupKey(group_id)), value
+
+    def _deliver(self, box: Outbox) -> None:
+        for group_id in box.persist:
+            try:
+                self._append(group_id, [self._group_entry(group_id)])
+            except KafkaError as e:
+                log.error("could not store group %s: %s", group_id, e)
+        for waiter, result in box.replies:
+            assert isinstance(waiter, asyncio.Future)
+            if not waiter.done():
+                waiter.set_result(result)
+        self._reschedule()
+
+    # --- timers ----------------------------------------------------------------------------
+
+    def _reschedule(self) -> None:
+        deadline = self.manager.next_deadline_ms()
+        if deadline is None or (self._timer_at is not None and self._timer_at <= deadline):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay_s = max(0.0, (deadline - now_ms()) / 1000)
+        self._timer_at = deadline
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        self._deliver(self.manager.expire(now_ms()))
+
+    async def _retention_loop(self, interval_ms: int) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            self.expire_offsets(now_ms())
+
+    def expire_offsets(self, now: int) -> int:
+        """Tombstone expired offsets; drop Empty groups left without any. Returns how many
+        offsets expired."""
+        count = 0
+        for group in self.manager:
+            if self.coordinator_error(group.group_id) is not None:
+                continue
+            expired = self.offsets.expired(group, now, self.retention_ms)
+            entries: list[tuple[bytes, bytes | None]] = [
+                (encode_offset_key(OffsetKey(group.group_id, t, p)), None) for t, p in expired
+            ]
+            drop = group.is_(GroupState.EMPTY) and len(expired) == len(
+                self.offsets.fetch(group.group_id)
+            )
+            if drop:
+                entries.append((encode_group_key(GroupKey(group.group_id)), None))
+            self._append(group.group_id, entries)
+            self.offsets.delete(group.group_id, expired)
+            if drop:
+                self.manager.drop(group.group_id)
+            count += len(expired)
+        return count
+
+    # --- requests ----------------------------------------------------------------------------
+
+    async def join(self, request: JoinRequest) -> JoinResult:
+        waiter: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        self._deliver(self.manager.join(now_ms(), request, waiter))
+        return await waiter
+
+    async def sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        protocol: tuple[str | None, str | None],
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
+        waiter: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        box = self.manager.sync(
+            now_ms(), group_id, generation, member_id, instance_id, protocol, assignments, waiter
+        )
+        self._deliver(box)
+        return await waiter
+
+    def heartbeat(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode:
+        error = self.manager.heartbeat(now_ms(), group_id, generation, member_id, instance_id)
+        self._reschedule()
+        return error
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        errors, box = self.manager.leave(now_ms(), group_id, members)
+        self._deliver(box)
+        return errors
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[TopicPartition, StoredOffset],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Validate and store a commit; an error code per partition."""
+        now = now_ms()
+        error = self.manager.validate_offset_commit(
+            now, group_id, generation, member_id, instance_id
+        )
+        if error is not error_codes.NONE:
+            return dict.fromkeys(offsets, error)
+        self._reschedule()
+        errors: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, StoredOffset] = {}
+        for (topic, partition), offset in offsets.items():
+            if len(offset.metadata.encode()) > self.metadata_max_bytes:
+                errors[(topic, partition)] = error_codes.OFFSET_METADATA_TOO_LARGE
+            elif not self._partition_exists(topic, partition):
+                errors[(topic, partition)] = error_codes.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                accepted[(topic, partition)] = offset
+        try:
+            self._append(
+                group_id,
+                [
+                    (encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(o))
+                    for (t, p), o in accepted.items()
+                ],
+            )
+        except KafkaError as e:
+            log.error("could not store offsets of group %s: %s", group_id, e)
+            return {**errors, **dict.fromkeys(accepted, error_codes.COORDINATOR_NOT_AVAILABLE)}
+        self.offsets.commit(group_id, accepted)
+        return {**errors, **dict.fromkeys(accepted, error_codes.NONE)}
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        known = self.broker.topics.get(topic)
+        return known is not None and partition in known.partitions
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: a group-level error, or an error per partition."""
+        group = self.manager.get(group_id)
+        if group is None:
+            return error_codes.GROUP_ID_NOT_FOUND, {}
+        subscribed: set[str] | None = set()
+        if not group.is_(GroupState.EMPTY):
+            subscribed = group.subscribed_topics()
+            if subscribed is None and group.protocol_type != "consumer":
+                return error_codes.NON_EMPTY_GROUP, {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        doomed = []
+        for tp in partitions:
+            if subscribed is None or tp[0] in subscribed:
+                errors[tp] = error_codes.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                errors[tp] = error_codes.NONE
+                doomed.append(tp)
+        present = [tp for tp in doomed if tp in self.offsets.fetch(group_id, doomed)]
+        self._append(
+            group_id, [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in present]
+        )
+        self.offsets.delete(group_id, present)
+        return error_codes.NONE, errors
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        group = self.manager.get(group_id)
+        if group is None:
+            return error_codes.GROUP_ID_NOT_FOUND
+        if not group.is_(GroupState.EMPTY):
+            return error_codes.NON_EMPTY_GROUP
+        offsets = list(self.offsets.fetch(group_id))
+        entries: list[tuple[bytes, bytes | None]] = [
+            (encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in offsets
+        ]
+        entries.append((encode_group_key(GroupKey(group_id)), None))
+        self._append(group_id, entries)
+        self.offsets.delete_group(group_id)
+        return self.manager.delete(group_id)
