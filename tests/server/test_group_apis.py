@@ -15,6 +15,7 @@ from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
 from riverlog.protocol.api import ApiMessage
 from riverlog.server.dispatch import KAFKA_RELEASE_MAX_VERSIONS
+from riverlog.server.group_coordinator import now_ms
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -369,3 +370,32 @@ def test_leave_group_single_and_batched(riverlog_broker: EmbeddedBroker) -> None
     state = one(bootstrap, m.DescribeGroupsRequest(groups=["persisted"]), 0)
     assert isinstance(state, m.DescribeGroupsResponse)
     assert state.groups[0].group_state == "Empty"
+
+
+def test_offsets_of_a_standalone_group_expire_and_stay_expired(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with broker(data) as first:
+        bootstrap = first.bootstrap_servers
+        create_topic(bootstrap, "ret", 1)
+        call(
+            bootstrap,
+            (m.FindCoordinatorRequest(key="old"), 0),
+            (commit("old", {("ret", 0): 4}), 8),
+        )
+        coordinator = first.broker.groups  # type: ignore[union-attr]
+        retention = coordinator.retention_ms
+
+        async def expire(after_ms: int) -> int:
+            return coordinator.expire_offsets(now_ms() + after_ms)
+
+        def expire_on_broker(after_ms: int) -> int:
+            return asyncio.run_coroutine_threadsafe(expire(after_ms), first.loop).result(10)
+
+        assert expire_on_broker(retention - 60_000) == 0
+        assert expire_on_broker(retention + 1) == 1
+        listed = one(bootstrap, m.ListGroupsRequest(), 5)
+        assert isinstance(listed, m.ListGroupsResponse) and listed.groups == []
+    with broker(data) as second:
+        bootstrap = second.bootstrap_servers
+        after = one(bootstrap, fetch_request("old", {"ret": [0]}, 8), 8)
+        assert fetched(after, 8) == {("ret", 0): (-1, -1, "")}
