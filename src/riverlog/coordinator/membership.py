@@ -24,8 +24,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from riverlog.coordinator.records import StoredGroup, StoredMember
-
 from riverlog.coordinator.group import (
     Group,
     GroupState,
@@ -34,6 +32,7 @@ from riverlog.coordinator.group import (
     Outbox,
     SyncResult,
 )
+from riverlog.coordinator.records import StoredGroup, StoredMember
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode
 

@@ -10,9 +10,8 @@ explicit expire timestamp from an old OffsetCommit v2-v4 request wins over both.
 
 from __future__ import annotations
 
-from riverlog.coordinator.records import StoredOffset
-
 from riverlog.coordinator.group import Group, GroupState
+from riverlog.coordinator.records import StoredOffset
 
 TopicPartition = tuple[str, int]
 

@@ -69,6 +69,8 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._reading_paused = False
+        self._burst: list[Chunk] | None = None
+        """Answers ready at once while one read's frames are handled: one write for all."""
         self.closed = False
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------
@@ -94,10 +96,14 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("closing %s: %s", self.peer, e)
             self.close()
             return
+        self._burst = []
         for frame in frames:
             if self.closed:
-                return
+                break
             self._on_frame(frame)
+        burst, self._burst = self._burst, None
+        if burst and not self.closed and self.transport is not None:
+            self.transport.writelines(burst)  # type: ignore[arg-type]
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -157,7 +163,9 @@ class Connection(asyncio.BufferedProtocol):
                 and self.transport is not None
                 and (chunks is None or not any(isinstance(c, FileRegion) for c in chunks))
             ):
-                if chunks is not None:
+                if chunks is not None and self._burst is not None:
+                    self._burst.extend(chunks)  # written once the whole read is handled
+                elif chunks is not None:
                     self.transport.writelines(chunks)  # type: ignore[arg-type]
                 return  # the fast path: nothing queued, nothing to sendfile
             fut = loop.create_future()
