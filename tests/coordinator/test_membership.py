@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import itertools
 
-from riverlog.coordinator.records import StoredOffset
-
 from riverlog.coordinator.group import GroupState, JoinResult, Outbox, SyncResult
 from riverlog.coordinator.membership import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
@@ -14,6 +12,7 @@ from riverlog.coordinator.membership import (
     JoinRequest,
 )
 from riverlog.coordinator.offsets import OffsetCache
+from riverlog.coordinator.records import StoredOffset
 from riverlog.protocol import error_codes
 
 SESSION = 10_000
