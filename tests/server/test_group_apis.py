@@ -399,3 +399,42 @@ def test_offsets_of_a_standalone_group_expire_and_stay_expired(tmp_path: Path) -
         bootstrap = second.bootstrap_servers
         after = one(bootstrap, fetch_request("old", {"ret": [0]}, 8), 8)
         assert fetched(after, 8) == {("ret", 0): (-1, -1, "")}
+
+
+def test_bad_joins_and_stale_members_get_kafkas_error_codes(
+    riverlog_broker: EmbeddedBroker,
+) -> None:
+    bootstrap = riverlog_broker.bootstrap_servers
+
+    def join(**changes: object) -> m.JoinGroupRequest:
+        request = join_request()
+        request.group_id = "strict"
+        for name, value in changes.items():
+            setattr(request, name, value)
+        return request
+
+    first = call(bootstrap, (m.FindCoordinatorRequest(key="strict"), 0), (join(), 3))[1]
+    assert isinstance(first, m.JoinGroupResponse) and first.error_code == 0
+    other = [m.JoinGroupRequest.JoinGroupRequestProtocol(name="sticky", metadata=b"")]
+    cases = [
+        (join(group_id=""), error_codes.INVALID_GROUP_ID),
+        (join(protocol_type="connect"), error_codes.INCONSISTENT_GROUP_PROTOCOL),
+        (join(protocols=other), error_codes.INCONSISTENT_GROUP_PROTOCOL),
+        (join(protocols=[]), error_codes.INCONSISTENT_GROUP_PROTOCOL),
+        (join(session_timeout_ms=10), error_codes.INVALID_SESSION_TIMEOUT),
+        (join(session_timeout_ms=1_800_001), error_codes.INVALID_SESSION_TIMEOUT),
+        (join(member_id="not-a-member"), error_codes.UNKNOWN_MEMBER_ID),
+    ]
+    for request, expected in cases:
+        response = one(bootstrap, request, 5)
+        assert isinstance(response, m.JoinGroupResponse)
+        assert response.error_code == expected.code, (request, expected.name)
+    beat = m.HeartbeatRequest(group_id="strict", generation_id=7, member_id=first.member_id)
+    stale, stranger = call(
+        bootstrap,
+        (beat, 4),
+        (m.HeartbeatRequest(group_id="strict", generation_id=1, member_id="x"), 4),
+    )
+    assert isinstance(stale, m.HeartbeatResponse) and isinstance(stranger, m.HeartbeatResponse)
+    assert stale.error_code == error_codes.ILLEGAL_GENERATION.code
+    assert stranger.error_code == error_codes.UNKNOWN_MEMBER_ID.code
