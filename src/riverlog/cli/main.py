@@ -13,6 +13,7 @@ from pathlib import Path
 
 from riverlog import __version__
 from riverlog.cli import console as cli_console
+from riverlog.cli import consumer_groups as cli_groups
 from riverlog.cli import perf as cli_perf
 from riverlog.cli import server as cli_server
 from riverlog.cli import topics as cli_topics
@@ -80,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_perf.add_consumer_arguments(cperf)
     cperf.set_defaults(run=cli_perf.run_consumer)
+    groups = sub.add_parser(
+        "consumer-groups",
+        help="list, describe, reset offsets of, delete groups (kafka-consumer-groups.sh)",
+    )
+    cli_groups.add_arguments(groups)
+    groups.set_defaults(run=cli_groups.run)
     return parser
 
 

@@ -1,5 +1,6 @@
-"""Admin operations over one connection: topics (list, describe, create, delete, grow) and
-topic configs. Errors come back as `KafkaError`s carrying the broker's code and message.
+"""Admin operations over one connection: topics (list, describe, create, delete, grow),
+topic configs, and offsets by time (ListOffsets). Errors come back as `KafkaError`s
+carrying the broker's code and message.
 
 The connection should go to the controller for changes; on a single broker (and until the
 cluster issue adds controller routing) any broker will do.
@@ -22,6 +23,8 @@ from riverlog.protocol.messages import (
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -146,3 +149,46 @@ async def topic_config_overrides(conn: Connection, name: str) -> dict[str, str]:
     return {
         c.name: c.value or "" for c in result.configs if c.config_source == DYNAMIC_TOPIC_CONFIG
     }
+
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+async def list_offsets(
+    conn: Connection, partitions: list[tuple[str, int]], timestamp: int
+) -> dict[tuple[str, int], int]:
+    """ListOffsets on the partitions' leader: the earliest (-2), latest (-1), or first offset
+    with a timestamp at or after `timestamp`; -1 where no record is that new."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        by_topic.setdefault(topic, []).append(index)
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[
+            ListOffsetsRequest.ListOffsetsTopic(
+                name=topic,
+                partitions=[
+                    ListOffsetsRequest.ListOffsetsPartition(
+                        partition_index=i, timestamp=timestamp, max_num_offsets=1
+                    )
+                    for i in indexes
+                ],
+            )
+            for topic, indexes in by_topic.items()
+        ],
+    )
+    response = await conn.send(request)
+    assert isinstance(response, ListOffsetsResponse)
+    old_style = conn.version_for(ListOffsetsRequest) == 0
+    out = {}
+    for t in response.topics:
+        for p in t.partitions:
+            _check(p.error_code)
+            if old_style:
+                out[(t.name, p.partition_index)] = (
+                    p.old_style_offsets[0] if p.old_style_offsets else -1
+                )
+            else:
+                out[(t.name, p.partition_index)] = p.offset
+    return out

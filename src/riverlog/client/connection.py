@@ -36,6 +36,9 @@ class Connection:
         self._task = asyncio.get_running_loop().create_task(self._read_loop())
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self.closed = False
+        peer = writer.get_extra_info("peername")
+        self.address: tuple[str, int] = (peer[0], peer[1]) if peer else ("", 0)
+        """The broker's (host, port) as connected to."""
 
     @classmethod
     async def open(

@@ -11,14 +11,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from riverlog.client.admin import list_offsets
 from riverlog.client.cluster import Cluster
 from riverlog.protocol.error_codes import KafkaError, for_code
-from riverlog.protocol.messages import (
-    FetchRequest,
-    FetchResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-)
+from riverlog.protocol.messages import FetchRequest, FetchResponse
 from riverlog.protocol.records.v2 import iter_record_batches
 
 EARLIEST = -2
@@ -65,27 +61,8 @@ class Consumer:
 
     async def _offset_at(self, topic: str, partition: int, timestamp: int) -> int:
         conn = await self.cluster.leader_connection(topic, partition)
-        request = ListOffsetsRequest(
-            replica_id=-1,
-            topics=[
-                ListOffsetsRequest.ListOffsetsTopic(
-                    name=topic,
-                    partitions=[
-                        ListOffsetsRequest.ListOffsetsPartition(
-                            partition_index=partition, timestamp=timestamp, max_num_offsets=1
-                        )
-                    ],
-                )
-            ],
-        )
-        response = await conn.send(request)
-        assert isinstance(response, ListOffsetsResponse)
-        answer = response.topics[0].partitions[0]
-        if answer.error_code:
-            raise KafkaError(for_code(answer.error_code))
-        if conn.version_for(ListOffsetsRequest) == 0:
-            return answer.old_style_offsets[0] if answer.old_style_offsets else 0
-        return answer.offset
+        found = await list_offsets(conn, [(topic, partition)], timestamp)
+        return found[(topic, partition)]
 
     async def poll(self, max_wait_ms: int = 500) -> list[ConsumedRecord]:
         by_leader: dict[int, list[tuple[str, int]]] = {}
