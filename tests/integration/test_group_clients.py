@@ -291,46 +291,54 @@ def test_a_static_member_restarts_without_a_rebalance(group_broker: BrokerProces
         stays.close()
 
 
-def run_kafka_python_group(bootstrap: str, topic: str, group: str, count: int) -> Ledger:
+def kafka_python_member(
+    bootstrap: str, topic: str, group: str, name: str, ledger: Ledger, stop: threading.Event
+) -> None:
+    """A kafka-python member (default settings but manual commits) until `stop` is set."""
     from kafka import KafkaConsumer  # type: ignore[import-untyped]
 
-    ledger = Ledger()
-    stop = threading.Event()
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    while not stop.is_set():
+        for tp, records in consumer.poll(timeout_ms=200).items():
+            for r in records:
+                ledger.got(name, tp.partition, r.offset)
+            consumer.commit()
+        ledger.assign(name, {tp.partition for tp in consumer.assignment()}, incremental=False)
+    consumer.close()
 
-    def run(name: str) -> None:
-        consumer = KafkaConsumer(
-            topic,
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
-        while not stop.is_set():
-            for tp, records in consumer.poll(timeout_ms=200).items():
-                for r in records:
-                    ledger.got(name, tp.partition, r.offset)
-                consumer.commit()
-            ledger.assign(name, {tp.partition for tp in consumer.assignment()}, incremental=False)
-        consumer.close()
 
-    threads = [threading.Thread(target=run, args=(f"k{i}",)) for i in range(2)]
-    for t in threads:
-        t.start()
-    try:
-        wait_for(lambda: ledger.owners_settled({"k0", "k1"}, 4), 45, "two kafka-python owners")
-        wait_for(lambda: len({(p, o) for _, p, o in ledger.deliveries}) >= count, 30, "records")
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
-    return ledger
+def distinct_deliveries(ledger: Ledger) -> int:
+    with ledger.lock:
+        return len({(p, o) for _, p, o in ledger.deliveries})
 
 
 def test_kafka_python_group(group_broker: BrokerProcess) -> None:
     bootstrap = group_broker.bootstrap_servers
     topic, group = new_topic(bootstrap, 4), f"g-{uuid.uuid4().hex[:6]}"
     produce(bootstrap, topic, 200, 4)
-    ledger = run_kafka_python_group(bootstrap, topic, group, 200)
+    ledger = Ledger()
+    stop = threading.Event()
+    threads = [
+        threading.Thread(
+            target=kafka_python_member, args=(bootstrap, topic, group, f"k{i}", ledger, stop)
+        )
+        for i in range(2)
+    ]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: ledger.owners_settled({"k0", "k1"}, 4), 45, "two kafka-python owners")
+        wait_for(lambda: distinct_deliveries(ledger) >= 200, 30, "every record")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
     ledger.check(4, end_offsets(bootstrap, topic, 4))
 
 
@@ -370,7 +378,7 @@ def test_aiokafka_group(group_broker: BrokerProcess) -> None:
         deadline = time.monotonic() + 45
         while time.monotonic() < deadline:
             settled = ledger.owners_settled({"a0", "a1"}, 4)
-            if settled and len({(p, o) for _, p, o in ledger.deliveries}) >= 200:
+            if settled and distinct_deliveries(ledger) >= 200:
                 break
             await asyncio.sleep(0.1)
         done.set()
@@ -382,36 +390,19 @@ def test_aiokafka_group(group_broker: BrokerProcess) -> None:
 
 
 def test_a_mixed_group_of_confluent_kafka_and_kafka_python(group_broker: BrokerProcess) -> None:
-    from kafka import KafkaConsumer
-
     bootstrap = group_broker.bootstrap_servers
     topic, group = new_topic(bootstrap, 4), f"g-{uuid.uuid4().hex[:6]}"
     produce(bootstrap, topic, 200, 4)
     ledger = Ledger()
     stop = threading.Event()
-
-    def kafka_python_member() -> None:
-        consumer = KafkaConsumer(
-            topic,
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
-        while not stop.is_set():
-            for tp, records in consumer.poll(timeout_ms=200).items():
-                for r in records:
-                    ledger.got("kp", tp.partition, r.offset)
-                consumer.commit()
-            ledger.assign("kp", {tp.partition for tp in consumer.assignment()}, incremental=False)
-        consumer.close()
-
-    thread = threading.Thread(target=kafka_python_member)
+    thread = threading.Thread(
+        target=kafka_python_member, args=(bootstrap, topic, group, "kp", ledger, stop)
+    )
     thread.start()
     confluent = MemberProcess("ck", ledger, bootstrap, group, topic, "range")
     try:
         wait_for(lambda: ledger.owners_settled({"kp", "ck"}, 4), 45, "a mixed group")
-        wait_for(lambda: len({(p, o) for _, p, o in ledger.deliveries}) >= 200, 30, "records")
+        wait_for(lambda: distinct_deliveries(ledger) >= 200, 30, "every record")
     finally:
         stop.set()
         thread.join(30)

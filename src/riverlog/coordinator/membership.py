@@ -458,13 +458,6 @@ class GroupManager:
             return error_codes.REBALANCE_IN_PROGRESS
         return error_codes.NONE
 
-    def ensure(self, group_id: str, now_ms: int) -> Group:
-        """The group, created Empty if unknown (a group that only stores offsets)."""
-        group = self._groups.get(group_id)
-        if group is None:
-            group = self._groups[group_id] = Group(group_id, now_ms)
-        return group
-
     def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups: only groups without members; they become Dead and are dropped."""
         group = self._groups.get(group_id)

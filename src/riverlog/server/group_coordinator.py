@@ -386,16 +386,14 @@ class GroupCoordinator:
         return error_codes.NONE, errors
 
     def delete_group(self, group_id: str) -> ErrorCode:
-        group = self.manager.get(group_id)
-        if group is None:
-            return error_codes.GROUP_ID_NOT_FOUND
-        if not group.is_(GroupState.EMPTY):
-            return error_codes.NON_EMPTY_GROUP
-        offsets = list(self.offsets.fetch(group_id))
+        """DeleteGroups: tombstones for the group and every offset it committed."""
+        error = self.manager.delete(group_id)
+        if error is not error_codes.NONE:
+            return error
         entries: list[tuple[bytes, bytes | None]] = [
-            (encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in offsets
+            (encode_offset_key(OffsetKey(group_id, t, p)), None)
+            for t, p in self.offsets.delete_group(group_id)
         ]
         entries.append((encode_group_key(GroupKey(group_id)), None))
         self._append(group_id, entries)
-        self.offsets.delete_group(group_id)
-        return self.manager.delete(group_id)
+        return error

@@ -9,7 +9,7 @@ has a top-level error, v8+ batches groups. A partition without a commit answers 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from riverlog.coordinator.offsets import TopicPartition
 from riverlog.coordinator.records import StoredOffset
@@ -97,67 +97,67 @@ def _by_topic(
     return out
 
 
+def _response_topics(
+    offsets: dict[TopicPartition, StoredOffset | None],
+    error: error_codes.ErrorCode,
+    topic_cls: Any,
+    partition_cls: Any,
+) -> list[Any]:
+    """The response's topics, in the per-version classes (same fields, other names)."""
+    return [
+        topic_cls(
+            name=name,
+            partitions=[
+                partition_cls(
+                    partition_index=i,
+                    committed_offset=o,
+                    committed_leader_epoch=ep,
+                    metadata=md,
+                    error_code=code,
+                )
+                for i, o, ep, md, code in rows
+            ],
+        )
+        for name, rows in _by_topic(offsets, error).items()
+    ]
+
+
+def _wanted(topics: list[Any] | None) -> list[TopicPartition] | None:
+    """The partitions a request names; None (every committed partition) for null topics."""
+    if topics is None:
+        return None
+    return [(t.name, i) for t in topics for i in t.partition_indexes]
+
+
 def handle_offset_fetch(broker: Broker, ctx: RequestContext) -> m.OffsetFetchResponse:
     request = ctx.request.body
     assert isinstance(request, m.OffsetFetchRequest)
+    answer = m.OffsetFetchResponse
     if ctx.version >= 8:
         results = []
         for g in request.groups:
-            wanted = (
-                None
-                if g.topics is None
-                else [(t.name, i) for t in g.topics for i in t.partition_indexes]
+            error, offsets = _fetch_group(broker, g.group_id, _wanted(g.topics))
+            topics = _response_topics(
+                offsets,
+                error_codes.NONE,
+                answer.OffsetFetchResponseTopics,
+                answer.OffsetFetchResponsePartitions,
             )
-            error, offsets = _fetch_group(broker, g.group_id, wanted)
             results.append(
-                m.OffsetFetchResponse.OffsetFetchResponseGroup(
-                    group_id=g.group_id,
-                    error_code=error.code,
-                    topics=[
-                        m.OffsetFetchResponse.OffsetFetchResponseTopics(
-                            name=name,
-                            partitions=[
-                                m.OffsetFetchResponse.OffsetFetchResponsePartitions(
-                                    partition_index=i,
-                                    committed_offset=o,
-                                    committed_leader_epoch=ep,
-                                    metadata=md,
-                                    error_code=code,
-                                )
-                                for i, o, ep, md, code in rows
-                            ],
-                        )
-                        for name, rows in _by_topic(offsets, error_codes.NONE).items()
-                    ],
+                answer.OffsetFetchResponseGroup(
+                    group_id=g.group_id, error_code=error.code, topics=topics
                 )
             )
-        return m.OffsetFetchResponse(groups=results)
-    wanted = (
-        None
-        if request.topics is None
-        else [(t.name, i) for t in request.topics for i in t.partition_indexes]
-    )
-    error, offsets = _fetch_group(broker, request.group_id, wanted)
+        return answer(groups=results)
+    error, offsets = _fetch_group(broker, request.group_id, _wanted(request.topics))
     partition_error = error if ctx.version < 2 else error_codes.NONE
-    return m.OffsetFetchResponse(
-        error_code=error.code,
-        topics=[
-            m.OffsetFetchResponse.OffsetFetchResponseTopic(
-                name=name,
-                partitions=[
-                    m.OffsetFetchResponse.OffsetFetchResponsePartition(
-                        partition_index=i,
-                        committed_offset=o,
-                        committed_leader_epoch=ep,
-                        metadata=md,
-                        error_code=code,
-                    )
-                    for i, o, ep, md, code in rows
-                ],
-            )
-            for name, rows in _by_topic(offsets, partition_error).items()
-        ],
+    topics = _response_topics(
+        offsets,
+        partition_error,
+        answer.OffsetFetchResponseTopic,
+        answer.OffsetFetchResponsePartition,
     )
+    return answer(error_code=error.code, topics=topics)
 
 
 def handle_offset_delete(broker: Broker, ctx: RequestContext) -> m.OffsetDeleteResponse:
