@@ -35,9 +35,12 @@ from riverlog.protocol.messages import (
     RequestHeader,
     ResponseHeader,
 )
-from riverlog.protocol.primitives import Chunk, chunks_size, coalesce_chunks
+from riverlog.protocol.primitives import Chunk, FileRegion, coalesce_chunks
 
 _SIZE = struct.Struct(">i")
+_ONE_BUFFER_LIMIT = 65536
+"""In-memory answers below this size are joined into one buffer; larger ones keep their
+big record chunks un-copied."""
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 
 CONTROLLED_SHUTDOWN_API_KEY = 7
@@ -147,8 +150,15 @@ def encode_response(
     header = ResponseHeader(correlation_id=correlation_id)
     header.write_to(out, response_header_version(body.API_KEY, version))
     body.write_to(out, version)
-    chunks = [_SIZE.pack(chunks_size(out)), *out]
-    return coalesce_chunks(chunks)
+    size = 0
+    in_memory = True
+    for c in out:
+        size += len(c)
+        in_memory = in_memory and type(c) is not FileRegion
+    if in_memory and size < _ONE_BUFFER_LIMIT:  # the common small answer: one buffer
+        out.insert(0, _SIZE.pack(size))
+        return [b"".join(out)]  # type: ignore[arg-type]
+    return coalesce_chunks([_SIZE.pack(size), *out])
 
 
 def decode_response(frame: Buffer, api_key: int, version: int) -> tuple[int, ApiMessage]:
