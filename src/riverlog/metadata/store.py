@@ -9,9 +9,10 @@ that created them. Watches call back once per change, from the store's thread.
 
 `EmbeddedStore` is the single-node implementation: the tree lives in memory and is persisted
 (persistent nodes only) to one JSON file in the broker's data dir after every change, written
-atomically (temp file, fsync, rename), so topics survive restarts. A ZooKeeper implementation
-(the only module allowed to import kazoo) comes with the cluster; the broker and controller
-talk to this interface only.
+atomically (temp file, fsync, rename), so topics survive restarts. `metadata/zookeeper.py`
+implements the same interface on a real ZooKeeper (the only module importing kazoo); the
+broker and controller talk to this interface only. `multi` applies several writes
+atomically, all or none, as the controller's batched state changes need.
 """
 
 from __future__ import annotations
@@ -52,6 +53,37 @@ class Node:
 Watcher = Callable[[str], None]
 
 
+@dataclass(frozen=True, slots=True)
+class CreateOp:
+    path: str
+    data: bytes
+    ephemeral: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SetOp:
+    path: str
+    data: bytes
+    expected_version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOp:
+    path: str
+    expected_version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOp:
+    """Only a condition: the node has this version (ZooKeeper's `check`)."""
+
+    path: str
+    expected_version: int
+
+
+Op = CreateOp | SetOp | DeleteOp | CheckOp
+
+
 class MetadataStore(Protocol):
     """What the broker and controller need from ZooKeeper (or its embedded stand-in)."""
 
@@ -61,6 +93,7 @@ class MetadataStore(Protocol):
     def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None: ...
     def set(self, path: str, data: bytes, *, expected_version: int = -1) -> int: ...
     def delete(self, path: str, *, expected_version: int = -1, recursive: bool = False) -> None: ...
+    def multi(self, ops: list[Op]) -> None: ...
     def watch(self, path: str, callback: Watcher) -> None: ...
     def close(self) -> None: ...
 
@@ -155,6 +188,44 @@ class EmbeddedStore:
             for p in [*below, path]:
                 del self._nodes[p]
             self._changed([path, _parent(path), *below], persist=True)
+
+    def multi(self, ops: list[Op]) -> None:
+        """Apply all operations or none (ZooKeeper's multi): the first that cannot be
+        applied raises its error and nothing changes. Unlike `create`, a multi's create
+        needs its parent to exist already (or to be created earlier in the same multi)."""
+        with self._lock:
+            before = dict(self._nodes)
+            try:
+                touched = [path for op in ops for path in self._apply(op)]
+            except BaseException:
+                self._nodes = before
+                raise
+            persist = any(not isinstance(op, CheckOp) for op in ops)
+            self._changed(touched, persist=persist)
+
+    def _apply(self, op: Op) -> list[str]:
+        """One operation of a multi, without persisting or firing watches."""
+        node = self._nodes.get(op.path)
+        if isinstance(op, CreateOp):
+            _check_path(op.path)
+            if node is not None:
+                raise NodeExistsError(op.path)
+            if _parent(op.path) not in self._nodes:
+                raise NoNodeError(_parent(op.path))
+            self._nodes[op.path] = Node(bytes(op.data), 0, op.ephemeral)
+            return [op.path, _parent(op.path)]
+        if node is None:
+            raise NoNodeError(op.path)
+        _check_version(op.path, node, op.expected_version)
+        if isinstance(op, SetOp):
+            self._nodes[op.path] = Node(bytes(op.data), node.version + 1, node.ephemeral)
+            return [op.path]
+        if isinstance(op, DeleteOp):
+            if any(p.startswith(op.path + "/") for p in self._nodes):
+                raise NotEmptyError(op.path)
+            del self._nodes[op.path]
+            return [op.path, _parent(op.path)]
+        return []
 
     def watch(self, path: str, callback: Watcher) -> None:
         """Call `callback(path)` once, at the next change of `path` or of its children."""

@@ -1,0 +1,181 @@
+"""The metadata store on a real ZooKeeper, through kazoo — the only module importing kazoo.
+
+`ZooKeeperStore("host:port[,host:port][/chroot]")` implements `MetadataStore`: kazoo's
+errors become the store's (`NoNodeError`, `NodeExistsError`, `BadVersionError`,
+`NotEmptyError`); a missing chroot is created first, as Kafka does. Calls block the calling
+thread for one round trip (about a millisecond on loopback); callers on an event loop keep
+them off hot paths. Watches are one-shot, like the embedded store's: the callback runs once,
+on kazoo's thread, at the next change of the node's data, existence or children — bridge it
+into an event loop with `loop.call_soon_threadsafe`.
+
+Sessions (field notes): kazoo's default reconnect backoff grows to an hour, so the client
+retries every ≤1 s forever. `on_session(state)` hears "suspended" (the connection dropped:
+the session may be gone — a controller must stop acting), "connected" and "lost" (the session
+expired: its ephemeral nodes, such as `/brokers/ids/N` and `/controller`, are gone).
+`close()` ends the session at once, so this process's ephemeral nodes vanish in
+milliseconds rather than after the session timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError as KazooBadVersion
+from kazoo.exceptions import KazooException, RolledBackError
+from kazoo.exceptions import NodeExistsError as KazooNodeExists
+from kazoo.exceptions import NoNodeError as KazooNoNode
+from kazoo.exceptions import NotEmptyError as KazooNotEmpty
+
+from riverlog.metadata.store import (
+    BadVersionError,
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    Node,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    Op,
+    SetOp,
+    Watcher,
+)
+
+SessionListener = Callable[[str], None]
+_STATES = {KazooState.SUSPENDED: "suspended", KazooState.CONNECTED: "connected",
+           KazooState.LOST: "lost"}  # fmt: skip
+
+
+@contextmanager
+def _translated(path: str) -> Iterator[None]:
+    """kazoo's exceptions as the store's."""
+    try:
+        yield
+    except KazooNoNode:
+        raise NoNodeError(path) from None
+    except KazooNodeExists:
+        raise NodeExistsError(path) from None
+    except KazooBadVersion:
+        raise BadVersionError(path) from None
+    except KazooNotEmpty:
+        raise NotEmptyError(path) from None
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """`zookeeper.connect` as (hosts, chroot): "a:1,b:2/kafka" → ("a:1,b:2", "/kafka")."""
+    hosts, slash, chroot = connect.partition("/")
+    return hosts, ("/" + chroot.rstrip("/")) if slash and chroot.strip("/") else ""
+
+
+class ZooKeeperStore:
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout_ms: int = 18_000,
+        connect_timeout_s: float = 15.0,
+        on_session: SessionListener | None = None,
+    ) -> None:
+        hosts, chroot = split_connect(connect)
+        retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
+        if chroot:
+            with self._client(hosts, session_timeout_ms, retry) as root:
+                root.start(timeout=connect_timeout_s)
+                root.ensure_path(chroot)
+        self._zk = KazooClient(
+            hosts=hosts + chroot,
+            timeout=session_timeout_ms / 1000,
+            connection_retry=retry,
+            command_retry={"max_tries": 3, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+        )
+        if on_session is not None:
+            self._zk.add_listener(lambda state: on_session(_STATES[state]))
+        self._zk.start(timeout=connect_timeout_s)
+
+    @staticmethod
+    @contextmanager
+    def _client(
+        hosts: str, session_timeout_ms: int, retry: dict[str, float]
+    ) -> Iterator[KazooClient]:
+        client = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=retry)
+        try:
+            yield client
+        finally:
+            client.stop()
+            client.close()
+
+    @property
+    def session_id(self) -> int:
+        """The ZooKeeper session's id (0 before a session exists)."""
+        session = self._zk.client_id
+        return int(session[0]) if session else 0
+
+    # --- reads -----------------------------------------------------------------------
+
+    def get(self, path: str) -> Node:
+        with _translated(path):
+            data, stat = self._zk.get(path)
+        return Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0)
+
+    def exists(self, path: str) -> bool:
+        return self._zk.exists(path) is not None
+
+    def children(self, path: str) -> list[str]:
+        with _translated(path):
+            return sorted(self._zk.get_children(path))
+
+    # --- writes ----------------------------------------------------------------------
+
+    def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None:
+        """Create `path`; missing parents are created as persistent empty nodes."""
+        with _translated(path):
+            self._zk.create(path, bytes(data), ephemeral=ephemeral, makepath=True)
+
+    def set(self, path: str, data: bytes, *, expected_version: int = -1) -> int:
+        with _translated(path):
+            stat = self._zk.set(path, bytes(data), version=expected_version)
+        return int(stat.version)
+
+    def delete(self, path: str, *, expected_version: int = -1, recursive: bool = False) -> None:
+        with _translated(path):
+            self._zk.delete(path, version=expected_version, recursive=recursive)
+
+    def multi(self, ops: list[Op]) -> None:
+        """All or nothing; the error of the first operation that failed is raised."""
+        transaction = self._zk.transaction()
+        for op in ops:
+            if isinstance(op, CreateOp):
+                transaction.create(op.path, bytes(op.data), ephemeral=op.ephemeral)
+            elif isinstance(op, SetOp):
+                transaction.set_data(op.path, bytes(op.data), version=op.expected_version)
+            elif isinstance(op, DeleteOp):
+                transaction.delete(op.path, version=op.expected_version)
+            elif isinstance(op, CheckOp):
+                transaction.check(op.path, op.expected_version)
+        results = transaction.commit()
+        for op, result in zip(ops, results, strict=True):
+            if isinstance(result, KazooException) and not isinstance(result, RolledBackError):
+                with _translated(op.path):
+                    raise result
+
+    def watch(self, path: str, callback: Watcher) -> None:
+        """`callback(path)` once, at the next change of the node or its children."""
+        fired = threading.Event()
+
+        def once(_event: object) -> None:
+            if not fired.is_set():
+                fired.set()
+                callback(path)
+
+        stat = self._zk.exists(path, watch=once)
+        if stat is not None:
+            try:
+                self._zk.get_children(path, watch=once)
+            except KazooNoNode:
+                once(None)  # deleted between the two calls: that is the change
+
+    def close(self) -> None:
+        self._zk.stop()
+        self._zk.close()
