@@ -27,15 +27,6 @@ from riverlog.metadata.zookeeper import ZooKeeperStore, split_connect
 from tests.zookeeper_server import ZooKeeperServer
 
 
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture(params=["embedded", "zookeeper"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetadataStore]:
     if request.param == "embedded":
