@@ -20,6 +20,7 @@ from pathlib import Path
 
 from riverlog.server.broker import Broker
 from riverlog.server.config import BrokerConfig, ConfigError
+from riverlog.server.registration import ClusterMembershipError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,5 +59,9 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
     )
-    asyncio.run(_serve(config))
+    try:
+        asyncio.run(_serve(config))
+    except ClusterMembershipError as e:
+        print(f"riverlog server: {e}", file=sys.stderr)
+        return 1
     return 0

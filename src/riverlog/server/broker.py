@@ -9,7 +9,9 @@ metadata store.
 
 Without ZooKeeper (`zookeeper.connect` empty) the broker keeps cluster metadata in
 `<data-dir>/riverlog-metadata.json` through the embedded store, so topics survive restarts;
-on one broker every partition is local and led here.
+on one broker every partition is local and led here. With `zookeeper.connect` the same tree
+lives in ZooKeeper, and the broker registers in it and runs for controller
+(`server/registration.py`).
 
 Ownership: the broker owns every component it creates; handlers receive the broker and use
 its components on the event loop thread.
@@ -21,17 +23,22 @@ import base64
 import functools
 import logging
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from riverlog.controller.assignment import assign_replicas
+from riverlog.controller.election import ControllerElection
+from riverlog.metadata import layout
 from riverlog.metadata.store import EmbeddedStore, MetadataStore
+from riverlog.metadata.zookeeper import ZooKeeperStore
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError
+from riverlog.server import registration
 from riverlog.server.config import BrokerConfig
 from riverlog.server.dispatch import Dispatcher, RequestContext, Response
 from riverlog.server.fetch_session import FetchSessionCache
@@ -91,17 +98,27 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
 ]
 
 
-def _cluster_id(data_dir: Path, broker_id: int) -> str:
-    """Read or create `meta.properties` (Kafka's: version, broker.id, cluster.id)."""
+def _open_store(config: BrokerConfig, data_dir: Path) -> MetadataStore:
+    """ZooKeeper when `zookeeper.connect` is set, else the embedded store in the data dir."""
+    connect = config["zookeeper.connect"]
+    if connect:
+        return ZooKeeperStore(connect, session_timeout_ms=config["zookeeper.session.timeout.ms"])
+    return EmbeddedStore(data_dir / METADATA_FILE)
+
+
+def _stored_cluster_id(data_dir: Path) -> str | None:
+    """The cluster id in `meta.properties` (Kafka's: version, broker.id, cluster.id)."""
     path = data_dir / META_PROPERTIES
     if path.exists():
         for line in path.read_text().splitlines():
             key, _, value = line.partition("=")
             if key.strip() == "cluster.id":
                 return value.strip()
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    path.write_text(f"version=0\nbroker.id={broker_id}\ncluster.id={cluster_id}\n")
-    return cluster_id
+    return None
+
+
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 class Broker:
@@ -110,9 +127,20 @@ class Broker:
         self.broker_id = config.broker_id
         self.data_dir = config.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = _cluster_id(self.data_dir, self.broker_id)
         self.rack: str | None = config["broker.rack"] or None
-        self.store = store or EmbeddedStore(self.data_dir / METADATA_FILE)
+        self.store = store or _open_store(config, self.data_dir)
+        self.in_zookeeper = bool(config["zookeeper.connect"])
+        stored = _stored_cluster_id(self.data_dir)
+        self.cluster_id = stored or _new_cluster_id()
+        if self.in_zookeeper:  # the cluster's id wins; a data dir of another cluster is refused
+            self.cluster_id = registration.cluster_id_from_store(self.store, self.cluster_id)
+            if stored is not None:
+                registration.check_cluster_id(stored, self.cluster_id)
+        if stored is None:
+            (self.data_dir / META_PROPERTIES).write_text(
+                f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
+            )
+        self.election: ControllerElection | None = None
         self.topics = TopicRegistry(self.store)
         self.topics.load()
         self.topic_defaults = config.topic_defaults()
@@ -150,6 +178,20 @@ class Broker:
 
     async def start(self) -> None:
         await self.network.start()
+        if self.in_zookeeper:
+            host, port = self.advertised
+            listener = self.config.listeners[0].name
+            await registration.register_broker(
+                self.store,
+                layout.BrokerRegistration(
+                    self.broker_id,
+                    (layout.Endpoint(listener, host, port),),
+                    self.rack,
+                    int(time.time() * 1000),
+                ),
+                wait_ms=self.config["zookeeper.session.timeout.ms"],
+            )
+            self.election = registration.start_election(self.store, self.broker_id)
         self.groups.start()
         self.logs.start_background()
         log.info(
@@ -166,6 +208,8 @@ class Broker:
         self.fetch_purgatory.expire_all()
         await self.network.drain(5.0)
         self.logs.shutdown()
+        if self.election is not None:
+            self.election.resign()
         self.store.close()
 
     @property
