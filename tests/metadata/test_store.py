@@ -1,44 +1,13 @@
-"""The embedded metadata store: versions, ephemerals, watches, children, persistence."""
+"""The embedded metadata store's own behaviour (persistence to its file) and the layout's
+JSON; what both stores share is in test_store_contract.py."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
 
-import pytest
-
 from riverlog.metadata import layout
-from riverlog.metadata.store import (
-    BadVersionError,
-    EmbeddedStore,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-)
-
-
-def test_create_get_set_with_versions(tmp_path: Path) -> None:
-    store = EmbeddedStore(tmp_path / "meta.json")
-    store.create("/brokers/topics/t", b"a")
-    assert store.exists("/brokers") and store.exists("/brokers/topics")
-    assert store.get("/brokers/topics/t").version == 0
-    assert store.set("/brokers/topics/t", b"b", expected_version=0) == 1
-    with pytest.raises(BadVersionError):
-        store.set("/brokers/topics/t", b"c", expected_version=0)
-    with pytest.raises(NodeExistsError):
-        store.create("/brokers/topics/t", b"")
-    with pytest.raises(NoNodeError):
-        store.get("/nope")
-    assert store.children("/brokers/topics") == ["t"]
-
-
-def test_delete_recursive_and_not_empty(tmp_path: Path) -> None:
-    store = EmbeddedStore(None)
-    store.create("/a/b/c", b"")
-    with pytest.raises(NotEmptyError):
-        store.delete("/a")
-    store.delete("/a", recursive=True)
-    assert not store.exists("/a/b/c") and not store.exists("/a")
+from riverlog.metadata.store import EmbeddedStore
 
 
 def test_persistence_keeps_persistent_nodes_only(tmp_path: Path) -> None:
@@ -50,19 +19,6 @@ def test_persistence_keeps_persistent_nodes_only(tmp_path: Path) -> None:
     reopened = EmbeddedStore(file)
     assert reopened.get("/config/topics/t") == store.get("/config/topics/t")
     assert not reopened.exists("/brokers/ids/1")
-
-
-def test_watch_fires_once_on_change() -> None:
-    store = EmbeddedStore(None)
-    store.create("/x", b"")
-    seen: list[str] = []
-    store.watch("/x", seen.append)
-    store.set("/x", b"1")
-    store.set("/x", b"2")
-    assert seen == ["/x"]
-    store.watch("/x", seen.append)
-    store.create("/x/child", b"")  # a child change fires the parent's watch
-    assert seen == ["/x", "/x"]
 
 
 def test_layout_json_round_trips() -> None:
