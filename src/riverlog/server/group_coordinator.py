@@ -378,7 +378,8 @@ class GroupCoordinator:
             else:
                 errors[tp] = error_codes.NONE
                 doomed.append(tp)
-        present = [tp for tp in doomed if tp in self.offsets.fetch(group_id, doomed)]
+        committed = self.offsets.fetch(group_id, doomed)
+        present = [tp for tp in doomed if tp in committed]
         self._append(
             group_id, [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in present]
         )
