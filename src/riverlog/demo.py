@@ -5,7 +5,7 @@
    the whole, valid batches; every batch read back through `os.sendfile`.
 2. The embedded broker with unmodified clients: confluent-kafka creates a topic, produces a
    stream of activity events (idempotent, zstd) and consumes them back; kcat lists the
-   cluster. confluent-kafka is a dev dependency (`./dev setup` installs it).
+   topic. confluent-kafka is a dev dependency (`./dev setup` installs it).
 3. The first request kcat sends, decoded by riverlog's protocol codec.
 """
 
@@ -190,9 +190,12 @@ def broker_demo() -> None:
         _say(f"consumed {got} page views back from 3 partitions ({len(users)} users)")
         if shutil.which("kcat"):
             listing = subprocess.run(
-                ["kcat", "-L", "-b", bootstrap], capture_output=True, text=True, timeout=30
+                ["kcat", "-L", "-b", bootstrap, "-t", "page-views"],
+                capture_output=True,
+                text=True,
+                timeout=30,
             )
-            _say("kcat -L:\n  " + "\n  ".join(listing.stdout.strip().splitlines()))
+            _say("kcat -L -t page-views:\n  " + "\n  ".join(listing.stdout.strip().splitlines()))
 
 
 def main() -> int:
