@@ -4,8 +4,10 @@
 
 It subscribes, commits synchronously after every record, and prints one line per event on
 stdout, flushed: `assign P,P`, `revoke P,P` (incremental lists for cooperative assignors,
-full ones otherwise), `got P OFFSET`, `committed P OFFSET` (the next offset to read). SIGTERM
-closes the consumer cleanly (a LeaveGroup unless it is a static member) and exits.
+full ones otherwise), `got P OFFSET`, `committed P OFFSET` (the next offset to read),
+`uncommitted P OFFSET REASON` (the commit after that record was refused, as during a
+rebalance). SIGTERM closes the consumer cleanly (a LeaveGroup unless it is a static member)
+and exits.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def main() -> int:
         try:
             consumer.commit(msg, asynchronous=False)
         except Exception as e:  # a commit refused during a rebalance: the record comes again
-            say(f"error commit {e}")
+            say(f"uncommitted {partition} {offset} {e}")
             continue
         say(f"committed {partition} {offset + 1}")
     consumer.close()
