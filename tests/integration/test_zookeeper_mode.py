@@ -71,18 +71,12 @@ def test_a_broker_keeps_its_cluster_in_zookeeper(
         zk.close()
 
 
-def test_a_second_broker_and_a_foreign_data_dir_are_refused(
+def test_a_data_dir_of_another_cluster_is_refused(
     zookeeper: ZooKeeperServer, tmp_path: Path
 ) -> None:
     connect = f"{zookeeper.connect}/riverlog-{uuid.uuid4().hex[:8]}"
     first = start_broker(tmp_path / "b0", f"zookeeper.connect={connect}", "broker.id=0")
-    try:
-        with pytest.raises(RuntimeError, match="did not start"):
-            start_broker(tmp_path / "b1", f"zookeeper.connect={connect}", "broker.id=1")
-        log = (tmp_path / "b1.broker.log").read_text()
-        assert "brokers 0 are already registered" in log
-    finally:
-        first.stop()
+    first.stop()
     other = f"{zookeeper.connect}/riverlog-{uuid.uuid4().hex[:8]}"
     zk = ZooKeeperStore(other)
     zk.create("/cluster/id", json.dumps({"version": "1", "id": "someone-else"}).encode())

@@ -1,11 +1,12 @@
 """`riverlog server`: run one broker in the foreground until SIGINT/SIGTERM.
 
     riverlog server [server.properties] [--listen HOST:PORT] [--data-dir DIR]
-                    [--override key=value ...]
+                    [--zookeeper HOST:PORT[/CHROOT]] [--broker-id N] [--override key=value ...]
 
-Without `zookeeper.connect` it is a single-node cluster keeping its metadata in the data
-directory. It prints `riverlog broker <id> listening on HOST:PORT` once it serves (tools and
-tests wait for that line; with port 0 it names the port chosen). SIGTERM and SIGINT shut down
+Without `zookeeper.connect` (`--zookeeper`) it is a single-node cluster keeping its metadata
+in the data directory; with it, it joins the cluster registered there as `broker.id`. It
+prints `riverlog broker <id> listening on HOST:PORT` once it serves (tools and tests wait for
+that line; with port 0 it names the port chosen). SIGTERM and SIGINT shut down
 cleanly: stop accepting, drain, flush, checkpoint, clean-shutdown marker.
 """
 
@@ -27,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", type=Path, help="a Kafka-style server.properties")
     parser.add_argument("--listen", metavar="HOST:PORT", help="listener (sets `listeners`)")
     parser.add_argument("--data-dir", metavar="DIR", help="log directory (sets `log.dirs`)")
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                        help="join a cluster (sets `zookeeper.connect`)")  # fmt: skip
+    parser.add_argument("--broker-id", type=int, metavar="N", help="sets `broker.id`")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="override a server.properties setting (repeatable)")  # fmt: skip
 
@@ -51,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
         overrides.append(f"listeners=PLAINTEXT://{args.listen}")
     if args.data_dir:
         overrides.append(f"log.dirs={args.data_dir}")
+    if args.zookeeper:
+        overrides.append(f"zookeeper.connect={args.zookeeper}")
+    if args.broker_id is not None:
+        overrides.append(f"broker.id={args.broker_id}")
     try:
         config = BrokerConfig.load(args.config, overrides)
     except (ConfigError, OSError) as e:

@@ -25,6 +25,7 @@ from riverlog.metadata.store import (
     NodeExistsError,
     NoNodeError,
     SetOp,
+    StoreUnavailableError,
 )
 
 NO_CONTROLLER = -1
@@ -69,7 +70,12 @@ class ControllerElection:
         self.schedule = schedule or (lambda fn: fn())
         self.epoch: int | None = None
         """The controller epoch this broker won with, while it is the controller."""
+        self.epoch_version = -1
+        """`/controller_epoch`'s znode version after the win: the controller's writes
+        check it, so they fail once another broker has won."""
         self._stopped = False
+        self._unanswered = False
+        """A registration attempt got no answer (the connection dropped): it may have won."""
 
     @property
     def is_controller(self) -> bool:
@@ -80,7 +86,19 @@ class ControllerElection:
         it changes. `on_elected(epoch)` is called on a win."""
         if self._stopped or self.is_controller:
             return
+        with contextlib.suppress(StoreUnavailableError):  # no session now: the broker
+            self._elect()  # runs `elect` again once it reconnects
+
+    def _elect(self) -> None:
         current = controller_id(self.store)
+        if current == self.broker_id and self._unanswered:
+            # Won, but the answer was lost with the connection: the epoch was set in the
+            # same multi-op, so it is ours. (Without an unanswered attempt, a `/controller`
+            # naming this broker is a crashed predecessor's, gone when its session expires.)
+            self._unanswered = False
+            self.epoch, self.epoch_version = controller_epoch(self.store)
+            self.on_elected(self.epoch)
+            return
         if current == NO_CONTROLLER:
             epoch = self._try_register()
             if epoch is not None:
@@ -89,7 +107,7 @@ class ControllerElection:
                 return
         self.store.watch(layout.CONTROLLER, lambda _path: self.schedule(self.elect))
         if current == NO_CONTROLLER and not self.store.exists(layout.CONTROLLER):
-            self.elect()  # the winner vanished before the watch was armed
+            self._elect()  # the winner vanished before the watch was armed
 
     def _try_register(self) -> int | None:
         epoch, version = controller_epoch(self.store)
@@ -97,6 +115,7 @@ class ControllerElection:
             with contextlib.suppress(NodeExistsError):
                 self.store.create(layout.CONTROLLER_EPOCH, b"0")
             epoch, version = controller_epoch(self.store)
+        self._unanswered = True
         try:
             self.store.multi(
                 [
@@ -109,8 +128,17 @@ class ControllerElection:
                 ]
             )
         except (NodeExistsError, BadVersionError):
+            self._unanswered = False
             return None  # another broker won this round
+        self._unanswered = False
+        self.epoch_version = version + 1
         return epoch + 1
+
+    def abandon(self) -> None:
+        """The session ended: whatever was ours in the store is gone; stop acting and
+        stop running (a new session runs a new election)."""
+        self._stopped = True
+        self.epoch = None
 
     def resign(self) -> None:
         """Give up the controllership (controlled shutdown, lost session): delete

@@ -43,6 +43,11 @@ class NotEmptyError(ValueError):
     """The node has children (delete it recursively)."""
 
 
+class StoreUnavailableError(ConnectionError):
+    """The store cannot be reached right now (ZooKeeper down or the session being
+    re-established): nothing was done; try again later."""
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     data: bytes

@@ -8,6 +8,10 @@ them off hot paths. Watches are one-shot, like the embedded store's: the callbac
 on kazoo's thread, at the next change of the node's data, existence or children — bridge it
 into an event loop with `loop.call_soon_threadsafe`.
 
+Errors. kazoo's errors become the store's; a call made while there is no connection fails
+at once with `StoreUnavailableError` (kazoo would queue it and block the caller until it
+reconnects).
+
 Sessions (field notes): kazoo's default reconnect backoff grows to an hour, so the client
 retries every ≤1 s forever. `on_session(state)` hears "suspended" (the connection dropped:
 the session may be gone — a controller must stop acting), "connected" and "lost" (the session
@@ -24,10 +28,17 @@ from contextlib import contextmanager
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError as KazooBadVersion
-from kazoo.exceptions import KazooException, RolledBackError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    OperationTimeoutError,
+    RolledBackError,
+    SessionExpiredError,
+)
 from kazoo.exceptions import NodeExistsError as KazooNodeExists
 from kazoo.exceptions import NoNodeError as KazooNoNode
 from kazoo.exceptions import NotEmptyError as KazooNotEmpty
+from kazoo.retry import RetryFailedError
 
 from riverlog.metadata.store import (
     BadVersionError,
@@ -40,6 +51,7 @@ from riverlog.metadata.store import (
     NotEmptyError,
     Op,
     SetOp,
+    StoreUnavailableError,
     Watcher,
 )
 
@@ -49,8 +61,11 @@ _STATES = {KazooState.SUSPENDED: "suspended", KazooState.CONNECTED: "connected",
 
 
 @contextmanager
-def _translated(path: str) -> Iterator[None]:
-    """kazoo's exceptions as the store's."""
+def _translated(path: str, zk: KazooClient | None = None) -> Iterator[None]:
+    """kazoo's exceptions as the store's; with `zk`, fail at once while it has no
+    connection (kazoo would queue the call and block this thread until it reconnects)."""
+    if zk is not None and not zk.connected:
+        raise StoreUnavailableError(f"{path}: no connection to ZooKeeper")
     try:
         yield
     except KazooNoNode:
@@ -61,6 +76,8 @@ def _translated(path: str) -> Iterator[None]:
         raise BadVersionError(path) from None
     except KazooNotEmpty:
         raise NotEmptyError(path) from None
+    except (ConnectionLoss, SessionExpiredError, OperationTimeoutError, RetryFailedError) as e:
+        raise StoreUnavailableError(f"{path}: {type(e).__name__}") from None
 
 
 def split_connect(connect: str) -> tuple[str, str]:
@@ -115,31 +132,32 @@ class ZooKeeperStore:
     # --- reads -----------------------------------------------------------------------
 
     def get(self, path: str) -> Node:
-        with _translated(path):
+        with _translated(path, self._zk):
             data, stat = self._zk.get(path)
         return Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0)
 
     def exists(self, path: str) -> bool:
-        return self._zk.exists(path) is not None
+        with _translated(path, self._zk):
+            return self._zk.exists(path) is not None
 
     def children(self, path: str) -> list[str]:
-        with _translated(path):
+        with _translated(path, self._zk):
             return sorted(self._zk.get_children(path))
 
     # --- writes ----------------------------------------------------------------------
 
     def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None:
         """Create `path`; missing parents are created as persistent empty nodes."""
-        with _translated(path):
+        with _translated(path, self._zk):
             self._zk.create(path, bytes(data), ephemeral=ephemeral, makepath=True)
 
     def set(self, path: str, data: bytes, *, expected_version: int = -1) -> int:
-        with _translated(path):
+        with _translated(path, self._zk):
             stat = self._zk.set(path, bytes(data), version=expected_version)
         return int(stat.version)
 
     def delete(self, path: str, *, expected_version: int = -1, recursive: bool = False) -> None:
-        with _translated(path):
+        with _translated(path, self._zk):
             self._zk.delete(path, version=expected_version, recursive=recursive)
 
     def multi(self, ops: list[Op]) -> None:
@@ -154,7 +172,8 @@ class ZooKeeperStore:
                 transaction.delete(op.path, version=op.expected_version)
             elif isinstance(op, CheckOp):
                 transaction.check(op.path, op.expected_version)
-        results = transaction.commit()
+        with _translated(ops[0].path if ops else "/", self._zk):
+            results = transaction.commit()
         for op, result in zip(ops, results, strict=True):
             if isinstance(result, KazooException) and not isinstance(result, RolledBackError):
                 with _translated(op.path):
@@ -169,12 +188,13 @@ class ZooKeeperStore:
                 fired.set()
                 callback(path)
 
-        stat = self._zk.exists(path, watch=once)
-        if stat is not None:
-            try:
-                self._zk.get_children(path, watch=once)
-            except KazooNoNode:
-                once(None)  # deleted between the two calls: that is the change
+        with _translated(path, self._zk):
+            stat = self._zk.exists(path, watch=once)
+            if stat is not None:
+                try:
+                    self._zk.get_children(path, watch=once)
+                except KazooNoNode:
+                    once(None)  # deleted between the two calls: that is the change
 
     def close(self) -> None:
         self._zk.stop()

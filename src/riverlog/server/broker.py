@@ -19,9 +19,12 @@ its components on the event loop thread.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import functools
 import logging
+import random
 import shutil
 import time
 import uuid
@@ -29,10 +32,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from riverlog.controller.assignment import assign_replicas
-from riverlog.controller.election import ControllerElection
+from riverlog.controller.assignment import AssignmentError, assign
 from riverlog.metadata import layout
-from riverlog.metadata.store import EmbeddedStore, MetadataStore
+from riverlog.metadata.store import EmbeddedStore, MetadataStore, NodeExistsError
 from riverlog.metadata.zookeeper import ZooKeeperStore
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
@@ -40,11 +42,13 @@ from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.server import registration
 from riverlog.server.config import BrokerConfig
+from riverlog.server.controller_service import ControllerService
 from riverlog.server.dispatch import Dispatcher, RequestContext, Response
 from riverlog.server.fetch_session import FetchSessionCache
 from riverlog.server.group_coordinator import GroupCoordinator
 from riverlog.server.handlers import (
     admin,
+    cluster,
     configs,
     fetch,
     groups,
@@ -54,9 +58,11 @@ from riverlog.server.handlers import (
     produce,
     producers,
 )
+from riverlog.server.metadata_cache import MetadataCache
 from riverlog.server.network import NetworkServer
 from riverlog.server.producer_ids import ProducerIdAllocator
 from riverlog.server.purgatory import Purgatory
+from riverlog.server.replica_fetcher import ReplicaFetchers
 from riverlog.server.replica_manager import ReplicaManager
 from riverlog.server.topics import Topic, TopicRegistry
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
@@ -95,14 +101,21 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.OffsetCommitRequest, offset_commits.handle_offset_commit),
     (m.OffsetFetchRequest, offset_commits.handle_offset_fetch),
     (m.OffsetDeleteRequest, offset_commits.handle_offset_delete),
+    (m.LeaderAndIsrRequest, cluster.handle_leader_and_isr),
+    (m.UpdateMetadataRequest, cluster.handle_update_metadata),
+    (m.StopReplicaRequest, cluster.handle_stop_replica),
+    (m.ControlledShutdownRequest, cluster.handle_controlled_shutdown),
 ]
 
 
-def _open_store(config: BrokerConfig, data_dir: Path) -> MetadataStore:
+def _open_store(
+    config: BrokerConfig, data_dir: Path, on_session: Callable[[str], None]
+) -> MetadataStore:
     """ZooKeeper when `zookeeper.connect` is set, else the embedded store in the data dir."""
     connect = config["zookeeper.connect"]
     if connect:
-        return ZooKeeperStore(connect, session_timeout_ms=config["zookeeper.session.timeout.ms"])
+        timeout_ms = config["zookeeper.session.timeout.ms"]
+        return ZooKeeperStore(connect, session_timeout_ms=timeout_ms, on_session=on_session)
     return EmbeddedStore(data_dir / METADATA_FILE)
 
 
@@ -128,7 +141,8 @@ class Broker:
         self.data_dir = config.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.rack: str | None = config["broker.rack"] or None
-        self.store = store or _open_store(config, self.data_dir)
+        self.membership = registration.Membership(self)
+        self.store = store or _open_store(config, self.data_dir, self.membership.session_changed)
         self.in_zookeeper = bool(config["zookeeper.connect"])
         stored = _stored_cluster_id(self.data_dir)
         self.cluster_id = stored or _new_cluster_id()
@@ -140,7 +154,6 @@ class Broker:
             (self.data_dir / META_PROPERTIES).write_text(
                 f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
             )
-        self.election: ControllerElection | None = None
         self.topics = TopicRegistry(self.store)
         self.topics.load()
         self.topic_defaults = config.topic_defaults()
@@ -153,11 +166,23 @@ class Broker:
             cleaner_enabled=config["log.cleaner.enable"],
         )
         self.fetch_purgatory = Purgatory()
+        self.produce_purgatory = Purgatory()
         self.fetch_sessions = FetchSessionCache()
-        self.replicas = ReplicaManager(self.broker_id, self.logs, self.fetch_purgatory)
+        self.metadata = MetadataCache()
+        self.replicas = ReplicaManager(
+            self.broker_id,
+            self.logs,
+            self.fetch_purgatory,
+            self.produce_purgatory,
+            self.store if self.in_zookeeper else None,
+        )
+        self.fetchers = ReplicaFetchers(self.broker_id)
+        self.controller = ControllerService(self)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
-        for topic in self.topics.all():
-            self._host(topic)
+        if not self.in_zookeeper:  # in a cluster, the controller says what to host
+            for topic in self.topics.all():
+                self._host(topic)
+        self._isr_task: asyncio.Task[None] | None = None
         self.groups = GroupCoordinator(self)
         self.dispatcher = Dispatcher()
         for request_cls, handler in HANDLERS:
@@ -179,19 +204,9 @@ class Broker:
     async def start(self) -> None:
         await self.network.start()
         if self.in_zookeeper:
-            host, port = self.advertised
-            listener = self.config.listeners[0].name
-            await registration.register_broker(
-                self.store,
-                layout.BrokerRegistration(
-                    self.broker_id,
-                    (layout.Endpoint(listener, host, port),),
-                    self.rack,
-                    int(time.time() * 1000),
-                ),
-                wait_ms=self.config["zookeeper.session.timeout.ms"],
-            )
-            self.election = registration.start_election(self.store, self.broker_id)
+            await self.membership.start()
+            lag_ms = self.config["replica.lag.time.max.ms"]
+            self._isr_task = asyncio.get_running_loop().create_task(self._shrink_isrs(lag_ms))
         self.groups.start()
         self.logs.start_background()
         log.info(
@@ -202,14 +217,28 @@ class Broker:
             self.cluster_id,
         )
 
+    async def _shrink_isrs(self, lag_ms: int) -> None:
+        while True:
+            await asyncio.sleep(lag_ms / 2000)
+            try:
+                self.replicas.shrink_isrs(lag_ms)
+            except Exception:
+                log.exception("ISR shrink check failed")
+
     async def stop(self) -> None:
+        if self.in_zookeeper and self.config["controlled.shutdown.enable"]:
+            await registration.controlled_shutdown(self)
         await self.network.stop_accepting()
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        await self.fetchers.stop()
+        await self.controller.stop()
         self.groups.stop()
         self.fetch_purgatory.expire_all()
+        self.produce_purgatory.expire_all()
         await self.network.drain(5.0)
         self.logs.shutdown()
-        if self.election is not None:
-            self.election.resign()
+        self.membership.resign()
         self.store.close()
 
     @property
@@ -230,11 +259,28 @@ class Broker:
             if self.broker_id in replicas:
                 self.replicas.host(topic.name, index, topic.topic_id, replicas, topic.config)
 
+    def live_brokers(self) -> dict[int, str | None]:
+        """Broker id → rack of the brokers new replicas may be placed on."""
+        if not self.in_zookeeper:
+            return {self.broker_id: self.rack}
+        return registration.live_brokers(self.store)
+
+    def assign(self, partitions: int, factor: int, first: int = 0) -> dict[int, list[int]]:
+        """Kafka's replica assignment over the live brokers, from a random start."""
+        brokers = self.live_brokers()
+        try:
+            return assign(brokers, partitions, factor, first_partition=first,
+                          start_index=random.randrange(len(brokers)),
+                          initial_shift=random.randrange(max(1, len(brokers))))  # fmt: skip
+        except AssignmentError as e:
+            raise KafkaError(error_codes.INVALID_REPLICATION_FACTOR, str(e)) from None
+
     def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
     ) -> Topic:
-        assignment = assign_replicas([self.broker_id], partitions, replication_factor)
-        return self.create_topic_with_assignment(name, assignment, configs)
+        return self.create_topic_with_assignment(
+            name, self.assign(partitions, replication_factor), configs
+        )
 
     def create_topic_with_assignment(
         self,
@@ -244,12 +290,22 @@ class Broker:
         *,
         validate_only: bool = False,
     ) -> Topic:
+        """Register a topic; one broker hosts it at once, in a cluster the controller
+        assigns leaders when it sees the new topic."""
         topic = self.topics.create(name, assignment, configs, validate_only=validate_only)
-        if not validate_only:
+        if not validate_only and not self.in_zookeeper:
             self._host(topic)
         return topic
 
     def delete_topic(self, name: str) -> Topic:
+        """Delete a topic; in a cluster, queue it for the controller (`/admin/delete_topics`)."""
+        if self.in_zookeeper:
+            topic = self.topics.get(name)
+            if topic is None:
+                raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
+            with contextlib.suppress(NodeExistsError):
+                self.store.create(f"{layout.DELETE_TOPICS}/{name}", b"")
+            return topic
         topic = self.topics.delete(name)
         for index in topic.partitions:
             self.replicas.stop_hosting(name, index, delete=True)
@@ -266,13 +322,37 @@ class Broker:
                 f"Topic currently has {current} partitions, which is higher than "
                 f"or equal to the requested {count}.",
             )
-        replication = len(topic.partitions[0])
-        extra = assign_replicas([self.broker_id], count - current, replication)
-        new = {current + i: replicas for i, replicas in extra.items()}
+        new = self.assign(count - current, len(topic.partitions[0]), first=current)
         updated = self.topics.add_partitions(name, new, validate_only=validate_only)
-        if not validate_only:
+        if not validate_only and not self.in_zookeeper:
             self._host(updated)
         return updated
+
+    def topic_config(self, name: str) -> dict[str, str]:
+        topic = self.topics.get(name) or self.topics.refresh(name)
+        return {} if topic is None else topic.config
+
+    def metadata_changed(self, deleted: list[str]) -> None:
+        """After UpdateMetadata: learn topics created elsewhere, forget deleted ones."""
+        for name in deleted:
+            self.topics.forget(name)
+        for name, topic_id in self.metadata.topic_ids.items():
+            known = self.topics.get(name)
+            if known is None or known.topic_id != topic_id:
+                self.topics.refresh(name)
+
+    async def wait_for_topic(self, name: str, *, exists: bool, timeout_s: float) -> bool:
+        """Wait until this broker's metadata has the topic with leaders (or, with
+        `exists=False`, no longer has it)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            parts = self.metadata.partitions_of(name)
+            if exists and parts and all(p.leader >= 0 for p in parts.values()):
+                return True
+            if not exists and not parts:
+                return True
+            await asyncio.sleep(0.02)
+        return False
 
     def set_topic_config(self, name: str, config: dict[str, str]) -> None:
         try:

@@ -120,18 +120,25 @@ class GroupCoordinator:
         if self.broker.topics.get(OFFSETS_TOPIC) is not None:
             return
         config = self.broker.config
-        self.broker.create_topic(
-            OFFSETS_TOPIC,
-            config["offsets.topic.num.partitions"],
-            config["offsets.topic.replication.factor"],
-            {
+        factor = config["offsets.topic.replication.factor"]
+        try:
+            self.broker.create_topic(
+                OFFSETS_TOPIC,
+                config["offsets.topic.num.partitions"],
+                factor,
+                {
                 "cleanup.policy": "compact",
                 "compression.type": "producer",
-                "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-            },
-        )
-        for index in range(self.partition_count()):
-            self._partitions[index] = _Load.LOADED  # new and empty: nothing to replay
+                    "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+                },
+            )
+        except KafkaError as e:
+            if e.code != error_codes.TOPIC_ALREADY_EXISTS.code:
+                raise
+            return  # another broker created it
+        if not self.broker.in_zookeeper:  # new and empty here: nothing to replay
+            for index in range(self.partition_count()):
+                self._partitions[index] = _Load.LOADED
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         """NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when this broker cannot serve the

@@ -6,24 +6,40 @@ With `zookeeper.connect` set, the broker
   another cluster);
 - registers itself as the ephemeral `/brokers/ids/N` with Kafka's JSON (endpoints, rack),
   waiting while a previous session of the same broker id has not expired yet;
-- runs for controller (`controller/election.py`).
-Until replication lands (issue 6), one broker per cluster: a broker that finds others
-registered refuses to start rather than serve partitions it would wrongly believe it leads.
+- runs for controller (`controller/election.py`);
+- after its ZooKeeper session expired, registers and runs for controller again
+  (`Membership`);
+- on a clean stop, asks the controller to move its leaderships away first (controlled
+  shutdown, Kafka's `controlled.shutdown.*` settings), so clients see only retriable errors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from riverlog.controller.election import ControllerElection
+from riverlog.client.connection import Connection
+from riverlog.controller.election import ControllerElection, controller_id
 from riverlog.metadata import layout
-from riverlog.metadata.store import MetadataStore, NodeExistsError, NoNodeError
+from riverlog.metadata.store import (
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    StoreUnavailableError,
+)
+from riverlog.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
+
+if TYPE_CHECKING:
+    from riverlog.server.broker import Broker
 
 log = logging.getLogger(__name__)
+
+REJOIN_BACKOFF_S = 1.0
 
 
 class ClusterMembershipError(RuntimeError):
@@ -59,12 +75,6 @@ async def register_broker(
     wait_ms: int,
 ) -> None:
     """Create `/brokers/ids/N`; retry while an expiring session of the same id holds it."""
-    others = [i for i in _registered(store) if i != registration.broker_id]
-    if others:
-        raise ClusterMembershipError(
-            "riverlog runs one broker per cluster until replication lands; brokers "
-            f"{', '.join(map(str, sorted(others)))} are already registered in ZooKeeper"
-        )
     path = layout.broker_path(registration.broker_id)
     deadline = time.monotonic() + wait_ms / 1000
     while True:
@@ -86,16 +96,159 @@ def _registered(store: MetadataStore) -> list[int]:
         return []
 
 
-def start_election(store: MetadataStore, broker_id: int) -> ControllerElection:
-    """Run for controller; watch callbacks come back onto the running event loop."""
-    loop = asyncio.get_running_loop()
+def live_brokers(store: MetadataStore) -> dict[int, str | None]:
+    """Registered broker id → rack."""
+    out: dict[int, str | None] = {}
+    for broker_id in _registered(store):
+        try:
+            data = store.get(layout.broker_path(broker_id)).data
+        except NoNodeError:
+            continue
+        out[broker_id] = layout.BrokerRegistration.from_json(broker_id, data).rack
+    return out
 
-    def elected(epoch: int) -> None:
-        log.info("broker %d is the controller (epoch %d)", broker_id, epoch)
 
-    def on_loop(fn: Callable[[], None]) -> None:
-        loop.call_soon_threadsafe(fn)
+class Membership:
+    """This broker's registration and candidacy, kept across ZooKeeper trouble.
 
-    election = ControllerElection(store, broker_id, elected, schedule=on_loop)
-    election.elect()
-    return election
+    Session events arrive on the store's thread (`session_changed`) and are handled on the
+    event loop. "lost" means the session expired: `/brokers/ids/N` and any `/controller` of
+    ours are gone, so a controller stops acting at once; when a new session connects, the
+    broker registers again and runs for controller again (Kafka's handleNewSession). A
+    reconnect within the same session keeps the ephemerals, but one-shot watches may be lost
+    (field notes), so the controller re-reads the cluster and a candidate re-arms its watch.
+    """
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.election: ControllerElection | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._disconnected = False
+        self._expired = False
+        self._rejoining: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    def registration(self) -> layout.BrokerRegistration:
+        broker = self.broker
+        host, port = broker.advertised
+        endpoint = layout.Endpoint(broker.config.listeners[0].name, host, port)
+        return layout.BrokerRegistration(broker.broker_id, (endpoint,), broker.rack,
+                                         int(time.time() * 1000))  # fmt: skip
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        wait_ms = self.broker.config["zookeeper.session.timeout.ms"]
+        await register_broker(self.broker.store, self.registration(), wait_ms=wait_ms)
+        self._run_for_controller()
+
+    def _run_for_controller(self) -> None:
+        loop = asyncio.get_running_loop()
+        broker_id = self.broker.broker_id
+
+        def elected(epoch: int) -> None:
+            log.info("broker %d is the controller (epoch %d)", broker_id, epoch)
+            election = self.election
+            assert election is not None
+            # Start once `elect` has returned (it is running inside it now).
+            loop.call_soon(self._start_controller, election, epoch)
+
+        def on_loop(fn: Callable[[], None]) -> None:
+            loop.call_soon_threadsafe(fn)
+
+        self.election = ControllerElection(self.broker.store, broker_id, elected,
+                                           schedule=on_loop)  # fmt: skip
+        self.election.elect()
+
+    def _start_controller(self, election: ControllerElection, epoch: int) -> None:
+        if election is self.election and election.epoch == epoch and not self._stopped:
+            self.broker.controller.start(epoch, election.epoch_version)
+
+    # --- the ZooKeeper session -------------------------------------------------------
+
+    def session_changed(self, state: str) -> None:
+        """From the store's thread: "suspended", "connected" or "lost"."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._on_session, state)
+
+    def _on_session(self, state: str) -> None:
+        if self._stopped:
+            return
+        if state == "suspended":
+            log.warning("broker %d: connection to ZooKeeper lost", self.broker.broker_id)
+            self._disconnected = True
+        elif state == "lost":
+            log.warning("broker %d: ZooKeeper session expired", self.broker.broker_id)
+            self._disconnected = self._expired = True
+            if self.election is not None:
+                self.election.abandon()
+            if self.broker.controller.active:
+                asyncio.get_running_loop().create_task(self.broker.controller.stop())
+        elif state == "connected" and self._disconnected:
+            log.info("broker %d: reconnected to ZooKeeper%s", self.broker.broker_id,
+                     " with a new session" if self._expired else "")  # fmt: skip
+            expired, self._disconnected, self._expired = self._expired, False, False
+            if self._rejoining is None or self._rejoining.done():
+                self._rejoining = asyncio.get_running_loop().create_task(self._rejoin(expired))
+
+    async def _rejoin(self, expired: bool) -> None:
+        while not self._stopped:
+            try:
+                if expired:
+                    await self.start()
+                elif self.broker.controller.active:
+                    self.broker.controller.resync()
+                elif self.election is not None:
+                    self.election.elect()
+                return
+            except (StoreUnavailableError, ClusterMembershipError) as e:
+                log.warning("broker %d: rejoining the cluster: %s; retrying",
+                            self.broker.broker_id, e)  # fmt: skip
+                await asyncio.sleep(REJOIN_BACKOFF_S)
+
+    def resign(self) -> None:
+        self._stopped = True
+        if self._rejoining is not None:
+            self._rejoining.cancel()
+        if self.election is not None:
+            with contextlib.suppress(StoreUnavailableError):
+                self.election.resign()
+
+
+async def controlled_shutdown(broker: Broker) -> bool:
+    """Ask the controller to move this broker's leaderships elsewhere; whether it did.
+    Retries `controlled.shutdown.max.retries` times, `controlled.shutdown.retry.backoff.ms`
+    apart, while partitions remain led here or no controller answers."""
+    config = broker.config
+    for attempt in range(config["controlled.shutdown.max.retries"] + 1):
+        if attempt:
+            await asyncio.sleep(config["controlled.shutdown.retry.backoff.ms"] / 1000)
+        try:
+            controller = controller_id(broker.store)
+            data = broker.store.get(layout.broker_path(controller)).data
+        except NoNodeError:
+            continue
+        except StoreUnavailableError as e:
+            log.info("controlled shutdown: %s", e)
+            continue
+        endpoint = layout.BrokerRegistration.from_json(controller, data).endpoints[0]
+        try:
+            conn = await Connection.open(endpoint.host, endpoint.port,
+                                         client_id=f"broker-{broker.broker_id}-shutdown")
+            try:
+                response = await asyncio.wait_for(
+                    conn.send(ControlledShutdownRequest(broker_id=broker.broker_id)), 30
+                )
+            finally:
+                await conn.close()
+        except (ConnectionError, OSError, TimeoutError) as e:
+            log.info("controlled shutdown: controller %d unreachable: %r", controller, e)
+            continue
+        assert isinstance(response, ControlledShutdownResponse)
+        if response.error_code == 0 and not response.remaining_partitions:
+            log.info("controlled shutdown of broker %d succeeded", broker.broker_id)
+            return True
+        log.info("controlled shutdown: error %d, %d partitions still led here",
+                 response.error_code, len(response.remaining_partitions))  # fmt: skip
+    log.warning("controlled shutdown of broker %d did not complete", broker.broker_id)
+    return False

@@ -1,11 +1,16 @@
-"""The partitions this broker hosts, and appends/reads on them for the request handlers.
+"""The partitions this broker hosts, their roles, and appends/reads on them for the handlers.
 
-Owns one `HostedPartition` per local replica: its log, topic id, leader epoch, replica set and
-ISR. On a single broker every replica is local and the leader, so the high watermark follows
-the log end offset after each append; the cluster issue replaces that rule with the ISR's.
+Owns one `HostedPartition` (`server/partition.py`) per local replica. On a single broker
+every replica is local and leads alone (`host`). In a cluster the controller's LeaderAndIsr
+requests make replicas leaders or followers (`apply_leader_and_isr`): a follower's log is
+fed by the replica fetcher from its leader, after truncating to where it agrees with the
+leader (by leader epoch); a leader tracks its followers through their fetches, advances the
+high watermark over the ISR, and changes the ISR itself — followers that caught up join,
+followers lagging more than `replica.lag.time.max.ms` leave — by a version-checked write of
+the partition's state znode plus an ISR change notification for the controller.
 
-After every append the fetch purgatory is woken for that partition, so a consumer waiting in a
-long poll gets the new data at once, not after `max_wait_ms`.
+Whoever moves a partition's end offset, high watermark or role wakes both purgatories for
+it: fetches waiting for data and produces waiting for acks=all.
 
 Everything here runs on the event loop thread (storage calls are short, bounded file I/O);
 the log manager's housekeeping thread takes each log's own lock.
@@ -13,44 +18,80 @@ the log manager's housekeeping thread takes each log's own lock.
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
+from riverlog.metadata import layout
+from riverlog.metadata.store import (
+    BadVersionError,
+    MetadataStore,
+    NoNodeError,
+    StoreUnavailableError,
+)
 from riverlog.protocol import error_codes
-from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.error_codes import ErrorCode, KafkaError
+from riverlog.protocol.messages import LeaderAndIsrRequest
+from riverlog.server.partition import HostedPartition, TopicPartition
 from riverlog.server.purgatory import Purgatory
-from riverlog.storage.log import AppendResult, PartitionLog
+from riverlog.storage.log import AppendResult
 from riverlog.storage.manager import LogManager
 
-TopicPartition = tuple[str, int]
+log = logging.getLogger(__name__)
+
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+
+__all__ = ["HostedPartition", "ReplicaManager", "RoleChange"]
 
 
-@dataclass
-class HostedPartition:
-    topic: str
-    index: int
-    topic_id: uuid.UUID
-    log: PartitionLog
-    leader_id: int
-    leader_epoch: int = 0
-    replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
-    @property
-    def key(self) -> TopicPartition:
-        return (self.topic, self.index)
+
+@dataclass(frozen=True, slots=True)
+class RoleChange:
+    """Partitions that became leaders or followers in one LeaderAndIsr, for the fetchers
+    and the group coordinator."""
+
+    leaders: list[HostedPartition]
+    followers: list[tuple[HostedPartition, tuple[str, int]]]
+    """Each with its leader's (host, port)."""
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, logs: LogManager, fetch_purgatory: Purgatory) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        logs: LogManager,
+        fetch_purgatory: Purgatory,
+        produce_purgatory: Purgatory | None = None,
+        store: MetadataStore | None = None,
+    ) -> None:
         self.broker_id = broker_id
         self.logs = logs
         self.fetch_purgatory = fetch_purgatory
+        self.produce_purgatory = Purgatory() if produce_purgatory is None else produce_purgatory
+        self.store = store
         self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self.controller_epoch = 0
+        self.on_hosted: Callable[[HostedPartition], None] = lambda _: None
 
     def __iter__(self) -> Iterator[HostedPartition]:
         return iter(list(self.partitions.values()))
+
+    def _open(
+        self, topic: str, index: int, topic_id: uuid.UUID, config: dict[str, str]
+    ) -> HostedPartition:
+        existing = self.partitions.get((topic, index))
+        if existing is not None:
+            return existing
+        plog = self.logs.get_or_create(topic, index, config)
+        hosted = HostedPartition(topic, index, topic_id, plog, -1, -1)
+        self.partitions[(topic, index)] = hosted
+        return hosted
 
     def host(
         self,
@@ -60,30 +101,22 @@ class ReplicaManager:
         replicas: list[int],
         config: dict[str, str],
     ) -> HostedPartition:
-        """Create (or open) the local log and lead the partition."""
+        """Single broker: create (or open) the local log and lead the partition alone."""
         existing = self.partitions.get((topic, index))
         if existing is not None:
             return existing
-        log = self.logs.get_or_create(topic, index, config)
-        hosted = HostedPartition(
-            topic,
-            index,
-            topic_id,
-            log,
-            self.broker_id,
-            max(0, log.epochs.latest_epoch),
-            list(replicas),
-            [self.broker_id],
-        )
-        log.update_high_watermark(log.log_end_offset)
-        self.partitions[(topic, index)] = hosted
+        hosted = self._open(topic, index, topic_id, config)
+        epoch = max(0, hosted.log.epochs.latest_epoch)
+        hosted.make_leader(self.broker_id, epoch, [self.broker_id], replicas, 0, now_ms())
+        hosted.log.update_high_watermark(hosted.log.log_end_offset)
+        self.on_hosted(hosted)
         return hosted
 
     def stop_hosting(self, topic: str, index: int, *, delete: bool) -> None:
         hosted = self.partitions.pop((topic, index), None)
         if hosted is not None and delete:
             self.logs.delete(topic, index)
-        self.fetch_purgatory.check((topic, index))
+        self._wake((topic, index))
 
     def get(self, topic: str, index: int) -> HostedPartition:
         """The partition, or UNKNOWN_TOPIC_OR_PARTITION."""
@@ -92,10 +125,133 @@ class ReplicaManager:
             raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
         return hosted
 
-    def append(self, topic: str, index: int, records: memoryview) -> AppendResult:
+    def leader(self, topic: str, index: int) -> HostedPartition:
+        """The partition if this broker leads it; else UNKNOWN_TOPIC_OR_PARTITION or
+        NOT_LEADER_OR_FOLLOWER."""
         hosted = self.get(topic, index)
+        if hosted.leader_id != self.broker_id:
+            raise KafkaError(error_codes.NOT_LEADER_OR_FOLLOWER)
+        return hosted
+
+    def _wake(self, key: TopicPartition) -> None:
+        self.fetch_purgatory.check(key)
+        self.produce_purgatory.check(key)
+
+    def append(self, topic: str, index: int, records: memoryview) -> AppendResult:
+        hosted = self.leader(topic, index)
         result = hosted.log.append(records, hosted.leader_epoch)
         if not result.duplicate:
-            hosted.log.update_high_watermark(hosted.log.log_end_offset)
+            if hosted.alone:
+                hosted.log.update_high_watermark(hosted.log.log_end_offset)
             self.fetch_purgatory.check(hosted.key)
         return result
+
+    # --- leaders: followers' progress and the ISR --------------------------------------
+
+    def follower_fetched(self, hosted: HostedPartition, replica_id: int, offset: int) -> None:
+        now = now_ms()
+        if hosted.follower_fetched(replica_id, offset, now):
+            self._wake(hosted.key)
+        if hosted.pending_isr is None and hosted.follower_to_add(replica_id):
+            self._change_isr(hosted, [*hosted.isr, replica_id])
+
+    def shrink_isrs(self, max_lag_ms: int) -> None:
+        """Drop lagging followers from the ISRs this broker leads (run periodically)."""
+        now = now_ms()
+        for hosted in self:
+            if hosted.leader_id != self.broker_id or hosted.pending_isr is not None:
+                continue
+            lagging = hosted.lagging(now, max_lag_ms)
+            if lagging:
+                log.info(
+                    "shrinking ISR of %s-%d from %s: %s lagging",
+                    hosted.topic, hosted.index, hosted.isr, lagging,
+                )  # fmt: skip
+                self._change_isr(hosted, [r for r in hosted.isr if r not in lagging])
+
+    def _change_isr(self, hosted: HostedPartition, isr: list[int]) -> None:
+        if self.store is None:
+            return
+        state = layout.PartitionState(self.broker_id, hosted.leader_epoch, isr,
+                                      self.controller_epoch)  # fmt: skip
+        path = layout.partition_state_path(hosted.topic, hosted.index)
+        hosted.pending_isr = isr
+        try:
+            version = self.store.set(path, state.to_json(), expected_version=hosted.zk_version)
+        except (BadVersionError, NoNodeError):
+            log.info("ISR of %s-%d not changed: its state moved on", hosted.topic, hosted.index)
+            return  # pending stays set: the controller's next LeaderAndIsr resets it
+        except StoreUnavailableError as e:
+            log.warning("ISR of %s-%d not changed for now: %s", hosted.topic, hosted.index, e)
+            hosted.pending_isr = None  # nothing was written: the next check tries again
+            return
+        if hosted.isr_written(isr, version):
+            self._wake(hosted.key)
+        else:
+            self.produce_purgatory.check(hosted.key)
+        note = json.dumps(
+            {"version": 1, "partitions": [{"topic": hosted.topic, "partition": hosted.index}]}
+        ).encode()
+        try:
+            self.store.create(
+                f"{ISR_CHANGE_NOTIFICATION}/isr_change_{time.time_ns()}_{self.broker_id}", note
+            )
+        except StoreUnavailableError as e:  # the controller reads the state at its next resync
+            log.warning("ISR change of %s-%d not announced: %s", hosted.topic, hosted.index, e)
+
+    # --- the controller's requests ------------------------------------------------------
+
+    def apply_leader_and_isr(
+        self,
+        request: LeaderAndIsrRequest,
+        configs: Callable[[str], dict[str, str]],
+    ) -> tuple[dict[TopicPartition, ErrorCode], RoleChange]:
+        """Become leader or follower of each partition the request names for this broker.
+        A request from an older controller epoch, or a partition state with an older
+        leader epoch than known, changes nothing."""
+        errors: dict[TopicPartition, ErrorCode] = {}
+        leaders: list[HostedPartition] = []
+        followers: list[tuple[HostedPartition, tuple[str, int]]] = []
+        endpoints = {b.broker_id: (b.host_name, b.port) for b in request.live_leaders}
+        stale = request.controller_epoch < self.controller_epoch
+        if not stale:
+            self.controller_epoch = request.controller_epoch
+        now = now_ms()
+        for topic in request.topic_states:
+            for p in topic.partition_states:
+                key = (topic.topic_name, p.partition_index)
+                if stale:
+                    errors[key] = error_codes.STALE_CONTROLLER_EPOCH
+                    continue
+                if self.broker_id not in p.replicas:
+                    errors[key] = error_codes.NONE
+                    continue
+                current = self.partitions.get(key)
+                if current is not None and p.leader_epoch <= current.leader_epoch:
+                    errors[key] = error_codes.NONE if p.leader_epoch == current.leader_epoch \
+                        else error_codes.STALE_CONTROLLER_EPOCH  # fmt: skip
+                    continue
+                hosted = self._open(key[0], key[1], topic.topic_id, configs(key[0]))
+                errors[key] = error_codes.NONE
+                if p.leader == self.broker_id:
+                    hosted.make_leader(self.broker_id, p.leader_epoch, list(p.isr),
+                                       list(p.replicas), p.partition_epoch, now)  # fmt: skip
+                    leaders.append(hosted)
+                else:
+                    hosted.make_follower(p.leader, p.leader_epoch, list(p.isr),
+                                         list(p.replicas), p.partition_epoch)  # fmt: skip
+                    if p.leader in endpoints:
+                        followers.append((hosted, endpoints[p.leader]))
+                self._wake(key)
+        return errors, RoleChange(leaders, followers)
+
+    def stop_replicas(
+        self, controller_epoch: int, partitions: list[tuple[TopicPartition, bool]]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """StopReplica: stop serving (and with `delete`, remove) these replicas."""
+        if controller_epoch < self.controller_epoch:
+            return {key: error_codes.STALE_CONTROLLER_EPOCH for key, _ in partitions}
+        self.controller_epoch = controller_epoch
+        for (topic, index), delete in partitions:
+            self.stop_hosting(topic, index, delete=delete)
+        return {key: error_codes.NONE for key, _ in partitions}

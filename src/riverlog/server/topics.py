@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 
 from riverlog.metadata import layout
-from riverlog.metadata.store import MetadataStore, NoNodeError
+from riverlog.metadata.store import MetadataStore, NodeExistsError, NoNodeError
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 
@@ -85,6 +85,23 @@ class TopicRegistry:
             config = {}
         return Topic(name, assignment.topic_id, assignment.partitions, config)
 
+    def refresh(self, name: str) -> Topic | None:
+        """Re-read one topic from the store (created or changed by another broker)."""
+        try:
+            topic = self._read(name)
+        except NoNodeError:
+            self.forget(name)
+            return None
+        self.forget(name)
+        self._cache(topic)
+        return topic
+
+    def forget(self, name: str) -> None:
+        """Drop a topic from the cache (deleted by the controller)."""
+        topic = self._by_name.pop(name, None)
+        if topic is not None:
+            self._by_id.pop(topic.topic_id, None)
+
     def _cache(self, topic: Topic) -> None:
         self._by_name[topic.name] = topic
         self._by_id[topic.topic_id] = topic
@@ -126,12 +143,19 @@ class TopicRegistry:
         topic = Topic(name, topic_id or uuid.uuid4(), dict(assignment), dict(config))
         if validate_only:
             return topic
+        if self._store.exists(layout.topic_path(name)):  # created by another broker
+            raise KafkaError(error_codes.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if config:
             self._write(layout.topic_config_path(name), layout.topic_config_json(config))
-        self._write(
-            layout.topic_path(name),
-            layout.TopicAssignment(topic.topic_id, topic.partitions).to_json(),
-        )
+        try:
+            self._store.create(
+                layout.topic_path(name),
+                layout.TopicAssignment(topic.topic_id, topic.partitions).to_json(),
+            )
+        except NodeExistsError:
+            raise KafkaError(
+                error_codes.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+            ) from None
         self._cache(topic)
         return topic
 

@@ -2,15 +2,18 @@
 
 Each topic in a request succeeds or fails on its own with Kafka's error code and message;
 `validate_only` checks everything and changes nothing. Replica assignment uses Kafka's
-algorithm over the live brokers (one, until the cluster issue).
+algorithm over the live brokers. In a cluster the broker writes the topic to the store and
+the controller does the rest; the answer waits (up to the request's timeout) until this
+broker's metadata shows the topic with leaders — or, for deletions, without the topic — so a
+client can use it at once.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
-from riverlog.controller.assignment import AssignmentError, assign_replicas
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import (
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from riverlog.server.broker import Broker
 
 Result = CreateTopicsResponse.CreatableTopicResult
+T = TypeVar("T")
 
 
 def _create_one(
@@ -49,11 +53,17 @@ def _create_one(
                     "Both partitions/replication factor and replica assignment were set.",
                 )
             assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+            live = set(broker.live_brokers())
             for replicas in assignment.values():
-                if not set(replicas) <= {broker.broker_id} or not replicas:
+                if not set(replicas) <= live or not replicas:
                     raise KafkaError(
                         error_codes.INVALID_REPLICA_ASSIGNMENT,
                         f"Unknown brokers in the assignment {replicas}.",
+                    )
+                if len(set(replicas)) != len(replicas):
+                    raise KafkaError(
+                        error_codes.INVALID_REPLICA_ASSIGNMENT,
+                        f"Duplicate brokers in the assignment {replicas}.",
                     )
         else:
             partitions = (
@@ -75,10 +85,7 @@ def _create_one(
                     error_codes.INVALID_REPLICATION_FACTOR,
                     "Replication factor must be larger than 0.",
                 )
-            try:
-                assignment = assign_replicas([broker.broker_id], partitions, factor)
-            except AssignmentError as e:
-                raise KafkaError(error_codes.INVALID_REPLICATION_FACTOR, str(e)) from None
+            assignment = broker.assign(partitions, factor)
         created = broker.create_topic_with_assignment(
             topic.name, assignment, configs, validate_only=validate_only
         )
@@ -91,7 +98,16 @@ def _create_one(
     return result
 
 
-def handle_create_topics(broker: Broker, ctx: RequestContext) -> CreateTopicsResponse:
+async def _settled(
+    broker: Broker, names: list[str], timeout_ms: int, *, exists: bool
+) -> None:
+    for name in names:
+        await broker.wait_for_topic(name, exists=exists, timeout_s=timeout_ms / 1000)
+
+
+def handle_create_topics(
+    broker: Broker, ctx: RequestContext
+) -> CreateTopicsResponse | Awaitable[CreateTopicsResponse]:
     request = ctx.request.body
     assert isinstance(request, CreateTopicsRequest)
     names = [t.name for t in request.topics]
@@ -107,10 +123,21 @@ def handle_create_topics(broker: Broker, ctx: RequestContext) -> CreateTopicsRes
             )
             continue
         results.append(_create_one(broker, topic, request.validate_only, ctx.version))
-    return CreateTopicsResponse(topics=results)
+    response = CreateTopicsResponse(topics=results)
+    created = [r.name for r in results if r.error_code == 0]
+    if broker.in_zookeeper and created and not request.validate_only:
+        return _answer_after(_settled(broker, created, request.timeout_ms, exists=True), response)
+    return response
 
 
-def handle_delete_topics(broker: Broker, ctx: RequestContext) -> DeleteTopicsResponse:
+async def _answer_after(wait: Awaitable[None], response: T) -> T:
+    await wait
+    return response
+
+
+def handle_delete_topics(
+    broker: Broker, ctx: RequestContext
+) -> DeleteTopicsResponse | Awaitable[DeleteTopicsResponse]:
     request = ctx.request.body
     assert isinstance(request, DeleteTopicsRequest)
     wanted: list[tuple[str | None, uuid.UUID | None]] = [
@@ -135,7 +162,11 @@ def handle_delete_topics(broker: Broker, ctx: RequestContext) -> DeleteTopicsRes
             answer.error_code = e.code
             answer.error_message = e.message if ctx.version >= 5 else None
         responses.append(answer)
-    return DeleteTopicsResponse(responses=responses)
+    response = DeleteTopicsResponse(responses=responses)
+    gone = [r.name for r in responses if r.error_code == 0 and r.name is not None]
+    if broker.in_zookeeper and gone:
+        return _answer_after(_settled(broker, gone, request.timeout_ms, exists=False), response)
+    return response
 
 
 def handle_create_partitions(broker: Broker, ctx: RequestContext) -> CreatePartitionsResponse:

@@ -34,6 +34,7 @@ from riverlog.server.fetch_session import (
     PartitionFetch,
     PartitionState,
 )
+from riverlog.server.partition import HostedPartition
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -108,26 +109,48 @@ class _Fetch:
         version: int,
         ctx: FetchContext,
         unknown: dict[Hashable, int],
+        replica_id: int,
     ) -> None:
         self.broker = broker
         self.request = request
         self.version = version
         self.ctx = ctx
         self.unknown = unknown
+        self.replica_id = replica_id
+        """The fetching follower's broker id; -1 for consumers."""
+
+    def _readable(self, key: Hashable, fetch: PartitionFetch) -> HostedPartition | int:
+        """The partition to read, or why not: an error code."""
+        topic, index = cast(TopicPartition, key)
+        hosted = self.broker.replicas.partitions.get((topic, index))
+        if hosted is None:
+            return error_codes.UNKNOWN_TOPIC_OR_PARTITION.code
+        if hosted.leader_id != self.broker.broker_id:
+            return error_codes.NOT_LEADER_OR_FOLLOWER.code
+        wanted = fetch.current_leader_epoch
+        if wanted >= 0 and wanted != hosted.leader_epoch:
+            return (error_codes.FENCED_LEADER_EPOCH if wanted < hosted.leader_epoch
+                    else error_codes.UNKNOWN_LEADER_EPOCH).code  # fmt: skip
+        return hosted
+
+    def limit(self, hosted: HostedPartition) -> int:
+        """Followers read up to the log end, consumers up to the high watermark."""
+        plog = hosted.log
+        return plog.log_end_offset if self.replica_id >= 0 else plog.high_watermark
 
     def available(self) -> int:
         """Bytes available to this fetch now, capped at min_bytes (cheap: offsets only)."""
         total = 0
         for key, fetch in self.ctx.partitions.items():
-            topic, index = cast(TopicPartition, key)
-            hosted = self.broker.replicas.partitions.get((topic, index))
-            if hosted is None:
+            hosted = self._readable(key, fetch)
+            if not isinstance(hosted, HostedPartition):
                 return self.request.min_bytes  # an error to report: answer now
             log = hosted.log
             if fetch.fetch_offset > log.log_end_offset or fetch.fetch_offset < log.log_start_offset:
                 return self.request.min_bytes
-            if log.high_watermark > fetch.fetch_offset:
-                read = log.read(fetch.fetch_offset, fetch.max_bytes, max_offset=log.high_watermark)
+            limit = self.limit(hosted)
+            if limit > fetch.fetch_offset:
+                read = log.read(fetch.fetch_offset, fetch.max_bytes, max_offset=limit)
                 total += read.records.length if read.records is not None else 0
                 if total >= self.request.min_bytes:
                     break
@@ -148,17 +171,17 @@ class _Fetch:
                 log_start_offset=-1,
             )
             error = self.unknown.get(key, 0)
-            hosted = None if error else self.broker.replicas.partitions.get((topic, index))
-            if hosted is None and not error:
-                error = error_codes.UNKNOWN_TOPIC_OR_PARTITION.code
-            if hosted is not None:
+            readable = error or self._readable(key, fetch)
+            hosted = readable if isinstance(readable, HostedPartition) else None
+            if hosted is None:
+                error = cast(int, readable)
+            else:
                 log = hosted.log
-                limit = min(fetch.max_bytes, remaining)
                 try:
                     read = log.read(
                         fetch.fetch_offset,
-                        limit,
-                        max_offset=log.high_watermark,
+                        min(fetch.max_bytes, remaining),
+                        max_offset=self.limit(hosted),
                         min_one_batch=first_data,
                     )
                 except KafkaError as e:
@@ -196,6 +219,14 @@ class _Fetch:
         return FetchResponse(session_id=self.ctx.session_id, responses=list(topics.values()))
 
 
+def _follower_fetched(broker: Broker, replica_id: int, session: FetchContext) -> None:
+    """A follower's fetch offsets are its log end offsets: the leader's view of its progress."""
+    for key, fetch in session.partitions.items():
+        hosted = broker.replicas.partitions.get(cast(TopicPartition, key))
+        if hosted is not None and hosted.leader_id == broker.broker_id:
+            broker.replicas.follower_fetched(hosted, replica_id, fetch.fetch_offset)
+
+
 def handle_fetch(broker: Broker, ctx: RequestContext) -> Response | Awaitable[Response]:
     request = ctx.request.body
     assert isinstance(request, FetchRequest)
@@ -211,7 +242,10 @@ def handle_fetch(broker: Broker, ctx: RequestContext) -> Response | Awaitable[Re
             session = FetchContext(0, wanted)
     except FetchSessionError as e:
         return FetchResponse(error_code=e.error_code, session_id=0, responses=[])
-    fetch = _Fetch(broker, request, version, session, unknown)
+    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+    if replica_id >= 0:
+        _follower_fetched(broker, replica_id, session)
+    fetch = _Fetch(broker, request, version, session, unknown, replica_id)
     if request.max_wait_ms <= 0 or request.min_bytes <= 0 or unknown:
         return fetch.respond()
     if fetch.available() >= request.min_bytes:

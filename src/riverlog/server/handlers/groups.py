@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 from riverlog.coordinator.membership import JoinRequest
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
+from riverlog.protocol.error_codes import KafkaError
 from riverlog.server.dispatch import RequestContext
+from riverlog.server.group_coordinator import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
@@ -49,7 +51,16 @@ def _coordinator(
     if key_type != GROUP_KEY:
         return error_codes.INVALID_REQUEST, f"Unknown coordinator key type {key_type}", -1, "", -1
     groups = broker.groups
-    groups.ensure_offsets_topic()
+    try:
+        groups.ensure_offsets_topic()
+    except KafkaError as e:
+        return error_codes.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
+    if broker.in_zookeeper:  # the leader of the group's __consumer_offsets partition
+        leader = broker.metadata.leader_of(OFFSETS_TOPIC, groups.partition_of(key))
+        info = broker.metadata.brokers.get(leader)
+        if info is None:
+            return error_codes.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+        return error_codes.NONE, None, leader, info.host, info.port
     if groups.coordinator_error(key) is error_codes.NOT_COORDINATOR:
         return error_codes.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     host, port = broker.advertised

@@ -19,6 +19,7 @@ from riverlog.protocol.messages import (
 )
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
+from riverlog.server.metadata_cache import BrokerInfo
 from riverlog.server.topics import Topic, validate_topic_name
 
 if TYPE_CHECKING:
@@ -28,29 +29,58 @@ if TYPE_CHECKING:
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-def _topic_entry(broker: Broker, topic: Topic) -> MetadataResponse.MetadataResponseTopic:
-    partitions = []
+def _partition_entry(
+    index: int, leader: int, epoch: int, replicas: list[int], isr: list[int], offline: list[int]
+) -> MetadataResponse.MetadataResponsePartition:
+    return MetadataResponse.MetadataResponsePartition(
+        error_code=0 if leader >= 0 else error_codes.LEADER_NOT_AVAILABLE.code,
+        partition_index=index,
+        leader_id=leader,
+        leader_epoch=epoch,
+        replica_nodes=replicas,
+        isr_nodes=isr,
+        offline_replicas=offline,
+    )
+
+
+def _partitions(broker: Broker, topic: Topic) -> list[MetadataResponse.MetadataResponsePartition]:
+    """From the controller's view in a cluster; from the local replicas on one broker."""
+    out = []
+    if broker.in_zookeeper:
+        for index, info in sorted(broker.metadata.partitions_of(topic.name).items()):
+            out.append(_partition_entry(index, info.leader, info.leader_epoch,
+                                        list(info.replicas), list(info.isr), list(info.offline)))
+        return out  # fmt: skip
     for index, replicas in sorted(topic.partitions.items()):
         hosted = broker.replicas.partitions.get((topic.name, index))
-        partitions.append(
-            MetadataResponse.MetadataResponsePartition(
-                error_code=0 if hosted is not None else error_codes.LEADER_NOT_AVAILABLE.code,
-                partition_index=index,
-                leader_id=hosted.leader_id if hosted is not None else -1,
-                leader_epoch=hosted.leader_epoch if hosted is not None else -1,
-                replica_nodes=list(replicas),
-                isr_nodes=list(hosted.isr) if hosted is not None else [],
-                offline_replicas=[],
-            )
-        )
+        if hosted is None:
+            out.append(_partition_entry(index, -1, -1, list(replicas), [], []))
+        else:
+            out.append(_partition_entry(index, hosted.leader_id, hosted.leader_epoch,
+                                        list(replicas), list(hosted.isr), []))  # fmt: skip
+    return out
+
+
+def _topic_entry(broker: Broker, topic: Topic) -> MetadataResponse.MetadataResponseTopic:
     return MetadataResponse.MetadataResponseTopic(
         error_code=0,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
-        partitions=partitions,
+        partitions=_partitions(broker, topic),
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
+
+
+def _brokers(broker: Broker) -> list[BrokerInfo]:
+    if broker.in_zookeeper and broker.metadata.brokers:
+        return [b for _, b in sorted(broker.metadata.brokers.items())]
+    host, port = broker.advertised
+    return [BrokerInfo(broker.broker_id, host, port, broker.rack)]
+
+
+def _controller_id(broker: Broker) -> int:
+    return broker.metadata.controller_id if broker.in_zookeeper else broker.broker_id
 
 
 def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse:
@@ -104,29 +134,29 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse:
                 )
                 continue
             entries.append(_topic_entry(broker, topic))
-    host, port = broker.advertised
     return MetadataResponse(
         brokers=[
             MetadataResponse.MetadataResponseBroker(
-                node_id=broker.broker_id, host=host, port=port, rack=broker.rack
+                node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack
             )
+            for b in _brokers(broker)
         ],
         cluster_id=broker.cluster_id,
-        controller_id=broker.broker_id,
+        controller_id=_controller_id(broker),
         topics=entries,
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
 
 
 def handle_describe_cluster(broker: Broker, ctx: RequestContext) -> DescribeClusterResponse:
-    host, port = broker.advertised
     return DescribeClusterResponse(
         cluster_id=broker.cluster_id,
-        controller_id=broker.broker_id,
+        controller_id=_controller_id(broker),
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(
-                broker_id=broker.broker_id, host=host, port=port, rack=broker.rack
+                broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack
             )
+            for b in _brokers(broker)
         ],
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )

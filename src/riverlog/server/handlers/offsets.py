@@ -36,7 +36,7 @@ def _list_one(
 ) -> PartitionAnswer:
     answer = PartitionAnswer(partition_index=p.partition_index, timestamp=-1, offset=-1)
     try:
-        hosted = broker.replicas.get(topic, p.partition_index)
+        hosted = broker.replicas.leader(topic, p.partition_index)
     except KafkaError as e:
         answer.error_code = e.code
         return answer
@@ -89,7 +89,7 @@ def handle_offset_for_leader_epoch(
                 partition=p.partition, leader_epoch=-1, end_offset=-1
             )
             try:
-                log = broker.replicas.get(topic.topic, p.partition).log
+                log = broker.replicas.leader(topic.topic, p.partition).log
                 answer.leader_epoch, answer.end_offset = log.epochs.end_offset_for(
                     p.leader_epoch, log.log_end_offset
                 )
@@ -115,7 +115,7 @@ def handle_delete_records(broker: Broker, ctx: RequestContext) -> DeleteRecordsR
                 partition_index=p.partition_index, low_watermark=-1
             )
             try:
-                log = broker.replicas.get(topic.name, p.partition_index).log
+                log = broker.replicas.leader(topic.name, p.partition_index).log
                 offset = log.high_watermark if p.offset == -1 else p.offset
                 answer.low_watermark = log.delete_records_before(offset)
             except KafkaError as e:

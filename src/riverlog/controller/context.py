@@ -1,0 +1,159 @@
+"""The controller's picture of the cluster, and the decisions it takes from it (pure).
+
+`ControllerContext` holds what the controller read from the store: live brokers, each topic's
+assignment and id, each partition's leader/ISR state with the znode version it was read at,
+and its own epoch. The decision functions look at it and return the partition states to
+write; the controller's edge (`server/controller_service.py`) writes them version-checked,
+records them here with `written`, and tells the brokers. Nothing here does I/O.
+
+Decisions, as ZooKeeper-era Kafka's controller takes them:
+- new partitions: the leader is the first live assigned replica, the ISR all live assigned
+  replicas (a partition with none stays offline, leader -1);
+- brokers gone: partitions they led get an offline election (from the live ISR; unclean only
+  where the topic allows it); partitions where they were only ISR members drop them;
+- brokers back, or nothing led: partitions without a live leader get an offline election;
+- controlled shutdown: leadership leaves the brokers shutting down, and they leave the ISR.
+Every new state bumps the leader epoch and carries the controller's epoch.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+
+from riverlog.controller.elections import (
+    NO_LEADER,
+    Elected,
+    controlled_shutdown_election,
+    next_state,
+    offline_election,
+    offline_state,
+)
+from riverlog.metadata.layout import BrokerRegistration, PartitionState
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class TopicInfo:
+    topic_id: uuid.UUID
+    assignment: dict[int, list[int]]
+
+
+@dataclass
+class ControllerContext:
+    epoch: int
+    live: dict[int, BrokerRegistration] = field(default_factory=dict)
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    states: dict[TopicPartition, tuple[PartitionState, int]] = field(default_factory=dict)
+    """Partition → (state, znode version) as last read or written."""
+    deleting: set[str] = field(default_factory=set)
+    shutting_down: set[int] = field(default_factory=set)
+
+    def replicas(self, tp: TopicPartition) -> list[int]:
+        topic = self.topics.get(tp[0])
+        return [] if topic is None else topic.assignment.get(tp[1], [])
+
+    def partitions(self) -> list[TopicPartition]:
+        return [(t, p) for t, info in sorted(self.topics.items()) for p in sorted(info.assignment)]
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        info = self.topics.get(topic)
+        return [] if info is None else [(topic, p) for p in sorted(info.assignment)]
+
+    def partitions_on(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp in self.partitions() if broker_id in self.replicas(tp)]
+
+    def state(self, tp: TopicPartition) -> PartitionState | None:
+        found = self.states.get(tp)
+        return None if found is None else found[0]
+
+    def version(self, tp: TopicPartition) -> int:
+        """The state znode's version, -1 when it does not exist yet."""
+        found = self.states.get(tp)
+        return -1 if found is None else found[1]
+
+    def written(self, tp: TopicPartition, state: PartitionState) -> None:
+        """Record a state the store accepted (a create makes version 0, a set adds one)."""
+        self.states[tp] = (state, self.version(tp) + 1)
+
+    def offline_replicas(self, tp: TopicPartition) -> list[int]:
+        return [r for r in self.replicas(tp) if r not in self.live]
+
+    def usable(self) -> set[int]:
+        """Brokers that may lead: alive and not shutting down."""
+        return set(self.live) - self.shutting_down
+
+
+def initial_states(ctx: ControllerContext, topic: str) -> dict[TopicPartition, PartitionState]:
+    """Leader and ISR of a new topic's partitions that have no state yet."""
+    out = {}
+    usable = ctx.usable()
+    for tp in ctx.partitions_of(topic):
+        if ctx.state(tp) is not None:
+            continue
+        alive = [r for r in ctx.replicas(tp) if r in usable]
+        leader = alive[0] if alive else NO_LEADER
+        out[tp] = PartitionState(leader, 0, alive, ctx.epoch)
+    return out
+
+
+def elect_offline(
+    ctx: ControllerContext,
+    partitions: Collection[TopicPartition],
+    unclean_allowed: Callable[[str], bool],
+) -> dict[TopicPartition, PartitionState]:
+    """Offline elections for those of `partitions` whose leader is not usable."""
+    out = {}
+    usable = ctx.usable()
+    for tp in partitions:
+        current = ctx.state(tp)
+        if current is None or current.leader in usable or tp[0] in ctx.deleting:
+            continue
+        elected = offline_election(
+            ctx.replicas(tp), current.isr, usable, unclean_allowed=unclean_allowed(tp[0])
+        )
+        if elected is not None:
+            out[tp] = next_state(current, elected, ctx.epoch)
+        elif current.leader != NO_LEADER:
+            out[tp] = offline_state(current, ctx.epoch)
+    return out
+
+
+def on_brokers_failed(
+    ctx: ControllerContext, dead: Collection[int], unclean_allowed: Callable[[str], bool]
+) -> dict[TopicPartition, PartitionState]:
+    """New leaders where the dead led, and the dead out of every other ISR."""
+    affected = [tp for tp in ctx.partitions() if any(b in ctx.replicas(tp) for b in dead)]
+    out = elect_offline(ctx, affected, unclean_allowed)
+    for tp in affected:
+        current = ctx.state(tp)
+        if tp in out or current is None or tp[0] in ctx.deleting:
+            continue
+        isr = [r for r in current.isr if r not in dead]
+        if isr != current.isr and isr:
+            out[tp] = next_state(current, Elected(current.leader, isr), ctx.epoch)
+    return out
+
+
+def move_leadership_off(
+    ctx: ControllerContext, broker_id: int
+) -> dict[TopicPartition, PartitionState]:
+    """Controlled shutdown of `broker_id`: elect elsewhere where it leads (if any other ISR
+    member can), and take it out of the other ISRs."""
+    out = {}
+    for tp in ctx.partitions_on(broker_id):
+        current = ctx.state(tp)
+        if current is None or tp[0] in ctx.deleting or len(ctx.replicas(tp)) < 2:
+            continue
+        if current.leader == broker_id:
+            elected = controlled_shutdown_election(
+                ctx.replicas(tp), current.isr, ctx.shutting_down | {broker_id}
+            )
+            if elected is not None:
+                out[tp] = next_state(current, elected, ctx.epoch)
+        elif broker_id in current.isr:
+            isr = [r for r in current.isr if r != broker_id]
+            out[tp] = next_state(current, Elected(current.leader, isr), ctx.epoch)
+    return out

@@ -1,0 +1,111 @@
+"""The controller's connections to brokers: one ordered request queue per broker.
+
+Requests to one broker go out one at a time in the order the controller queued them (a
+LeaderAndIsr must not overtake the UpdateMetadata queued before it); each waits for its
+response, whose per-partition errors are logged — the controller's decisions do not wait on
+brokers. A broken connection is reopened and the request retried until the broker is
+removed (it left the cluster) or the channel stops (this broker stopped being controller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection
+
+from riverlog.client.connection import Connection
+from riverlog.protocol.api import ApiMessage
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 0.3
+REQUEST_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 5.0
+
+
+class _BrokerQueue:
+    def __init__(self, broker_id: int, address: tuple[str, int], client_id: str) -> None:
+        self.broker_id = broker_id
+        self.address = address
+        self.client_id = client_id
+        self.queue: asyncio.Queue[tuple[ApiMessage, asyncio.Future[ApiMessage | None]]] = (
+            asyncio.Queue()
+        )
+        self.stopped = False
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        # The flag as well as the cancel: Python 3.11's wait_for loses a cancellation that
+        # races with the connection attempt failing, and the retry loop would go on forever.
+        self.stopped = True
+        self.task.cancel()
+
+    async def _run(self) -> None:
+        conn: Connection | None = None
+        done: asyncio.Future[ApiMessage | None] | None = None
+        try:
+            while not self.stopped:
+                request, done = await self.queue.get()
+                while not self.stopped:
+                    try:
+                        if conn is None or conn.closed:
+                            conn = await Connection.open(*self.address, client_id=self.client_id)
+                        response = await asyncio.wait_for(conn.send(request), REQUEST_TIMEOUT_S)
+                        if not done.done():
+                            done.set_result(response)
+                        break
+                    except (ConnectionError, OSError, TimeoutError) as e:
+                        log.info("controller → broker %d: %r, retrying", self.broker_id, e)
+                        if conn is not None:
+                            await conn.close()
+                        conn = None
+                        await asyncio.sleep(RETRY_S)
+        finally:
+            if conn is not None:
+                await conn.close()
+            if done is not None and not done.done():
+                done.set_result(None)
+            while not self.queue.empty():
+                _, done = self.queue.get_nowait()
+                if not done.done():
+                    done.set_result(None)
+
+
+class ControllerChannel:
+    def __init__(self, controller_id: int) -> None:
+        self.client_id = f"controller-{controller_id}"
+        self._queues: dict[int, _BrokerQueue] = {}
+
+    def add(self, broker_id: int, address: tuple[str, int]) -> None:
+        current = self._queues.get(broker_id)
+        if current is not None and current.address == address:
+            return
+        self.remove(broker_id)
+        self._queues[broker_id] = _BrokerQueue(broker_id, address, self.client_id)
+
+    def remove(self, broker_id: int) -> None:
+        queue = self._queues.pop(broker_id, None)
+        if queue is not None:
+            queue.stop()
+
+    def keep_only(self, broker_ids: Collection[int]) -> None:
+        for broker_id in set(self._queues) - set(broker_ids):
+            self.remove(broker_id)
+
+    def send(self, broker_id: int, request: ApiMessage) -> asyncio.Future[ApiMessage | None]:
+        """Queue `request` for `broker_id`; the future gets the response (None if the
+        broker went away first)."""
+        done: asyncio.Future[ApiMessage | None] = asyncio.get_running_loop().create_future()
+        queue = self._queues.get(broker_id)
+        if queue is None:
+            done.set_result(None)
+        else:
+            queue.queue.put_nowait((request, done))
+        return done
+
+    async def stop(self) -> None:
+        queues, self._queues = list(self._queues.values()), {}
+        for queue in queues:
+            queue.stop()
+        if queues:
+            await asyncio.wait([q.task for q in queues], timeout=STOP_TIMEOUT_S)

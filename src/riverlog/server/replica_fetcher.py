@@ -1,0 +1,303 @@
+"""Followers' replication: one fetcher task per leader broker, fetching with the Fetch API.
+
+How it works. `ReplicaFetchers.follow` puts a follower partition under the fetcher of its
+leader (creating it), taking it away from any other. A fetcher first reconciles each new
+partition with its leader — OffsetForLeaderEpoch for the follower's latest leader epoch, then
+truncation to where both logs agree (repeated for older epochs until they do; the leader's
+high watermark when the leader knows no epoch) — so a former leader drops writes that never
+reached the ISR and the replicas stay byte-identical. Then it long-polls Fetch (replica id
+set, from each partition's log end offset, carrying the leader epoch it follows so a stale
+leader refuses) and appends what comes back as is: batches keep the leader's offsets and
+epochs. The follower's high watermark is the leader's, capped at its own end.
+
+Errors. A lost connection is retried with backoff; partition errors (the leader moved, a
+newer epoch) leave the partition in place until the controller's next LeaderAndIsr moves it.
+Runs on the event loop; the only I/O is the fetcher's connection to its leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from dataclasses import dataclass
+
+from riverlog.client.connection import Connection
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.messages import (
+    FetchRequest,
+    FetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from riverlog.server.partition import HostedPartition, TopicPartition
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12  # topic names, leader epochs, replica id in the request header
+EPOCH_VERSION = 4
+UNDEFINED_EPOCH = -1
+BACKOFF_S = 0.2
+REQUEST_TIMEOUT_S = 10.0
+MAX_TRUNCATION_ROUNDS = 10
+STOP_TIMEOUT_S = 5.0
+_LENGTH = struct.Struct(">i")
+
+
+def whole_batches(data: memoryview) -> memoryview:
+    """The leading whole record batches of a fetched record set (a size-bounded read may
+    end inside a batch)."""
+    position = 0
+    while len(data) - position >= 12:
+        size = 12 + _LENGTH.unpack_from(data, position + 8)[0]
+        if position + size > len(data):
+            break
+        position += size
+    return data[:position]
+
+
+@dataclass(eq=False)
+class _Followed:
+    hosted: HostedPartition
+    epoch: int
+    reconciled: bool = False
+
+
+class _Fetcher:
+    def __init__(
+        self, owner: ReplicaFetchers, leader_id: int, address: tuple[str, int]
+    ) -> None:
+        self.owner = owner
+        self.leader_id = leader_id
+        self.address = address
+        self.partitions: dict[TopicPartition, _Followed] = {}
+        self.changed = asyncio.Event()
+        self.stopped = False
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        # The flag as well as the cancel: Python 3.11's wait_for loses a cancellation that
+        # races with the connection attempt failing, and the retry loop would go on forever.
+        self.stopped = True
+        self.task.cancel()
+
+    async def _run(self) -> None:
+        host, port = self.address
+        conn: Connection | None = None
+        failed = False
+        try:
+            while not self.stopped:
+                if not self.partitions:
+                    self.changed.clear()
+                    await self.changed.wait()
+                    continue
+                try:
+                    if conn is None or conn.closed:
+                        conn = await Connection.open(
+                            host, port, client_id=f"replica-fetcher-{self.owner.broker_id}"
+                        )
+                    await self._reconcile(conn)
+                    await self._fetch(conn)
+                except (ConnectionError, OSError, TimeoutError) as e:
+                    log.info("replica fetcher to broker %d: %r", self.leader_id, e)
+                    failed = True
+                except Exception:
+                    log.exception("replica fetcher to broker %d failed", self.leader_id)
+                    failed = True
+                if failed:
+                    failed = False
+                    if conn is not None:
+                        await conn.close()
+                    conn = None
+                    await asyncio.sleep(BACKOFF_S)
+        finally:
+            if conn is not None:
+                await conn.close()
+
+    def _current(self, key: TopicPartition, followed: _Followed) -> bool:
+        """Whether `followed` is still what this fetcher should follow for `key`."""
+        return self.partitions.get(key) is followed and followed.hosted.leader_epoch == \
+            followed.epoch  # fmt: skip
+
+    # --- truncation --------------------------------------------------------------------
+
+    async def _reconcile(self, conn: Connection) -> None:
+        for _ in range(MAX_TRUNCATION_ROUNDS):
+            pending = {k: f for k, f in self.partitions.items() if not f.reconciled}
+            if not pending:
+                return
+            topics: dict[str, list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition]] = {}
+            for (topic, index), followed in pending.items():
+                topics.setdefault(topic, []).append(
+                    OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                        partition=index,
+                        current_leader_epoch=followed.epoch,
+                        leader_epoch=followed.hosted.log.epochs.latest_epoch,
+                    )
+                )
+            request = OffsetForLeaderEpochRequest(
+                replica_id=self.owner.broker_id,
+                topics=[
+                    OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
+                    for t, ps in topics.items()
+                ],
+            )
+            response = await asyncio.wait_for(conn.send(request, EPOCH_VERSION), REQUEST_TIMEOUT_S)
+            assert isinstance(response, OffsetForLeaderEpochResponse)
+            retry = False
+            for topic_result in response.topics:
+                for answer in topic_result.partitions:
+                    key = (topic_result.topic, answer.partition)
+                    candidate = pending.get(key)
+                    if candidate is None or not self._current(key, candidate):
+                        continue
+                    followed = candidate
+                    if answer.error_code != 0:
+                        retry = True
+                        continue
+                    followed.reconciled = self._truncate(followed.hosted, answer)
+            if retry:
+                await asyncio.sleep(BACKOFF_S)
+        for left in self.partitions.values():  # no agreement found: fall back to the HW
+            if not left.reconciled:
+                left.hosted.log.truncate_to(left.hosted.log.high_watermark)
+                left.reconciled = True
+
+    @staticmethod
+    def _truncate(
+        hosted: HostedPartition, answer: OffsetForLeaderEpochResponse.EpochEndOffset
+    ) -> bool:
+        """Truncate to where this log agrees with the leader's; whether that is settled."""
+        plog = hosted.log
+        end = plog.log_end_offset
+        if answer.leader_epoch == UNDEFINED_EPOCH or plog.epochs.latest_epoch == UNDEFINED_EPOCH:
+            target = min(plog.high_watermark, end) if plog.epochs.latest_epoch >= 0 else end
+            plog.truncate_to(target)
+            return True
+        local_epoch, local_end = plog.epochs.end_offset_for(answer.leader_epoch, end)
+        target = min(answer.end_offset, local_end)
+        if target < end:
+            log.info(
+                "truncating %s-%d from %d to %d (leader epoch %d ends at %d there)",
+                hosted.topic, hosted.index, end, target, answer.leader_epoch, answer.end_offset,
+            )  # fmt: skip
+            plog.truncate_to(target)
+        return local_epoch == answer.leader_epoch
+
+    # --- fetching ----------------------------------------------------------------------
+
+    async def _fetch(self, conn: Connection) -> None:
+        sent = dict(self.partitions)
+        topics: dict[str, FetchRequest.FetchTopic] = {}
+        for (topic, index), followed in sent.items():
+            plog = followed.hosted.log
+            entry = topics.setdefault(
+                topic, FetchRequest.FetchTopic(topic=topic, topic_id=followed.hosted.topic_id)
+            )
+            entry.partitions.append(
+                FetchRequest.FetchPartition(
+                    partition=index,
+                    current_leader_epoch=followed.epoch,
+                    fetch_offset=plog.log_end_offset,
+                    log_start_offset=plog.log_start_offset,
+                    partition_max_bytes=self.owner.partition_max_bytes,
+                )
+            )
+        request = FetchRequest(
+            replica_id=self.owner.broker_id,
+            max_wait_ms=self.owner.max_wait_ms,
+            min_bytes=1,
+            max_bytes=self.owner.max_bytes,
+            session_id=0,
+            session_epoch=-1,
+            topics=list(topics.values()),
+        )
+        response = await asyncio.wait_for(
+            conn.send(request, FETCH_VERSION), self.owner.max_wait_ms / 1000 + REQUEST_TIMEOUT_S
+        )
+        assert isinstance(response, FetchResponse)
+        failed = 0
+        for topic_response in response.responses:
+            for data in topic_response.partitions:
+                key = (topic_response.topic, data.partition_index)
+                candidate = sent.get(key)
+                if candidate is None or not self._current(key, candidate):
+                    continue
+                followed = candidate
+                if data.error_code != 0:
+                    failed += 1
+                    continue
+                self._append(followed.hosted, data)
+        if failed and failed == len(sent):
+            await asyncio.sleep(BACKOFF_S)
+
+    def _append(self, hosted: HostedPartition, data: FetchResponse.PartitionData) -> None:
+        plog = hosted.log
+        records = data.records
+        if isinstance(records, bytes | bytearray | memoryview) and len(records) > 0:
+            batches = whole_batches(memoryview(records))
+            if len(batches) > 0:
+                try:
+                    plog.append_as_follower(batches)
+                except KafkaError as e:
+                    log.error("replica of %s-%d refused fetched data: %s",
+                              hosted.topic, hosted.index, e)  # fmt: skip
+                    return
+        plog.update_high_watermark(data.high_watermark)
+        if data.log_start_offset > plog.log_start_offset:
+            with contextlib.suppress(KafkaError):
+                plog.delete_records_before(min(data.log_start_offset, plog.high_watermark))
+
+
+class ReplicaFetchers:
+    """The fetchers of one broker, by leader broker id."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        *,
+        max_wait_ms: int = 500,
+        max_bytes: int = 10 * 1024 * 1024,
+        partition_max_bytes: int = 1024 * 1024,
+    ) -> None:
+        self.broker_id = broker_id
+        self.max_wait_ms = max_wait_ms
+        self.max_bytes = max_bytes
+        self.partition_max_bytes = partition_max_bytes
+        self._fetchers: dict[int, _Fetcher] = {}
+        self._stopped = False
+
+    def follow(self, hosted: HostedPartition, leader_address: tuple[str, int]) -> None:
+        self.unfollow(hosted.key)
+        if self._stopped:  # the broker is shutting down
+            return
+        fetcher = self._fetchers.get(hosted.leader_id)
+        if fetcher is not None and fetcher.address != leader_address:
+            fetcher.stop()
+            del self._fetchers[hosted.leader_id]
+            fetcher = None
+        if fetcher is None:
+            fetcher = _Fetcher(self, hosted.leader_id, leader_address)
+            self._fetchers[hosted.leader_id] = fetcher
+        fetcher.partitions[hosted.key] = _Followed(hosted, hosted.leader_epoch)
+        fetcher.changed.set()
+
+    def unfollow(self, key: TopicPartition) -> None:
+        for fetcher in self._fetchers.values():
+            fetcher.partitions.pop(key, None)
+
+    def following(self, key: TopicPartition) -> int | None:
+        """The leader a partition is fetched from, if it is."""
+        for leader_id, fetcher in self._fetchers.items():
+            if key in fetcher.partitions:
+                return leader_id
+        return None
+
+    async def stop(self) -> None:
+        self._stopped = True
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
+        for fetcher in fetchers:
+            fetcher.stop()
+        if fetchers:
+            await asyncio.wait([f.task for f in fetchers], timeout=STOP_TIMEOUT_S)
