@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from riverlog import __version__
+from riverlog.cli import cluster as cli_cluster
 from riverlog.cli import console as cli_console
 from riverlog.cli import consumer_groups as cli_groups
 from riverlog.cli import perf as cli_perf
@@ -53,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     decode.set_defaults(run=_decode_request)
     demo = sub.add_parser("demo", help="run the demo that `./dev run` runs")
     demo.set_defaults(run=_demo)
-    server = sub.add_parser("server", help="run a broker (single node without ZooKeeper)")
+    server = sub.add_parser(
+        "server", help="run a broker (single node, or --zookeeper to join a cluster)"
+    )
     cli_server.add_arguments(server)
     server.set_defaults(run=cli_server.run)
     topics = sub.add_parser(
@@ -87,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_groups.add_arguments(groups)
     groups.set_defaults(run=cli_groups.run)
+
+    cluster = sub.add_parser("cluster", help="start or stop ZooKeeper + N brokers on loopback")
+    cli_cluster.add_arguments(cluster)
+    cluster.set_defaults(run=cli_cluster.run)
     return parser
 
 

@@ -4,6 +4,7 @@
     riverlog topics --bootstrap-server HOST:PORT --create --topic T [--partitions N]
                     [--replication-factor R] [--config k=v ...] [--if-not-exists]
     riverlog topics --bootstrap-server HOST:PORT --describe [--topic T]
+                    [--under-replicated-partitions | --unavailable-partitions]
     riverlog topics --bootstrap-server HOST:PORT --alter --topic T --partitions N
     riverlog topics --bootstrap-server HOST:PORT --delete --topic T [--if-exists]
 
@@ -54,6 +55,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--if-exists",
         action="store_true",
         help="with --alter/--delete/--describe: no error if it does not",
+    )
+    parser.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="with --describe: only partitions whose ISR is smaller than their replicas",
+    )
+    parser.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="with --describe: only partitions without a leader",
     )
     parser.add_argument(
         "--exclude-internal",
@@ -129,19 +140,26 @@ async def _describe(conn: Connection, args: argparse.Namespace) -> None:
         if args.if_exists and e.error.name == "UNKNOWN_TOPIC_OR_PARTITION":
             return
         raise
+    only_some = args.under_replicated_partitions or args.unavailable_partitions
     for t in topics:
         if args.exclude_internal and t.is_internal:
             continue
-        overrides = await admin.topic_config_overrides(conn, t.name)
-        factor = len(t.partitions[0].replicas) if t.partitions else 0
-        configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-        print(
-            f"Topic: {t.name}\tTopicId: {_topic_id(t)}\tPartitionCount: {len(t.partitions)}"
-            f"\tReplicationFactor: {factor}\tConfigs: {configs}"
-        )
-        for p in t.partitions:
+        if not only_some:
+            overrides = await admin.topic_config_overrides(conn, t.name)
+            factor = len(t.partitions[0].replicas) if t.partitions else 0
+            configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
             print(
-                f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {p.leader}"
+                f"Topic: {t.name}\tTopicId: {_topic_id(t)}\tPartitionCount: {len(t.partitions)}"
+                f"\tReplicationFactor: {factor}\tConfigs: {configs}"
+            )
+        for p in t.partitions:
+            if args.under_replicated_partitions and len(p.isr) >= len(p.replicas):
+                continue
+            if args.unavailable_partitions and p.leader >= 0:
+                continue
+            leader = p.leader if p.leader >= 0 else "none"
+            print(
+                f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {leader}"
                 f"\tReplicas: {','.join(map(str, p.replicas))}"
                 f"\tIsr: {','.join(map(str, p.isr))}"
             )

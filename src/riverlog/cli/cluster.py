@@ -1,0 +1,168 @@
+"""`riverlog cluster up|down`: a ZooKeeper and N brokers on loopback, for development.
+
+    riverlog cluster up [--brokers 3] [--dir DIR] [--port 9092] [--zookeeper-port 2181]
+                        [--override key=value ...]
+    riverlog cluster down [--dir DIR]
+
+`up` starts Debian's ZooKeeper and brokers 1..N (ports PORT, PORT+1, ...; 0 picks free
+ports) as background processes with their data, logs and `cluster.json` (their PIDs and
+ports) under DIR, waits until every broker serves, and prints the bootstrap address on
+standard output — `export BOOTSTRAP=$(riverlog cluster up)` — and the rest on standard error.
+Starting again on the same DIR reuses its data. `down` stops the brokers with SIGTERM (a
+controlled shutdown each), then ZooKeeper, by the PIDs recorded, and keeps the data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from riverlog.devcluster import (
+    ZOOKEEPER_MAIN,
+    BrokerProcess,
+    ZooKeeperServer,
+    pid_alive,
+    port_in_use,
+    signal_pid,
+    wait_gone,
+)
+
+STATE_FILE = "cluster.json"
+BROKER_MARKER = "riverlog"
+STOP_TIMEOUT_S = 60.0
+
+
+def default_dir() -> Path:
+    return Path(tempfile.gettempdir()) / f"riverlog-cluster-{getpass.getuser()}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="cluster_command", required=True, metavar="up|down")
+    up = sub.add_parser("up", help="start ZooKeeper and N brokers on loopback")
+    up.add_argument("--brokers", type=int, default=3, metavar="N", help="how many (default 3)")
+    up.add_argument("--port", type=int, default=9092, help="first broker port (0: free ports)")
+    up.add_argument("--zookeeper-port", type=int, default=2181, help="(0: a free port)")
+    up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker setting for every broker (repeatable)")  # fmt: skip
+    down = sub.add_parser("down", help="stop the cluster that `up` started")
+    for p in (up, down):
+        p.add_argument("--dir", type=Path, default=default_dir(),
+                       help="data, logs and cluster.json (default %(default)s)")  # fmt: skip
+
+
+def _running(state: dict[str, object]) -> list[str]:
+    out = []
+    zk = state.get("zookeeper")
+    if isinstance(zk, dict) and pid_alive(int(zk["pid"]), ZOOKEEPER_MAIN):
+        out.append(f"ZooKeeper (pid {zk['pid']})")
+    brokers = state.get("brokers")
+    if isinstance(brokers, dict):
+        for broker_id, b in brokers.items():
+            if pid_alive(int(b["pid"]), BROKER_MARKER):
+                out.append(f"broker {broker_id} (pid {b['pid']})")
+    return out
+
+
+def _read_state(directory: Path) -> dict[str, object]:
+    try:
+        state = json.loads((directory / STATE_FILE).read_text())
+    except FileNotFoundError:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _up(args: argparse.Namespace) -> int:
+    directory: Path = args.dir
+    if args.brokers < 1:
+        print("riverlog cluster up: --brokers must be at least 1", file=sys.stderr)
+        return 2
+    alive = _running(_read_state(directory))
+    if alive:
+        print(f"riverlog cluster up: already running in {directory}: {', '.join(alive)}; "
+              "`riverlog cluster down` first", file=sys.stderr)  # fmt: skip
+        return 1
+    ports = [0 if args.port == 0 else args.port + i for i in range(args.brokers)]
+    busy = [p for p in [args.zookeeper_port, *ports] if p and port_in_use(p)]
+    if busy:
+        print(f"riverlog cluster up: ports in use: {busy} (choose --port/--zookeeper-port, "
+              "or 0 for free ones)", file=sys.stderr)  # fmt: skip
+        return 1
+    directory.mkdir(parents=True, exist_ok=True)
+    zookeeper = ZooKeeperServer(directory / "zookeeper", args.zookeeper_port or None)
+    settings = {"offsets.topic.replication.factor": str(min(3, args.brokers))}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"riverlog cluster up: --override expects key=value, got {item!r}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        settings[key.strip()] = value.strip()
+    brokers = [
+        BrokerProcess(i + 1, directory, zookeeper.connect, settings, ports[i] or None)
+        for i in range(args.brokers)
+    ]
+    try:
+        zookeeper.start(detached=True)
+        print(f"ZooKeeper {zookeeper.connect} (pid {_pid(zookeeper)})", file=sys.stderr)
+        for b in brokers:
+            b.start(60, detached=True)
+            print(f"broker {b.broker_id} {b.address} (pid {_pid(b)}), log {b.log_file}",
+                  file=sys.stderr)  # fmt: skip
+    except RuntimeError as e:
+        print(f"riverlog cluster up: {e}; stopping what started", file=sys.stderr)
+        for b in brokers:
+            if b.proc is not None:
+                b.kill()
+        zookeeper.stop()
+        return 1
+    state = {
+        "zookeeper": {"pid": _pid(zookeeper), "port": zookeeper.port},
+        "brokers": {str(b.broker_id): {"pid": _pid(b), "port": b.port} for b in brokers},
+    }
+    (directory / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+    print(",".join(b.address for b in brokers))
+    return 0
+
+
+def _pid(process: ZooKeeperServer | BrokerProcess) -> int:
+    assert process.proc is not None
+    return process.proc.pid
+
+
+def _down(args: argparse.Namespace) -> int:
+    state = _read_state(args.dir)
+    if not state:
+        print(f"riverlog cluster down: no cluster in {args.dir}", file=sys.stderr)
+        return 1
+    failed = False
+    brokers = state.get("brokers")
+    pids = [int(b["pid"]) for b in brokers.values()] if isinstance(brokers, dict) else []
+    stopping = [pid for pid in pids if signal_pid(pid, BROKER_MARKER, signal.SIGTERM)]
+    for pid in stopping:
+        if not wait_gone(pid, BROKER_MARKER, STOP_TIMEOUT_S):
+            print(f"broker pid {pid} did not stop in {STOP_TIMEOUT_S:.0f} s; killing it",
+                  file=sys.stderr)  # fmt: skip
+            signal_pid(pid, BROKER_MARKER, signal.SIGKILL)
+            failed = True
+    zk = state.get("zookeeper")
+    if isinstance(zk, dict):
+        pid = int(zk["pid"])
+        if signal_pid(pid, ZOOKEEPER_MAIN, signal.SIGTERM) and not wait_gone(
+            pid, ZOOKEEPER_MAIN, 15
+        ):
+            signal_pid(pid, ZOOKEEPER_MAIN, signal.SIGKILL)
+    (args.dir / STATE_FILE).unlink(missing_ok=True)
+    print(f"stopped {len(stopping)} broker(s) and ZooKeeper; data kept in {args.dir}",
+          file=sys.stderr)  # fmt: skip
+    return 1 if failed else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.cluster_command == "up":
+        return _up(args)
+    return _down(args)
