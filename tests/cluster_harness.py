@@ -16,6 +16,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from riverlog.devcluster import BrokerProcess, ZooKeeperServer
 
 FAST_SETTINGS = {
@@ -76,3 +79,34 @@ def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+# --- asking the cluster, as a client does ------------------------------------------------
+
+
+def create_topic(cluster: Cluster, partitions: int = 3, **config: str) -> str:
+    """A new RF=3 topic; its name."""
+    name = f"t-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})  # alive until done
+    admin.create_topics([NewTopic(name, partitions, 3, config=config)])[name].result(30)
+    return name
+
+
+def partitions_of(cluster: Cluster, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition → (leader, replicas, isr), as Metadata answers."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    found = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    return {p: (m.leader, list(m.replicas), list(m.isrs)) for p, m in found.items()}
+
+
+def controller_of(cluster: Cluster) -> int:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    return int(admin.list_topics(timeout=10).controller_id)
+
+
+def isr_full(cluster: Cluster, topic: str) -> bool:
+    try:
+        return all(len(isr) == 3 and leader >= 0
+                   for leader, _, isr in partitions_of(cluster, topic).values())  # fmt: skip
+    except KafkaException:
+        return False

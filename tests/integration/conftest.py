@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster_harness import Cluster
+from tests.zookeeper_server import ZooKeeperServer
+
 LISTENING = re.compile(rb"listening on (127\.0\.0\.1:\d+)")
 
 
@@ -62,6 +65,16 @@ def start_broker(data_dir: Path, *overrides: str, timeout_s: float = 30) -> Brok
 def broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data_dir = tmp_path_factory.mktemp("broker") / "data"
     running = start_broker(data_dir)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Cluster]:
+    """Three broker processes around the session's ZooKeeper (a chroot of their own)."""
+    running = Cluster(zookeeper, tmp_path).start()
     try:
         yield running
     finally:

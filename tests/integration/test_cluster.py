@@ -13,53 +13,22 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.cluster_harness import Cluster, wait_until
-from tests.zookeeper_server import ZooKeeperServer
+from tests.cluster_harness import (
+    FAST_SETTINGS,
+    Cluster,
+    controller_of,
+    create_topic,
+    isr_full,
+    partitions_of,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture
-def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Cluster]:
-    running = Cluster(zookeeper, tmp_path).start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-def create_topic(cluster: Cluster, partitions: int = 3, **config: str) -> str:
-    name = f"t-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    admin.create_topics([NewTopic(name, partitions, 3, config=config)])[name].result(30)
-    return name
-
-
-def partitions_of(cluster: Cluster, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
-    """partition → (leader, replicas, isr), as Metadata answers."""
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    found = admin.list_topics(topic, timeout=10).topics[topic].partitions
-    return {p: (m.leader, list(m.replicas), list(m.isrs)) for p, m in found.items()}
-
-
-def controller_of(cluster: Cluster) -> int:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    return int(admin.list_topics(timeout=10).controller_id)
-
-
-def isr_full(cluster: Cluster, topic: str) -> bool:
-    try:
-        return all(len(isr) == 3 and leader >= 0
-                   for leader, _, isr in partitions_of(cluster, topic).values())  # fmt: skip
-    except KafkaException:
-        return False
 
 
 class Load:
@@ -236,6 +205,11 @@ def test_a_cut_off_leader_truncates_what_never_replicated(cluster: Cluster) -> N
     followers = [r for r in replicas if r != old_leader]
     for f in followers:
         cluster.brokers[f].freeze()
+    # A follower's fetch parked at the leader before the freeze would still be answered
+    # (into the frozen process's socket) with the writes below, and a follower that thaws
+    # keeps what it fetched — legal for acks=1. Let such fetches expire empty first
+    # (replica fetch max wait: 500 ms).
+    time.sleep(1.5)
     lonely = Producer({"bootstrap.servers": cluster.brokers[old_leader].address, "acks": 1})
     for i in range(50):
         lonely.produce(topic, f"lost-{i}".encode())
@@ -272,3 +246,56 @@ def test_a_rolling_restart_gives_producers_only_retriable_errors(cluster: Cluste
     load.finish()
     assert not load.errors
     check_nothing_lost(load, consume_all(cluster, topic, 3))
+
+
+def test_group_offsets_move_with_their_coordinator(cluster: Cluster) -> None:
+    topic = create_topic(cluster)
+    load = Load(cluster, topic, 3)
+    wait_until(lambda: load.count() >= 600, 60, "records to consume")
+    load.finish()
+    settings = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "movers",
+                "enable.auto.commit": False, "auto.offset.reset": "earliest"}  # fmt: skip
+    consumer = Consumer(settings)
+    consumer.subscribe([topic])
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < 300:
+        assert time.monotonic() < deadline, "the group did not consume"
+        seen += sum(1 for m in consumer.consume(100, 1.0) if m.error() is None)
+    committed = {tp.partition: tp.offset for tp in consumer.commit(asynchronous=False) or []
+                 if tp.offset >= 0}  # fmt: skip
+    consumer.close()
+    assert sum(committed.values()) >= 300
+    checker = Consumer(settings)
+    # Commits are acknowledged once the coordinator's own log has them (they do not wait
+    # for the ISR yet): let the followers copy them before the coordinator dies.
+    offsets_partitions = int(FAST_SETTINGS["offsets.topic.num.partitions"])
+    for p in range(offsets_partitions):
+        wait_until(lambda p=p: len(set(segment_bytes(cluster, "__consumer_offsets", p)
+                                       .values())) == 1, 20, "commits replicated")  # fmt: skip
+    # The coordinator is the leader of the group's __consumer_offsets partition: kill it.
+    group_coordinator = _coordinator_of(cluster, "movers")
+    cluster.brokers[group_coordinator].kill()
+    wait_until(lambda: _coordinator_of(cluster, "movers") not in (group_coordinator, -1), 30,
+               "a new coordinator")  # fmt: skip
+    tps = [TopicPartition(topic, p) for p in range(3)]
+
+    def committed_now() -> dict[int, int] | None:
+        try:
+            found = checker.committed(tps, 10)
+        except KafkaException:
+            return None
+        return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+
+    wait_until(lambda: committed_now() == committed, 30,
+               "the committed offsets from the new coordinator")  # fmt: skip
+    checker.close()
+
+
+def _coordinator_of(cluster: Cluster, group: str) -> int:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    try:
+        described = admin.describe_consumer_groups([group])[group].result(10)
+    except (KafkaException, TimeoutError):
+        return -1
+    return int(described.coordinator.id)

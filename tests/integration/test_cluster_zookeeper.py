@@ -10,38 +10,30 @@ watches were re-armed) and acks=all produce goes on.
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from riverlog.devcluster import ZooKeeperServer, free_port
 from riverlog.metadata.store import StoreUnavailableError
 from riverlog.metadata.zookeeper import ZooKeeperStore
-from tests.cluster_harness import FAST_SETTINGS, Cluster, wait_until
+from tests.cluster_harness import (
+    FAST_SETTINGS,
+    Cluster,
+    controller_of,
+    create_topic,
+    isr_full,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(240)
 SESSION_TIMEOUT_S = int(FAST_SETTINGS["zookeeper.session.timeout.ms"]) / 1000
 
 
-@pytest.fixture
-def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Cluster]:
-    running = Cluster(zookeeper, tmp_path).start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 def admin(cluster: Cluster) -> AdminClient:
     return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-
-
-def controller_of(cluster: Cluster) -> int:
-    return int(admin(cluster).list_topics(timeout=10).controller_id)
 
 
 def registered(cluster: Cluster) -> list[int]:
@@ -50,18 +42,6 @@ def registered(cluster: Cluster) -> list[int]:
         return sorted(int(b) for b in store.children("/brokers/ids"))
     finally:
         store.close()
-
-
-def create_topic(cluster: Cluster, partitions: int = 3) -> str:
-    name = f"t-{uuid.uuid4().hex[:6]}"
-    client = admin(cluster)  # kept alive until the result is in
-    client.create_topics([NewTopic(name, partitions, 3)])[name].result(30)
-    return name
-
-
-def isr_full(cluster: Cluster, topic: str) -> bool:
-    parts = admin(cluster).list_topics(topic, timeout=10).topics[topic].partitions
-    return all(len(p.isrs) == 3 and p.leader >= 0 for p in parts.values())
 
 
 def produce_acked(cluster: Cluster, topic: str, count: int) -> None:

@@ -59,6 +59,18 @@ def test_versions_and_conditional_writes(store: MetadataStore) -> None:
         store.children("/nope")
 
 
+def test_get_many_reads_the_nodes_that_exist(store: MetadataStore) -> None:
+    paths = [f"/states/{i}" for i in range(1500)]  # more than one pipelined round
+    for i, path in enumerate(paths[:1200]):
+        store.create(path, str(i).encode())
+    store.set(paths[7], b"seven")
+    found = store.get_many([*paths, "/elsewhere"])
+    assert sorted(found) == sorted(paths[:1200])
+    assert (found[paths[7]].data, found[paths[7]].version) == (b"seven", 1)
+    assert found[paths[1199]].data == b"1199"
+    assert store.get_many([]) == {}
+
+
 def test_ephemeral_nodes_and_deletes(store: MetadataStore) -> None:
     store.create("/brokers/ids/1", b"me", ephemeral=True)
     assert store.get("/brokers/ids/1").ephemeral

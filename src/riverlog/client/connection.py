@@ -44,10 +44,12 @@ class Connection:
     async def open(
         cls, host: str, port: int, *, client_id: str = "riverlog", timeout_s: float = 10.0
     ) -> Connection:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_connection(host, port)
         conn = cls(reader, writer, client_id)
         try:
-            await asyncio.wait_for(conn._negotiate(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await conn._negotiate()
         except BaseException:
             await conn.close()
             raise

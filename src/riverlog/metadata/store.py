@@ -93,6 +93,7 @@ class MetadataStore(Protocol):
     """What the broker and controller need from ZooKeeper (or its embedded stand-in)."""
 
     def get(self, path: str) -> Node: ...
+    def get_many(self, paths: list[str]) -> dict[str, Node]: ...
     def exists(self, path: str) -> bool: ...
     def children(self, path: str) -> list[str]: ...
     def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None: ...
@@ -136,6 +137,11 @@ class EmbeddedStore:
             if node is None:
                 raise NoNodeError(path)
             return node
+
+    def get_many(self, paths: list[str]) -> dict[str, Node]:
+        """The nodes of `paths` that exist."""
+        with self._lock:
+            return {p: self._nodes[p] for p in paths if p in self._nodes}
 
     def exists(self, path: str) -> bool:
         with self._lock:

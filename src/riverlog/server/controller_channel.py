@@ -50,7 +50,8 @@ class _BrokerQueue:
                     try:
                         if conn is None or conn.closed:
                             conn = await Connection.open(*self.address, client_id=self.client_id)
-                        response = await asyncio.wait_for(conn.send(request), REQUEST_TIMEOUT_S)
+                        async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                            response = await conn.send(request)
                         if not done.done():
                             done.set_result(response)
                         break

@@ -41,6 +41,7 @@ from riverlog.metadata.store import (
     BadVersionError,
     CheckOp,
     CreateOp,
+    Node,
     NodeExistsError,
     NoNodeError,
     Op,
@@ -224,18 +225,35 @@ class ControllerService:
         known = ctx.topics.get(name)
         before = set() if known is None else set(known.assignment)
         ctx.topics[name] = TopicInfo(assignment.topic_id, assignment.partitions)
+        existing = self._partition_nodes(name) or set()  # one call, not one per partition
+        found = self.store.get_many([layout.partition_state_path(name, i)
+                                     for i in assignment.partitions if i in existing])  # fmt: skip
         for index in assignment.partitions:
-            self._read_state((name, index))
+            self._keep_state((name, index), found.get(layout.partition_state_path(name, index)))
         return [(name, p) for p in sorted(assignment.partitions) if p not in before]
 
-    def _read_state(self, tp: TopicPartition) -> None:
-        ctx = self._context()
+    def _partition_nodes(self, topic: str) -> set[int] | None:
+        """The partitions with a node under `/brokers/topics/T/partitions` (None: no such
+        node yet)."""
         try:
-            node = self.store.get(layout.partition_state_path(*tp))
+            return {int(p) for p in self.store.children(f"{layout.topic_path(topic)}/partitions")}
         except NoNodeError:
+            return None
+
+    def _read_state(self, tp: TopicPartition) -> None:
+        try:
+            node: Node | None = self.store.get(layout.partition_state_path(*tp))
+        except NoNodeError:
+            node = None
+        self._keep_state(tp, node)
+
+    def _keep_state(self, tp: TopicPartition, node: Node | None) -> None:
+        """Remember a partition's state node as read (None: it has none)."""
+        ctx = self._context()
+        if node is None:
             ctx.states.pop(tp, None)
-            return
-        ctx.states[tp] = (layout.PartitionState.from_json(node.data), node.version)
+        else:
+            ctx.states[tp] = (layout.PartitionState.from_json(node.data), node.version)
 
     def _unclean_allowed(self, topic: str) -> bool:
         default = bool(self.broker.config["unclean.leader.election.enable"])
@@ -278,7 +296,7 @@ class ControllerService:
         ctx = self._context()
         items = sorted(states.items())
         conflicts: list[TopicPartition] = []
-        made_topics: set[str] = set()
+        nodes: dict[str, set[int] | None] = {}  # topic → its partition nodes (None: none yet)
         for start in range(0, len(items), WRITE_BATCH):
             batch = items[start : start + WRITE_BATCH]
             ops: list[Op] = [CheckOp(layout.CONTROLLER_EPOCH, self.epoch_version)]
@@ -286,11 +304,15 @@ class ControllerService:
                 path = layout.partition_state_path(topic, index)
                 if ctx.version((topic, index)) < 0:
                     parent = f"{layout.topic_path(topic)}/partitions"
-                    if topic not in made_topics and not self.store.exists(parent):
+                    if topic not in nodes:
+                        nodes[topic] = self._partition_nodes(topic)
+                    existing = nodes[topic]
+                    if existing is None:
                         ops.append(CreateOp(parent, b""))
-                    made_topics.add(topic)
-                    if not self.store.exists(f"{parent}/{index}"):
+                        existing = nodes[topic] = set()
+                    if index not in existing:
                         ops.append(CreateOp(f"{parent}/{index}", b""))
+                        existing.add(index)
                     ops.append(CreateOp(path, state.to_json()))
                 else:
                     ops.append(SetOp(path, state.to_json(), ctx.version((topic, index))))

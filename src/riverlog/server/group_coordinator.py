@@ -196,9 +196,11 @@ class GroupCoordinator:
         log.info("loaded %d groups from %s-%d", len(replayed.groups), OFFSETS_TOPIC, index)
 
     def _read_partition(self, index: int) -> Iterator[list[tuple[bytes | None, bytes | None]]]:
-        """The (key, value) pairs of the partition's committed records, a chunk at a time."""
+        """The (key, value) pairs of the partition's records, a chunk at a time — up to the
+        log end, as Kafka loads: a new leader's high watermark lags its log until the
+        followers fetch again, and a leader keeps what its log holds."""
         plog = self.broker.replicas.get(OFFSETS_TOPIC, index).log
-        offset, end = plog.log_start_offset, plog.high_watermark
+        offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
             region = plog.read(offset, LOAD_CHUNK_BYTES, max_offset=end).records
             if region is None:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REJOIN_BACKOFF_S = 1.0
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 
 
 class ClusterMembershipError(RuntimeError):
@@ -96,16 +97,17 @@ def _registered(store: MetadataStore) -> list[int]:
         return []
 
 
+def registered_brokers(store: MetadataStore) -> list[layout.BrokerRegistration]:
+    """The brokers registered now, by id."""
+    ids = _registered(store)
+    nodes = store.get_many([layout.broker_path(b) for b in ids])
+    return [layout.BrokerRegistration.from_json(b, nodes[layout.broker_path(b)].data)
+            for b in sorted(ids) if layout.broker_path(b) in nodes]  # fmt: skip
+
+
 def live_brokers(store: MetadataStore) -> dict[int, str | None]:
     """Registered broker id → rack."""
-    out: dict[int, str | None] = {}
-    for broker_id in _registered(store):
-        try:
-            data = store.get(layout.broker_path(broker_id)).data
-        except NoNodeError:
-            continue
-        out[broker_id] = layout.BrokerRegistration.from_json(broker_id, data).rack
-    return out
+    return {reg.broker_id: reg.rack for reg in registered_brokers(store)}
 
 
 class Membership:
@@ -126,6 +128,7 @@ class Membership:
         self._disconnected = False
         self._expired = False
         self._rejoining: asyncio.Task[None] | None = None
+        self._deposing: asyncio.Task[None] | None = None  # the controller stopping
         self._stopped = False
 
     def registration(self) -> layout.BrokerRegistration:
@@ -183,7 +186,9 @@ class Membership:
             if self.election is not None:
                 self.election.abandon()
             if self.broker.controller.active:
-                asyncio.get_running_loop().create_task(self.broker.controller.stop())
+                self._deposing = asyncio.get_running_loop().create_task(
+                    self.broker.controller.stop()
+                )
         elif state == "connected" and self._disconnected:
             log.info("broker %d: reconnected to ZooKeeper%s", self.broker.broker_id,
                      " with a new session" if self._expired else "")  # fmt: skip
@@ -195,6 +200,8 @@ class Membership:
         while not self._stopped:
             try:
                 if expired:
+                    if self._deposing is not None:
+                        await self._deposing  # before a new term can start it again
                     await self.start()
                 elif self.broker.controller.active:
                     self.broker.controller.resync()
@@ -236,9 +243,10 @@ async def controlled_shutdown(broker: Broker) -> bool:
             conn = await Connection.open(endpoint.host, endpoint.port,
                                          client_id=f"broker-{broker.broker_id}-shutdown")
             try:
-                response = await asyncio.wait_for(
-                    conn.send(ControlledShutdownRequest(broker_id=broker.broker_id)), 30
-                )
+                async with asyncio.timeout(CONTROLLED_SHUTDOWN_TIMEOUT_S):
+                    response = await conn.send(
+                        ControlledShutdownRequest(broker_id=broker.broker_id)
+                    )
             finally:
                 await conn.close()
         except (ConnectionError, OSError, TimeoutError) as e:

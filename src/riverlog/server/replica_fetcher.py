@@ -143,7 +143,8 @@ class _Fetcher:
                     for t, ps in topics.items()
                 ],
             )
-            response = await asyncio.wait_for(conn.send(request, EPOCH_VERSION), REQUEST_TIMEOUT_S)
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                response = await conn.send(request, EPOCH_VERSION)
             assert isinstance(response, OffsetForLeaderEpochResponse)
             retry = False
             for topic_result in response.topics:
@@ -213,9 +214,8 @@ class _Fetcher:
             session_epoch=-1,
             topics=list(topics.values()),
         )
-        response = await asyncio.wait_for(
-            conn.send(request, FETCH_VERSION), self.owner.max_wait_ms / 1000 + REQUEST_TIMEOUT_S
-        )
+        async with asyncio.timeout(self.owner.max_wait_ms / 1000 + REQUEST_TIMEOUT_S):
+            response = await conn.send(request, FETCH_VERSION)
         assert isinstance(response, FetchResponse)
         failed = 0
         for topic_response in response.responses:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from riverlog.controller.election import controller_id
+from riverlog.metadata.store import StoreUnavailableError
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import (
@@ -17,6 +19,7 @@ from riverlog.protocol.messages import (
     MetadataRequest,
     MetadataResponse,
 )
+from riverlog.server import registration
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
 from riverlog.server.metadata_cache import BrokerInfo
@@ -76,11 +79,32 @@ def _brokers(broker: Broker) -> list[BrokerInfo]:
     if broker.in_zookeeper and broker.metadata.brokers:
         return [b for _, b in sorted(broker.metadata.brokers.items())]
     host, port = broker.advertised
-    return [BrokerInfo(broker.broker_id, host, port, broker.rack)]
+    me = BrokerInfo(broker.broker_id, host, port, broker.rack)
+    if not broker.in_zookeeper:
+        return [me]
+    # Before the controller's first UpdateMetadata: the registrations in ZooKeeper, so a
+    # client that bootstraps here can reach the controller named in the same answer.
+    try:
+        registered = registration.registered_brokers(broker.store)
+    except StoreUnavailableError:
+        return [me]
+    found = {r.broker_id: BrokerInfo(r.broker_id, r.endpoints[0].host, r.endpoints[0].port,
+                                     r.rack) for r in registered if r.endpoints}  # fmt: skip
+    found.setdefault(broker.broker_id, me)
+    return [b for _, b in sorted(found.items())]
 
 
 def _controller_id(broker: Broker) -> int:
-    return broker.metadata.controller_id if broker.in_zookeeper else broker.broker_id
+    if not broker.in_zookeeper:
+        return broker.broker_id
+    if broker.metadata.controller_id >= 0:
+        return broker.metadata.controller_id
+    # Before the controller's first UpdateMetadata (a broker just started): ask ZooKeeper,
+    # so clients waiting for a controller (admin requests) need not wait for it.
+    try:
+        return controller_id(broker.store)
+    except StoreUnavailableError:
+        return -1
 
 
 def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse:

@@ -1,0 +1,157 @@
+"""Cluster benchmark: a real ZooKeeper and three broker processes on loopback (prints numbers).
+
+- acks=all produce throughput of 1 KiB records to an RF=3 topic (3 partitions, one led by
+  each broker), next to the same load on a single broker without ZooKeeper in the same run
+  (target, issue 6: the cluster at least 50% of the single broker)
+- the time to create a topic of 1,000 partitions x 3 replicas, until every partition has a
+  leader and a full ISR in Metadata
+- the time to fail over 1,000 leaders (all on one broker): after a controlled shutdown of that
+  broker, and after SIGKILL (which includes the ZooKeeper session timeout that detects it)
+
+Load client: confluent-kafka. Everything runs under a temporary directory and stops by PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from riverlog.devcluster import BrokerProcess, ZooKeeperServer, free_port
+
+PRODUCE_BYTES = 128 * 1024 * 1024
+RECORD = 1024
+SESSION_TIMEOUT_MS = 6000
+PARTITIONS = 1000
+
+
+def produce_acks_all(bootstrap: str, topic: str, partitions: int) -> float:
+    """MB/s of record values, acks=all, idempotent, records spread over the partitions."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5, "batch.size": 1 << 20,
+                         "queue.buffering.max.kbytes": 1 << 20})  # fmt: skip
+    value = b"x" * RECORD
+    count = PRODUCE_BYTES // RECORD
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    assert producer.flush(300) == 0
+    return count * RECORD / (time.perf_counter() - start) / 1e6
+
+
+def create(bootstrap: str, topic: NewTopic) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([topic], operation_timeout=120)[topic.topic].result(180)
+
+
+def partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """partition → (leader, ISR size)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    found = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    return {p: (m.leader, len(m.isrs)) for p, m in found.items()}
+
+
+def wait_for(check: object, timeout_s: float) -> float:
+    start = time.perf_counter()
+    while not check():  # type: ignore[operator]
+        if time.perf_counter() - start > timeout_s:
+            raise TimeoutError
+        time.sleep(0.05)
+    return time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def single_broker(directory: Path) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "riverlog", "server", "--listen", f"127.0.0.1:{port}",
+         "--data-dir", str(directory / "single")],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if b"listening on" in line:
+                break
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="riverlog-bench-cluster-") as tmp:
+        directory = Path(tmp)
+        with single_broker(directory) as bootstrap:
+            create(bootstrap, NewTopic("single", 3, 1))
+            single = produce_acks_all(bootstrap, "single", 3)
+        print(f"acks=all produce, 1 KiB records, single broker: {single:8.1f} MB/s")
+
+        zookeeper = ZooKeeperServer(directory / "zookeeper").start()
+        settings = {"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
+        brokers = {i: BrokerProcess(i, directory, zookeeper.connect, settings)
+                   for i in (1, 2, 3)}  # fmt: skip
+        try:
+            for b in brokers.values():
+                b.start(60)
+            bootstrap = ",".join(b.address for b in brokers.values())
+            create(bootstrap, NewTopic("rf3", 3, replica_assignment=[[1, 2, 3], [2, 3, 1],
+                                                                  [3, 1, 2]]))  # fmt: skip
+            cluster = produce_acks_all(bootstrap, "rf3", 3)
+            print(f"acks=all produce, 1 KiB records, RF=3 on 3 brokers: {cluster:8.1f} MB/s "
+                  f"({100 * cluster / single:.0f}% of the single broker; target >= 50%)")
+
+            def all_led(topic: str, avoid: int = -1) -> bool:
+                parts = partitions(bootstrap, topic)
+                return len(parts) == PARTITIONS and all(
+                    leader >= 0 and leader != avoid for leader, _ in parts.values())  # fmt: skip
+
+            def all_in_sync(topic: str) -> bool:
+                return all_led(topic) and all(
+                    isr == 3 for _, isr in partitions(bootstrap, topic).values())  # fmt: skip
+
+            start = time.perf_counter()
+            create(bootstrap, NewTopic("wide", PARTITIONS, 3))
+            wait_for(lambda: all_in_sync("wide"), 180)
+            print(f"create {PARTITIONS} partitions x 3 replicas: "
+                  f"{time.perf_counter() - start:.2f} s")  # fmt: skip
+
+            for how in ("controlled shutdown", "SIGKILL"):
+                topic = f"led-by-1-{uuid.uuid4().hex[:4]}"
+                on_one = [[1, 2, 3]] * PARTITIONS
+                create(bootstrap, NewTopic(topic, PARTITIONS, replica_assignment=on_one))
+                wait_for(lambda t=topic: all_in_sync(t), 180)
+                victim = brokers[1].proc
+                assert victim is not None
+                start = time.perf_counter()
+                victim.send_signal(signal.SIGKILL if how == "SIGKILL" else signal.SIGTERM)
+                wait_for(lambda t=topic: all_led(t, avoid=1), 180)
+                failover_s = time.perf_counter() - start
+                brokers[1].stop(120)  # reaps it (a clean stop goes on to close its logs)
+                timeout_s = SESSION_TIMEOUT_MS / 1000
+                note = f" (the session timeout is {timeout_s:.0f} s)" if how == "SIGKILL" else ""
+                print(f"fail over {PARTITIONS} leaders after {how}: {failover_s:.2f} s{note}")
+                brokers[1].start(60)
+        finally:
+            for b in brokers.values():
+                with contextlib.suppress(Exception):
+                    b.stop(60)
+            zookeeper.stop()
+
+
+if __name__ == "__main__":
+    main()
