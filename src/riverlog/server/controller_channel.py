@@ -15,6 +15,7 @@ from collections.abc import Collection
 
 from riverlog.client.connection import Connection
 from riverlog.protocol.api import ApiMessage
+from riverlog.server.background import BackgroundLoop, stop_all
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ REQUEST_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
 
 
-class _BrokerQueue:
+class _BrokerQueue(BackgroundLoop):
     def __init__(self, broker_id: int, address: tuple[str, int], client_id: str) -> None:
         self.broker_id = broker_id
         self.address = address
@@ -31,14 +32,7 @@ class _BrokerQueue:
         self.queue: asyncio.Queue[tuple[ApiMessage, asyncio.Future[ApiMessage | None]]] = (
             asyncio.Queue()
         )
-        self.stopped = False
-        self.task = asyncio.get_running_loop().create_task(self._run())
-
-    def stop(self) -> None:
-        # The flag as well as the cancel: Python 3.11's wait_for loses a cancellation that
-        # races with the connection attempt failing, and the retry loop would go on forever.
-        self.stopped = True
-        self.task.cancel()
+        super().__init__()
 
     async def _run(self) -> None:
         conn: Connection | None = None
@@ -106,7 +100,4 @@ class ControllerChannel:
 
     async def stop(self) -> None:
         queues, self._queues = list(self._queues.values()), {}
-        for queue in queues:
-            queue.stop()
-        if queues:
-            await asyncio.wait([q.task for q in queues], timeout=STOP_TIMEOUT_S)
+        await stop_all(queues, STOP_TIMEOUT_S)

@@ -31,6 +31,7 @@ from riverlog.protocol.messages import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+from riverlog.server.background import BackgroundLoop, stop_all
 from riverlog.server.partition import HostedPartition, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class _Followed:
     reconciled: bool = False
 
 
-class _Fetcher:
+class _Fetcher(BackgroundLoop):
     def __init__(
         self, owner: ReplicaFetchers, leader_id: int, address: tuple[str, int]
     ) -> None:
@@ -73,14 +74,7 @@ class _Fetcher:
         self.address = address
         self.partitions: dict[TopicPartition, _Followed] = {}
         self.changed = asyncio.Event()
-        self.stopped = False
-        self.task = asyncio.get_running_loop().create_task(self._run())
-
-    def stop(self) -> None:
-        # The flag as well as the cancel: Python 3.11's wait_for loses a cancellation that
-        # races with the connection attempt failing, and the retry loop would go on forever.
-        self.stopped = True
-        self.task.cancel()
+        super().__init__()
 
     async def _run(self) -> None:
         host, port = self.address
@@ -115,10 +109,15 @@ class _Fetcher:
             if conn is not None:
                 await conn.close()
 
-    def _current(self, key: TopicPartition, followed: _Followed) -> bool:
-        """Whether `followed` is still what this fetcher should follow for `key`."""
-        return self.partitions.get(key) is followed and followed.hosted.leader_epoch == \
-            followed.epoch  # fmt: skip
+    def _still_current(
+        self, asked: dict[TopicPartition, _Followed], topic: str, index: int
+    ) -> _Followed | None:
+        """What a request asked about `topic`-`index`, if this fetcher still follows it so
+        (the same partition object, the same leader epoch); None to ignore the answer."""
+        followed = asked.get((topic, index))
+        if followed is None or self.partitions.get((topic, index)) is not followed:
+            return None
+        return followed if followed.hosted.leader_epoch == followed.epoch else None
 
     # --- truncation --------------------------------------------------------------------
 
@@ -149,15 +148,14 @@ class _Fetcher:
             retry = False
             for topic_result in response.topics:
                 for answer in topic_result.partitions:
-                    key = (topic_result.topic, answer.partition)
-                    candidate = pending.get(key)
-                    if candidate is None or not self._current(key, candidate):
+                    current = self._still_current(pending, topic_result.topic,
+                                                  answer.partition)  # fmt: skip
+                    if current is None:
                         continue
-                    followed = candidate
                     if answer.error_code != 0:
                         retry = True
                         continue
-                    followed.reconciled = self._truncate(followed.hosted, answer)
+                    current.reconciled = self._truncate(current.hosted, answer)
             if retry:
                 await asyncio.sleep(BACKOFF_S)
         for left in self.partitions.values():  # no agreement found: fall back to the HW
@@ -220,15 +218,13 @@ class _Fetcher:
         failed = 0
         for topic_response in response.responses:
             for data in topic_response.partitions:
-                key = (topic_response.topic, data.partition_index)
-                candidate = sent.get(key)
-                if candidate is None or not self._current(key, candidate):
+                current = self._still_current(sent, topic_response.topic, data.partition_index)
+                if current is None:
                     continue
-                followed = candidate
                 if data.error_code != 0:
                     failed += 1
                     continue
-                self._append(followed.hosted, data)
+                self._append(current.hosted, data)
         if failed and failed == len(sent):
             await asyncio.sleep(BACKOFF_S)
 
@@ -297,7 +293,4 @@ class ReplicaFetchers:
     async def stop(self) -> None:
         self._stopped = True
         fetchers, self._fetchers = list(self._fetchers.values()), {}
-        for fetcher in fetchers:
-            fetcher.stop()
-        if fetchers:
-            await asyncio.wait([f.task for f in fetchers], timeout=STOP_TIMEOUT_S)
+        await stop_all(fetchers, STOP_TIMEOUT_S)
