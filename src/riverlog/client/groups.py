@@ -250,6 +250,8 @@ class GroupAdmin:
         assert isinstance(response, OffsetCommitResponse)
         for t in response.topics:
             for p in t.partitions:
+                if p.error_code == error_codes.NOT_COORDINATOR.code:
+                    self._by_group.pop(group, None)  # find it again next time
                 _raise_for(p.error_code)
 
     async def delete_offsets(

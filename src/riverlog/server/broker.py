@@ -1,17 +1,18 @@
 """The broker process: wiring of metadata, storage, replicas, handlers and the network.
 
-Startup order: metadata store and topic registry → log manager (recovers logs) → hosted
-partitions → group coordinator → handlers → listener; then the coordinator loads its offsets
-partitions, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile. Shutdown runs the other way,
-in a fixed order: stop accepting, answer waiting group requests and fetches, drain responses
-in flight, close logs cleanly (flush, checkpoints, clean-shutdown marker), close the
-metadata store.
+Startup order: metadata store and topic registry → log manager → group coordinator →
+handlers → listener → registration as `/brokers/ids/N` and the run for controller; the
+controller then tells the broker what to lead and follow (LeaderAndIsr), and the coordinator
+loads its offsets partitions, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile. Shutdown
+runs the other way, in a fixed order (after a controlled shutdown): stop accepting, answer
+waiting group requests and fetches, drain responses in flight, close logs cleanly (flush,
+checkpoints, clean-shutdown marker), close the metadata store.
 
 Without ZooKeeper (`zookeeper.connect` empty) the broker keeps cluster metadata in
 `<data-dir>/riverlog-metadata.json` through the embedded store, so topics survive restarts;
-on one broker every partition is local and led here. With `zookeeper.connect` the same tree
-lives in ZooKeeper, and the broker registers in it and runs for controller
-(`server/registration.py`).
+with `zookeeper.connect` the same tree lives in ZooKeeper. Either way the broker registers in
+the tree and runs for controller (`server/registration.py`): a single node is a cluster of
+one, on the same controller code path, and `start` returns once it leads its partitions.
 
 Ownership: the broker owns every component it creates; handlers receive the broker and use
 its components on the event loop thread.
@@ -71,6 +72,7 @@ from riverlog.storage.manager import LogManager
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "riverlog-metadata.json"
+READY_TIMEOUT_S = 10.0
 META_PROPERTIES = "meta.properties"
 
 HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
@@ -170,18 +172,11 @@ class Broker:
         self.fetch_sessions = FetchSessionCache()
         self.metadata = MetadataCache()
         self.replicas = ReplicaManager(
-            self.broker_id,
-            self.logs,
-            self.fetch_purgatory,
-            self.produce_purgatory,
-            self.store if self.in_zookeeper else None,
+            self.broker_id, self.logs, self.fetch_purgatory, self.produce_purgatory, self.store
         )
         self.fetchers = ReplicaFetchers(self.broker_id)
         self.controller = ControllerService(self)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
-        if not self.in_zookeeper:  # in a cluster, the controller says what to host
-            for topic in self.topics.all():
-                self._host(topic)
         self._isr_task: asyncio.Task[None] | None = None
         self.groups = GroupCoordinator(self)
         self.dispatcher = Dispatcher()
@@ -203,10 +198,11 @@ class Broker:
 
     async def start(self) -> None:
         await self.network.start()
-        if self.in_zookeeper:
-            await self.membership.start()
-            lag_ms = self.config["replica.lag.time.max.ms"]
-            self._isr_task = asyncio.get_running_loop().create_task(self._shrink_isrs(lag_ms))
+        await self.membership.start()
+        lag_ms = self.config["replica.lag.time.max.ms"]
+        self._isr_task = asyncio.get_running_loop().create_task(self._shrink_isrs(lag_ms))
+        if not self.in_zookeeper:
+            await self._lead_everything(READY_TIMEOUT_S)
         self.groups.start()
         self.logs.start_background()
         log.info(
@@ -217,6 +213,27 @@ class Broker:
             self.cluster_id,
         )
 
+    async def _lead_everything(self, timeout_s: float) -> None:
+        """A single node: wait until its controller made it leader of every partition, so
+        that the broker is ready to serve when `start` returns."""
+        deadline = time.monotonic() + timeout_s
+        while not self._leads_everything():
+            if time.monotonic() > deadline:
+                log.warning("broker %d: not leading all its partitions %.0f s after start",
+                            self.broker_id, timeout_s)  # fmt: skip
+                return
+            await asyncio.sleep(0.005)
+
+    def _leads_everything(self) -> bool:
+        if self.metadata.controller_id < 0:
+            return False
+        for topic in self.topics.all():
+            for index in topic.partitions:
+                hosted = self.replicas.partitions.get((topic.name, index))
+                if hosted is None or hosted.leader_id != self.broker_id:
+                    return False
+        return True
+
     async def _shrink_isrs(self, lag_ms: int) -> None:
         while True:
             await asyncio.sleep(lag_ms / 2000)
@@ -226,7 +243,7 @@ class Broker:
                 log.exception("ISR shrink check failed")
 
     async def stop(self) -> None:
-        if self.in_zookeeper and self.config["controlled.shutdown.enable"]:
+        if self.config["controlled.shutdown.enable"]:
             await registration.controlled_shutdown(self)
         await self.network.stop_accepting()
         if self._isr_task is not None:
@@ -254,15 +271,8 @@ class Broker:
 
     # --- topics --------------------------------------------------------------------------
 
-    def _host(self, topic: Topic) -> None:
-        for index, replicas in topic.partitions.items():
-            if self.broker_id in replicas:
-                self.replicas.host(topic.name, index, topic.topic_id, replicas, topic.config)
-
     def live_brokers(self) -> dict[int, str | None]:
         """Broker id → rack of the brokers new replicas may be placed on."""
-        if not self.in_zookeeper:
-            return {self.broker_id: self.rack}
         return registration.live_brokers(self.store)
 
     def assign(self, partitions: int, factor: int, first: int = 0) -> dict[int, list[int]]:
@@ -290,25 +300,16 @@ class Broker:
         *,
         validate_only: bool = False,
     ) -> Topic:
-        """Register a topic; one broker hosts it at once, in a cluster the controller
-        assigns leaders when it sees the new topic."""
-        topic = self.topics.create(name, assignment, configs, validate_only=validate_only)
-        if not validate_only and not self.in_zookeeper:
-            self._host(topic)
-        return topic
+        """Register a topic; the controller elects its leaders when it sees the new topic."""
+        return self.topics.create(name, assignment, configs, validate_only=validate_only)
 
     def delete_topic(self, name: str) -> Topic:
-        """Delete a topic; in a cluster, queue it for the controller (`/admin/delete_topics`)."""
-        if self.in_zookeeper:
-            topic = self.topics.get(name)
-            if topic is None:
-                raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
-            with contextlib.suppress(NodeExistsError):
-                self.store.create(f"{layout.DELETE_TOPICS}/{name}", b"")
-            return topic
-        topic = self.topics.delete(name)
-        for index in topic.partitions:
-            self.replicas.stop_hosting(name, index, delete=True)
+        """Queue a topic's deletion for the controller (`/admin/delete_topics`)."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
+        with contextlib.suppress(NodeExistsError):
+            self.store.create(f"{layout.DELETE_TOPICS}/{name}", b"")
         return topic
 
     def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
@@ -323,10 +324,7 @@ class Broker:
                 f"or equal to the requested {count}.",
             )
         new = self.assign(count - current, len(topic.partitions[0]), first=current)
-        updated = self.topics.add_partitions(name, new, validate_only=validate_only)
-        if not validate_only and not self.in_zookeeper:
-            self._host(updated)
-        return updated
+        return self.topics.add_partitions(name, new, validate_only=validate_only)
 
     def topic_config(self, name: str) -> dict[str, str]:
         topic = self.topics.get(name) or self.topics.refresh(name)
@@ -341,13 +339,15 @@ class Broker:
             if known is None or known.topic_id != topic_id:
                 self.topics.refresh(name)
 
-    async def wait_for_topic(self, name: str, *, exists: bool, timeout_s: float) -> bool:
-        """Wait until this broker's metadata has the topic with leaders (or, with
-        `exists=False`, no longer has it)."""
+    async def wait_for_topic(
+        self, name: str, *, exists: bool, timeout_s: float, partitions: int = 1
+    ) -> bool:
+        """Wait until this broker's metadata has the topic with at least `partitions`
+        partitions, all with leaders (or, with `exists=False`, no longer has it)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             parts = self.metadata.partitions_of(name)
-            if exists and parts and all(p.leader >= 0 for p in parts.values()):
+            if exists and len(parts) >= partitions and all(p.leader >= 0 for p in parts.values()):
                 return True
             if not exists and not parts:
                 return True

@@ -100,6 +100,7 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "offsets.retention.check.interval.ms": (_int(1), "600000"),
     "offsets.topic.segment.bytes": (_int(14), "104857600"),
     "offsets.load.buffer.size": (_int(1), "5242880"),
+    "offsets.commit.timeout.ms": (_int(1), "5000"),
     "offset.metadata.max.bytes": (_int(0), "4096"),
     "zookeeper.connect": (_str, ""),
     "zookeeper.session.timeout.ms": (_int(1), "18000"),

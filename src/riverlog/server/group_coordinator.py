@@ -4,8 +4,12 @@ Wraps the pure `GroupManager` (membership) and `OffsetCache` (committed offsets)
 they leave out: the wall clock, futures for JoinGroup/SyncGroup requests that wait for a
 rebalance, one event-loop timer at the manager's next deadline, and persistence. Group
 records and offset commits are appended to partition `partition_for(group)` of the
-compacted internal topic `__consumer_offsets` in Kafka's formats (`coordinator/records.py`)
-*before* the cache changes or a reply goes out, so what a client was told is on disk.
+compacted internal topic `__consumer_offsets` in Kafka's formats (`coordinator/records.py`).
+An offset commit is answered, and enters the cache, only once the partition's high watermark
+has passed it — the ISR holds it, as Kafka's acks=-1 append of `offsets.commit.required.acks`
+— or fails after `offsets.commit.timeout.ms` with COORDINATOR_NOT_AVAILABLE (NOT_COORDINATOR
+if leadership moved meanwhile). Commits enter the cache in append order, whatever order their
+waits end in, so a later commit is never overwritten by an earlier one.
 
 Which groups are served here: those whose offsets partition this broker leads and has
 loaded. On start each local offsets partition is replayed from its log (COORDINATOR_LOAD_IN_
@@ -19,11 +23,13 @@ Everything runs on the event loop thread.
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from riverlog.coordinator.group import GroupState, JoinResult, Outbox, SyncResult
@@ -44,6 +50,8 @@ from riverlog.coordinator.records import (
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.records.v2 import Record, encode_batch, iter_record_batches
+from riverlog.server.partition import HostedPartition
+from riverlog.storage.log import AppendResult
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
@@ -51,6 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+_MOVED = {error_codes.NOT_LEADER_OR_FOLLOWER.code, error_codes.UNKNOWN_TOPIC_OR_PARTITION.code}
 LOAD_CHUNK_BYTES = 1 << 20
 
 
@@ -61,6 +70,15 @@ class _Load(enum.Enum):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class _PendingCommit:
+    """An offset commit appended to the log, entering the cache once replicated."""
+
+    end_offset: int  # the high watermark that makes it durable
+    group_id: str
+    offsets: dict[TopicPartition, StoredOffset]
 
 
 class GroupCoordinator:
@@ -83,6 +101,8 @@ class GroupCoordinator:
         self._timer_at: int | None = None
         self._retention_task: asyncio.Task[None] | None = None
         self._load_tasks: set[asyncio.Task[None]] = set()
+        self._pending: dict[int, collections.deque[_PendingCommit]] = {}
+        self.commit_timeout_s: float = config["offsets.commit.timeout.ms"] / 1000
 
     # --- lifecycle and ownership -------------------------------------------------------
 
@@ -136,9 +156,6 @@ class GroupCoordinator:
             if e.code != error_codes.TOPIC_ALREADY_EXISTS.code:
                 raise
             return  # another broker created it
-        if not self.broker.in_zookeeper:  # new and empty here: nothing to replay
-            for index in range(self.partition_count()):
-                self._partitions[index] = _Load.LOADED
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         """NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when this broker cannot serve the
@@ -161,6 +178,7 @@ class GroupCoordinator:
 
     def unload_partition(self, index: int) -> None:
         self._partitions.pop(index, None)
+        self._pending.pop(index, None)
         box = Outbox()
         count = self.partition_count()
         for group in self.manager:
@@ -218,14 +236,56 @@ class GroupCoordinator:
 
     # --- persistence ---------------------------------------------------------------------
 
-    def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
+    def _append(
+        self, group_id: str, entries: list[tuple[bytes, bytes | None]]
+    ) -> AppendResult | None:
         if not entries:
-            return
+            return None
         timestamp = now_ms()
         batch = encode_batch(
             [Record(i, timestamp, key, value) for i, (key, value) in enumerate(entries)]
         )
-        self.broker.replicas.append(OFFSETS_TOPIC, self.partition_of(group_id), memoryview(batch))
+        index = self.partition_of(group_id)
+        return self.broker.replicas.append(OFFSETS_TOPIC, index, memoryview(batch))
+
+    def _replicated(self, index: int, commit: _PendingCommit) -> Awaitable[ErrorCode]:
+        """Queue an appended commit; NONE once the ISR has it (and the cache too)."""
+        hosted = self.broker.replicas.get(OFFSETS_TOPIC, index)
+        epoch = hosted.leader_epoch
+        queue = self._pending.setdefault(index, collections.deque())
+        queue.append(commit)
+
+        def try_complete() -> ErrorCode | None:
+            current = self.broker.replicas.partitions.get(hosted.key)
+            if current is not hosted or hosted.leader_epoch != epoch or \
+                    hosted.leader_id != self.broker.broker_id:  # fmt: skip
+                self._drop(index, commit)
+                return error_codes.NOT_COORDINATOR
+            if hosted.log.high_watermark < commit.end_offset:
+                return None
+            self._apply_replicated(index, hosted)
+            return error_codes.NONE
+
+        def expire() -> ErrorCode:
+            self._drop(index, commit)
+            return error_codes.COORDINATOR_NOT_AVAILABLE
+
+        return self.broker.produce_purgatory.delay(
+            [hosted.key], self.commit_timeout_s, try_complete, expire
+        )
+
+    def _apply_replicated(self, index: int, hosted: HostedPartition) -> None:
+        """Move every replicated commit at the head of the queue into the cache, in order."""
+        queue = self._pending.get(index)
+        high_watermark = hosted.log.high_watermark
+        while queue and queue[0].end_offset <= high_watermark:
+            done = queue.popleft()
+            self.offsets.commit(done.group_id, done.offsets)
+
+    def _drop(self, index: int, commit: _PendingCommit) -> None:
+        queue = self._pending.get(index)
+        if queue is not None and commit in queue:
+            queue.remove(commit)
 
     def _group_entry(self, group_id: str) -> tuple[bytes, bytes | None]:
         stored = self.manager.to_stored(group_id)
@@ -324,7 +384,7 @@ class GroupCoordinator:
         self._deliver(box)
         return errors
 
-    def commit_offsets(
+    async def commit_offsets(
         self,
         group_id: str,
         generation: int,
@@ -332,7 +392,7 @@ class GroupCoordinator:
         instance_id: str | None,
         offsets: dict[TopicPartition, StoredOffset],
     ) -> dict[TopicPartition, ErrorCode]:
-        """Validate and store a commit; an error code per partition."""
+        """Validate and store a commit, replicated to the ISR; an error code per partition."""
         now = now_ms()
         error = self.manager.validate_offset_commit(
             now, group_id, generation, member_id, instance_id
@@ -349,8 +409,9 @@ class GroupCoordinator:
                 errors[(topic, partition)] = error_codes.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 accepted[(topic, partition)] = offset
+        index = self.partition_of(group_id)
         try:
-            self._append(
+            appended = self._append(
                 group_id,
                 [
                     (encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(o))
@@ -359,9 +420,14 @@ class GroupCoordinator:
             )
         except KafkaError as e:
             log.error("could not store offsets of group %s: %s", group_id, e)
-            return {**errors, **dict.fromkeys(accepted, error_codes.COORDINATOR_NOT_AVAILABLE)}
-        self.offsets.commit(group_id, accepted)
-        return {**errors, **dict.fromkeys(accepted, error_codes.NONE)}
+            code = error_codes.NOT_COORDINATOR if e.code in _MOVED else \
+                error_codes.COORDINATOR_NOT_AVAILABLE  # fmt: skip
+            return {**errors, **dict.fromkeys(accepted, code)}
+        stored = error_codes.NONE
+        if appended is not None:
+            commit = _PendingCommit(appended.last_offset + 1, group_id, accepted)
+            stored = await self._replicated(index, commit)
+        return {**errors, **dict.fromkeys(accepted, stored)}
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         known = self.broker.topics.get(topic)

@@ -1,8 +1,8 @@
 """The partitions this broker hosts, their roles, and appends/reads on them for the handlers.
 
-Owns one `HostedPartition` (`server/partition.py`) per local replica. On a single broker
-every replica is local and leads alone (`host`). In a cluster the controller's LeaderAndIsr
-requests make replicas leaders or followers (`apply_leader_and_isr`): a follower's log is
+Owns one `HostedPartition` (`server/partition.py`) per local replica. The controller's
+LeaderAndIsr requests make replicas leaders or followers (`apply_leader_and_isr`) — on a
+single node too, where it leads everything alone: a follower's log is
 fed by the replica fetcher from its leader, after truncating to where it agrees with the
 leader (by leader epoch); a leader tracks its followers through their fetches, advances the
 high watermark over the ISR, and changes the ISR itself — followers that caught up join,
@@ -67,17 +67,16 @@ class ReplicaManager:
         broker_id: int,
         logs: LogManager,
         fetch_purgatory: Purgatory,
-        produce_purgatory: Purgatory | None = None,
-        store: MetadataStore | None = None,
+        produce_purgatory: Purgatory,
+        store: MetadataStore,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
         self.fetch_purgatory = fetch_purgatory
-        self.produce_purgatory = Purgatory() if produce_purgatory is None else produce_purgatory
+        self.produce_purgatory = produce_purgatory
         self.store = store
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self.controller_epoch = 0
-        self.on_hosted: Callable[[HostedPartition], None] = lambda _: None
 
     def __iter__(self) -> Iterator[HostedPartition]:
         return iter(list(self.partitions.values()))
@@ -91,25 +90,6 @@ class ReplicaManager:
         plog = self.logs.get_or_create(topic, index, config)
         hosted = HostedPartition(topic, index, topic_id, plog, -1, -1)
         self.partitions[(topic, index)] = hosted
-        return hosted
-
-    def host(
-        self,
-        topic: str,
-        index: int,
-        topic_id: uuid.UUID,
-        replicas: list[int],
-        config: dict[str, str],
-    ) -> HostedPartition:
-        """Single broker: create (or open) the local log and lead the partition alone."""
-        existing = self.partitions.get((topic, index))
-        if existing is not None:
-            return existing
-        hosted = self._open(topic, index, topic_id, config)
-        epoch = max(0, hosted.log.epochs.latest_epoch)
-        hosted.make_leader(self.broker_id, epoch, [self.broker_id], replicas, 0, now_ms())
-        hosted.log.update_high_watermark(hosted.log.log_end_offset)
-        self.on_hosted(hosted)
         return hosted
 
     def stop_hosting(self, topic: str, index: int, *, delete: bool) -> None:
@@ -170,8 +150,6 @@ class ReplicaManager:
                 self._change_isr(hosted, [r for r in hosted.isr if r not in lagging])
 
     def _change_isr(self, hosted: HostedPartition, isr: list[int]) -> None:
-        if self.store is None:
-            return
         state = layout.PartitionState(self.broker_id, hosted.leader_epoch, isr,
                                       self.controller_epoch)  # fmt: skip
         path = layout.partition_state_path(hosted.topic, hosted.index)

@@ -125,7 +125,7 @@ def handle_create_topics(
         results.append(_create_one(broker, topic, request.validate_only, ctx.version))
     response = CreateTopicsResponse(topics=results)
     created = [r.name for r in results if r.error_code == 0]
-    if broker.in_zookeeper and created and not request.validate_only:
+    if created and not request.validate_only:
         return _answer_after(_settled(broker, created, request.timeout_ms, exists=True), response)
     return response
 
@@ -164,24 +164,38 @@ def handle_delete_topics(
         responses.append(answer)
     response = DeleteTopicsResponse(responses=responses)
     gone = [r.name for r in responses if r.error_code == 0 and r.name is not None]
-    if broker.in_zookeeper and gone:
+    if gone:
         return _answer_after(_settled(broker, gone, request.timeout_ms, exists=False), response)
     return response
 
 
-def handle_create_partitions(broker: Broker, ctx: RequestContext) -> CreatePartitionsResponse:
+def handle_create_partitions(
+    broker: Broker, ctx: RequestContext
+) -> CreatePartitionsResponse | Awaitable[CreatePartitionsResponse]:
+    """Answered once the new partitions have leaders (or after the request's timeout)."""
     request = ctx.request.body
     assert isinstance(request, CreatePartitionsRequest)
     results = []
+    grown: list[tuple[str, int]] = []
     for topic in request.topics:
         answer = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name)
         try:
             broker.add_partitions(topic.name, topic.count, validate_only=request.validate_only)
+            grown.append((topic.name, topic.count))
         except KafkaError as e:
             answer.error_code = e.code
             answer.error_message = e.message
         results.append(answer)
-    return CreatePartitionsResponse(results=results)
+    response = CreatePartitionsResponse(results=results)
+    if grown and not request.validate_only:
+        return _answer_after(_grown(broker, grown, request.timeout_ms), response)
+    return response
+
+
+async def _grown(broker: Broker, grown: list[tuple[str, int]], timeout_ms: int) -> None:
+    for name, count in grown:
+        await broker.wait_for_topic(name, exists=True, timeout_s=timeout_ms / 1000,
+                                    partitions=count)  # fmt: skip
 
 
 def handle_describe_log_dirs(broker: Broker, ctx: RequestContext) -> DescribeLogDirsResponse:

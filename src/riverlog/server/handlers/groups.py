@@ -10,6 +10,7 @@ group's coordinator (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS otherwise).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from riverlog.coordinator.membership import JoinRequest
@@ -28,6 +29,7 @@ TRANSACTION_KEY = 1
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 """READ, DELETE and DESCRIBE: all a group allows while no authorizer is configured."""
+OFFSETS_TOPIC_WAIT_S = 5.0
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -55,19 +57,40 @@ def _coordinator(
         groups.ensure_offsets_topic()
     except KafkaError as e:
         return error_codes.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
-    if broker.in_zookeeper:  # the leader of the group's __consumer_offsets partition
-        leader = broker.metadata.leader_of(OFFSETS_TOPIC, groups.partition_of(key))
-        info = broker.metadata.brokers.get(leader)
-        if info is None:
-            return error_codes.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-        return error_codes.NONE, None, leader, info.host, info.port
-    if groups.coordinator_error(key) is error_codes.NOT_COORDINATOR:
+    # The leader of the group's __consumer_offsets partition.
+    leader = broker.metadata.leader_of(OFFSETS_TOPIC, groups.partition_of(key))
+    info = broker.metadata.brokers.get(leader)
+    if info is None:
         return error_codes.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    host, port = broker.advertised
-    return error_codes.NONE, None, broker.broker_id, host, port
+    return error_codes.NONE, None, leader, info.host, info.port
 
 
-def handle_find_coordinator(broker: Broker, ctx: RequestContext) -> m.FindCoordinatorResponse:
+def handle_find_coordinator(
+    broker: Broker, ctx: RequestContext
+) -> m.FindCoordinatorResponse | Awaitable[m.FindCoordinatorResponse]:
+    """The first group request creates `__consumer_offsets`; the answer then waits (at
+    most `OFFSETS_TOPIC_WAIT_S`) for its leaders, rather than sending every new client
+    into a COORDINATOR_NOT_AVAILABLE retry."""
+    request = ctx.request.body
+    assert isinstance(request, m.FindCoordinatorRequest)
+    if request.key_type == GROUP_KEY and broker.topics.get(OFFSETS_TOPIC) is None:
+        try:
+            broker.groups.ensure_offsets_topic()
+        except KafkaError:
+            pass  # each key is answered with the error below
+        else:
+            return _find_coordinator_when_led(broker, ctx)
+    return _find_coordinator(broker, ctx)
+
+
+async def _find_coordinator_when_led(
+    broker: Broker, ctx: RequestContext
+) -> m.FindCoordinatorResponse:
+    await broker.wait_for_topic(OFFSETS_TOPIC, exists=True, timeout_s=OFFSETS_TOPIC_WAIT_S)
+    return _find_coordinator(broker, ctx)
+
+
+def _find_coordinator(broker: Broker, ctx: RequestContext) -> m.FindCoordinatorResponse:
     request = ctx.request.body
     assert isinstance(request, m.FindCoordinatorRequest)
     if ctx.version >= 4:

@@ -8,6 +8,7 @@ LEADER_NOT_AVAILABLE, as Kafka's does, and the client retries.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from riverlog.controller.election import controller_id
@@ -33,57 +34,50 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def _partition_entry(
-    index: int, leader: int, epoch: int, replicas: list[int], isr: list[int], offline: list[int]
+    index: int,
+    leader: int,
+    epoch: int,
+    replicas: Sequence[int],
+    isr: Sequence[int],
+    offline: Sequence[int],
 ) -> MetadataResponse.MetadataResponsePartition:
     return MetadataResponse.MetadataResponsePartition(
         error_code=0 if leader >= 0 else error_codes.LEADER_NOT_AVAILABLE.code,
         partition_index=index,
         leader_id=leader,
         leader_epoch=epoch,
-        replica_nodes=replicas,
-        isr_nodes=isr,
-        offline_replicas=offline,
+        replica_nodes=list(replicas),
+        isr_nodes=list(isr),
+        offline_replicas=list(offline),
     )
 
 
-def _partitions(broker: Broker, topic: Topic) -> list[MetadataResponse.MetadataResponsePartition]:
-    """From the controller's view in a cluster; from the local replicas on one broker."""
-    out = []
-    if broker.in_zookeeper:
-        for index, info in sorted(broker.metadata.partitions_of(topic.name).items()):
-            out.append(_partition_entry(index, info.leader, info.leader_epoch,
-                                        list(info.replicas), list(info.isr), list(info.offline)))
-        return out  # fmt: skip
-    for index, replicas in sorted(topic.partitions.items()):
-        hosted = broker.replicas.partitions.get((topic.name, index))
-        if hosted is None:
-            out.append(_partition_entry(index, -1, -1, list(replicas), [], []))
-        else:
-            out.append(_partition_entry(index, hosted.leader_id, hosted.leader_epoch,
-                                        list(replicas), list(hosted.isr), []))  # fmt: skip
-    return out
-
-
 def _topic_entry(broker: Broker, topic: Topic) -> MetadataResponse.MetadataResponseTopic:
+    """From the controller's view (UpdateMetadata); a topic it has not announced yet (just
+    created) is LEADER_NOT_AVAILABLE, which clients retry."""
+    known = broker.metadata.partitions_of(topic.name)
     return MetadataResponse.MetadataResponseTopic(
-        error_code=0,
+        error_code=0 if known else error_codes.LEADER_NOT_AVAILABLE.code,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
-        partitions=_partitions(broker, topic),
+        partitions=[
+            _partition_entry(
+                index, info.leader, info.leader_epoch, info.replicas, info.isr, info.offline
+            )
+            for index, info in sorted(known.items())
+        ],
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
 
 
 def _brokers(broker: Broker) -> list[BrokerInfo]:
-    if broker.in_zookeeper and broker.metadata.brokers:
+    if broker.metadata.brokers:
         return [b for _, b in sorted(broker.metadata.brokers.items())]
+    # Before the controller's first UpdateMetadata: the registrations in the store, so a
+    # client that bootstraps here can reach the controller named in the same answer.
     host, port = broker.advertised
     me = BrokerInfo(broker.broker_id, host, port, broker.rack)
-    if not broker.in_zookeeper:
-        return [me]
-    # Before the controller's first UpdateMetadata: the registrations in ZooKeeper, so a
-    # client that bootstraps here can reach the controller named in the same answer.
     try:
         registered = registration.registered_brokers(broker.store)
     except StoreUnavailableError:
@@ -95,11 +89,9 @@ def _brokers(broker: Broker) -> list[BrokerInfo]:
 
 
 def _controller_id(broker: Broker) -> int:
-    if not broker.in_zookeeper:
-        return broker.broker_id
     if broker.metadata.controller_id >= 0:
         return broker.metadata.controller_id
-    # Before the controller's first UpdateMetadata (a broker just started): ask ZooKeeper,
+    # Before the controller's first UpdateMetadata (a broker just started): ask the store,
     # so clients waiting for a controller (admin requests) need not wait for it.
     try:
         return controller_id(broker.store)
@@ -113,7 +105,8 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse:
     version = ctx.version
     entries: list[MetadataResponse.MetadataResponseTopic] = []
     if request.topics is None or (version == 0 and not request.topics):
-        entries = [_topic_entry(broker, t) for t in broker.topics.all()]
+        entries = [_topic_entry(broker, t) for t in broker.topics.all()
+                   if broker.metadata.partitions_of(t.name)]  # announced by the controller
     else:
         auto_create = broker.config["auto.create.topics.enable"] and (
             version < 4 or request.allow_auto_topic_creation

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 NO_EXPIRY = -1
 
 
-def handle_offset_commit(broker: Broker, ctx: RequestContext) -> m.OffsetCommitResponse:
+async def handle_offset_commit(broker: Broker, ctx: RequestContext) -> m.OffsetCommitResponse:
     request = ctx.request.body
     assert isinstance(request, m.OffsetCommitRequest)
     groups = broker.groups
@@ -47,7 +47,7 @@ def handle_offset_commit(broker: Broker, ctx: RequestContext) -> m.OffsetCommitR
     if error is not None:
         errors = dict.fromkeys(wanted, error)
     else:
-        errors = groups.commit_offsets(
+        errors = await groups.commit_offsets(
             request.group_id,
             request.generation_id_or_member_epoch if version >= 1 else -1,
             request.member_id if version >= 1 else "",

@@ -1,0 +1,74 @@
+"""Offset commits in a cluster are answered only once the ISR of the group's
+`__consumer_offsets` partition has them (a real ZooKeeper, three broker processes)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from riverlog.client.connection import connect_any
+from riverlog.client.groups import GroupAdmin
+from riverlog.coordinator.records import partition_for
+from riverlog.devcluster import ZooKeeperServer
+from riverlog.protocol import error_codes
+from riverlog.protocol.error_codes import KafkaError
+from tests.cluster_harness import FAST_SETTINGS, Cluster, create_topic, partitions_of
+
+pytestmark = pytest.mark.timeout(180)
+
+GROUP = "durable"
+
+
+def test_an_offset_commit_waits_for_the_isr(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """With both followers of the group's offsets partition frozen (and the ISR given too
+    long to shrink), a commit fails with COORDINATOR_NOT_AVAILABLE after
+    `offsets.commit.timeout.ms` and is not served by OffsetFetch; after a thaw, commits
+    succeed again."""
+    settings = {"replica.lag.time.max.ms": "60000", "offsets.commit.timeout.ms": "1500"}
+    cluster = Cluster(zookeeper, tmp_path, settings=settings).start()
+    try:
+        topic = create_topic(cluster)
+        asyncio.run(_commit_with_followers_frozen(cluster, topic))
+    finally:
+        cluster.stop()
+
+
+async def _commit_with_followers_frozen(cluster: Cluster, topic: str) -> None:
+    conn = await connect_any(cluster.bootstrap_servers)
+    groups = GroupAdmin(conn)
+    try:
+        await _commit_retrying(groups, {(topic, 0): 5})
+        index = partition_for(GROUP, int(FAST_SETTINGS["offsets.topic.num.partitions"]))
+        leader, replicas, isr = partitions_of(cluster, "__consumer_offsets")[index]
+        assert sorted(isr) == sorted(replicas) and len(replicas) == 3
+        followers = [r for r in replicas if r != leader]
+        for follower in followers:
+            cluster.brokers[follower].freeze()
+        try:
+            with pytest.raises(KafkaError) as refused:
+                await groups.commit_offsets(GROUP, {(topic, 0): 7})
+            assert refused.value.code == error_codes.COORDINATOR_NOT_AVAILABLE.code
+            assert await groups.fetch_offsets(GROUP, [(topic, 0)]) == {(topic, 0): 5}
+        finally:
+            for follower in followers:
+                cluster.brokers[follower].thaw()
+        await _commit_retrying(groups, {(topic, 0): 9})
+        assert await groups.fetch_offsets(GROUP, [(topic, 0)]) == {(topic, 0): 9}
+    finally:
+        await groups.close()
+        await conn.close()
+
+
+async def _commit_retrying(groups: GroupAdmin, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit, retrying what a client retries (a coordinator still loading or moving)."""
+    for _ in range(100):
+        try:
+            await groups.commit_offsets(GROUP, offsets)
+            return
+        except KafkaError as e:
+            if not e.retriable:
+                raise
+            await asyncio.sleep(0.1)
+    raise AssertionError("the commit never succeeded")
