@@ -155,3 +155,15 @@ def test_chroot_and_ephemerals_of_a_closed_session(zookeeper: ZooKeeperServer) -
         assert "connected" in sessions
     finally:
         root.close()
+
+
+def test_sequential_nodes_number_upwards(store: MetadataStore) -> None:
+    first = store.create_sequential("/config/changes/config_change_", b"a")
+    second = store.create_sequential("/config/changes/config_change_", b"b")
+    assert first.startswith("/config/changes/config_change_") and len(first) == len(second)
+    assert int(second[-10:]) > int(first[-10:])
+    store.delete(second)
+    third = store.create_sequential("/config/changes/config_change_", b"c")
+    assert int(third[-10:]) > int(second[-10:])  # a number is never reused
+    assert store.get(third).data == b"c"
+    assert store.children("/config/changes") == [first.rsplit("/", 1)[1], third.rsplit("/", 1)[1]]

@@ -4,6 +4,7 @@
     /brokers/topics/T                          replica assignment + topic id
     /brokers/topics/T/partitions/P/state       leader, leader_epoch, isr, controller_epoch
     /config/topics/T                           per-topic config overrides
+    /config/changes/config_change_NNNNNNNNNN   "topic T's config changed" (sequential)
     /controller, /controller_epoch             (with the cluster)
     /admin/delete_topics/T                     pending deletions (with the cluster)
 
@@ -26,6 +27,8 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 DELETE_TOPICS = "/admin/delete_topics"
 CLUSTER_ID = "/cluster/id"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
 
 
 def broker_path(broker_id: int) -> str:
@@ -165,3 +168,21 @@ def topic_config_json(config: dict[str, str]) -> bytes:
 
 def topic_config_from_json(data: bytes) -> dict[str, str]:
     return {str(k): str(v) for k, v in json.loads(data).get("config", {}).items()}
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    """A `/config/changes` notification: Kafka's `{"version": 2, "entity_path": "topics/T"}`,
+    plus the writer's clock (`riverlog_time_ms`), by which old notifications are purged."""
+
+    entity_path: str
+    time_ms: int
+
+    def to_json(self) -> bytes:
+        return _dump({"version": 2, "entity_path": self.entity_path,
+                      "riverlog_time_ms": self.time_ms})  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ConfigChange:
+        raw = json.loads(data)
+        return cls(str(raw["entity_path"]), int(raw.get("riverlog_time_ms", 0)))

@@ -97,6 +97,7 @@ class MetadataStore(Protocol):
     def exists(self, path: str) -> bool: ...
     def children(self, path: str) -> list[str]: ...
     def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None: ...
+    def create_sequential(self, prefix: str, data: bytes) -> str: ...
     def set(self, path: str, data: bytes, *, expected_version: int = -1) -> int: ...
     def delete(self, path: str, *, expected_version: int = -1, recursive: bool = False) -> None: ...
     def multi(self, ops: list[Op]) -> None: ...
@@ -126,6 +127,7 @@ class EmbeddedStore:
         self._lock = threading.RLock()
         self._nodes: dict[str, Node] = {"/": Node(b"", 0)}
         self._watches: dict[str, list[Watcher]] = {}
+        self._sequences: dict[str, int] = {}  # parent → next sequence number
         if file is not None and file.exists():
             self._load(file)
 
@@ -175,6 +177,21 @@ class EmbeddedStore:
                 self._nodes[p] = Node(b"", 0)
             self._nodes[path] = Node(bytes(data), 0, ephemeral)
             self._changed([path, _parent(path)], persist=not ephemeral or bool(missing))
+
+    def create_sequential(self, prefix: str, data: bytes) -> str:
+        """Create `prefix` + a 10-digit sequence number above those of the parent's children
+        and of any this store created (ZooKeeper's sequential nodes: numbers rise but need
+        not be contiguous); its path."""
+        with self._lock:
+            parent = _parent(prefix)
+            number = self._sequences.get(parent)
+            if number is None:
+                below = self.children(parent) if parent in self._nodes else []
+                number = 1 + max((int(c[-10:]) for c in below if c[-10:].isdigit()), default=-1)
+            self._sequences[parent] = number + 1
+            path = f"{prefix}{number:010d}"
+            self.create(path, data)
+            return path
 
     def set(self, path: str, data: bytes, *, expected_version: int = -1) -> int:
         with self._lock:

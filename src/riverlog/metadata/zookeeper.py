@@ -169,6 +169,11 @@ class ZooKeeperStore:
         with _translated(path, self._zk):
             self._zk.create(path, bytes(data), ephemeral=ephemeral, makepath=True)
 
+    def create_sequential(self, prefix: str, data: bytes) -> str:
+        """Create a persistent sequential node; its path (ZooKeeper appends the number)."""
+        with _translated(prefix, self._zk):
+            return str(self._zk.create(prefix, bytes(data), sequence=True, makepath=True))
+
     def set(self, path: str, data: bytes, *, expected_version: int = -1) -> int:
         with _translated(path, self._zk):
             stat = self._zk.set(path, bytes(data), version=expected_version)

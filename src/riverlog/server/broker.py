@@ -41,8 +41,9 @@ from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError
-from riverlog.server import registration
+from riverlog.server import config_changes, registration
 from riverlog.server.config import BrokerConfig
+from riverlog.server.config_changes import ConfigChangeListener
 from riverlog.server.controller_service import ControllerService
 from riverlog.server.dispatch import Dispatcher, RequestContext, Response
 from riverlog.server.fetch_session import FetchSessionCache
@@ -157,6 +158,7 @@ class Broker:
                 f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
             )
         self.topics = TopicRegistry(self.store)
+        self.config_changes = ConfigChangeListener(self)
         self.topics.load()
         self.topic_defaults = config.topic_defaults()
         self.logs = LogManager(
@@ -199,6 +201,7 @@ class Broker:
     async def start(self) -> None:
         await self.network.start()
         await self.membership.start()
+        self.config_changes.start()
         lag_ms = self.config["replica.lag.time.max.ms"]
         self._isr_task = asyncio.get_running_loop().create_task(self._shrink_isrs(lag_ms))
         if not self.in_zookeeper:
@@ -361,6 +364,13 @@ class Broker:
             raise KafkaError(error_codes.INVALID_CONFIG, str(e)) from None
         self.topics.set_config(name, config)
         self.logs.update_config(name, config)
+        config_changes.announce(self.store, f"{config_changes.TOPIC_ENTITY}{name}")
+
+    def reload_topic_config(self, name: str) -> None:
+        """Another broker changed the topic's config: read it and apply it to our logs."""
+        topic = self.topics.refresh(name)
+        if topic is not None:
+            self.logs.update_config(name, topic.config)
 
     def disk_usage(self) -> tuple[int, int]:
         usage = shutil.disk_usage(self.data_dir)

@@ -207,6 +207,7 @@ class Membership:
                     self.broker.controller.resync()
                 elif self.election is not None:
                     self.election.elect()
+                self.broker.config_changes.resync()  # its watch may be gone too
                 return
             except (StoreUnavailableError, ClusterMembershipError) as e:
                 log.warning("broker %d: rejoining the cluster: %s; retrying",

@@ -1,12 +1,23 @@
-"""Offset commits in a cluster are answered only once the ISR of the group's
-`__consumer_offsets` partition has them (a real ZooKeeper, three broker processes)."""
+"""Cluster-wide state kept right (a real ZooKeeper, three broker processes): offset commits
+are answered only once the ISR of the group's `__consumer_offsets` partition has them, and a
+topic config change made through one broker is applied by all (`/config/changes`)."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError as ClientError
+from confluent_kafka import Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from riverlog.client.connection import connect_any
 from riverlog.client.groups import GroupAdmin
@@ -14,7 +25,13 @@ from riverlog.coordinator.records import partition_for
 from riverlog.devcluster import ZooKeeperServer
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
-from tests.cluster_harness import FAST_SETTINGS, Cluster, create_topic, partitions_of
+from tests.cluster_harness import (
+    FAST_SETTINGS,
+    Cluster,
+    create_topic,
+    partitions_of,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -72,3 +89,27 @@ async def _commit_retrying(groups: GroupAdmin, offsets: dict[tuple[str, int], in
                 raise
             await asyncio.sleep(0.1)
     raise AssertionError("the commit never succeeded")
+
+
+def test_a_topic_config_change_reaches_every_leader(cluster: Cluster) -> None:
+    """AlterConfigs lands on one broker; through `/config/changes` the leaders on the other
+    brokers apply it too (here: `max.message.bytes` refusing a bigger record)."""
+    topic = f"t-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    spread = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+    admin.create_topics([NewTopic(topic, 3, replica_assignment=spread)])[topic].result(30)
+    change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("max.message.bytes", "1000",
+                    incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+    admin.incremental_alter_configs([change])[change].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0})
+
+    def refused_everywhere() -> bool:
+        errors: list[object] = []
+        for partition in range(3):
+            producer.produce(topic, b"x" * 5000, partition=partition,
+                             on_delivery=lambda err, _msg: errors.append(err))  # fmt: skip
+        assert producer.flush(30) == 0
+        return all(e is not None and e.code() == ClientError.MSG_SIZE_TOO_LARGE for e in errors)
+
+    wait_until(refused_everywhere, 20, "every leader refusing records over max.message.bytes")
