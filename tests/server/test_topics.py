@@ -44,12 +44,6 @@ def test_create_persist_reload_delete(tmp_path: Path) -> None:
         again.add_partitions("events", {1: [1]})
     assert shrink.value.error is error_codes.INVALID_PARTITIONS
 
-    again.delete("events")
-    assert again.get("events") is None
-    with pytest.raises(KafkaError) as gone:
-        again.delete("events")
-    assert gone.value.error is error_codes.UNKNOWN_TOPIC_OR_PARTITION
-
 
 def test_validate_only_writes_nothing(tmp_path: Path) -> None:
     reg = TopicRegistry(EmbeddedStore(tmp_path / "m.json"))

@@ -1,10 +1,10 @@
 """The topic registry: topics, their ids, partition assignments and config overrides.
 
 The truth lives in the metadata store under the design docs' layout (`/brokers/topics/T`,
-`/config/topics/T`); this class keeps a cache for the request path and is the only writer of
-those nodes on a single-node broker (with the cluster, the controller takes that role and
-brokers refresh from watches). Topic names follow Kafka's rules: 1-249 characters of
-`[a-zA-Z0-9._-]`, not `.` or `..`.
+`/config/topics/T`); this class keeps a cache for the request path and writes those nodes for
+the admin APIs (create, add partitions, configs); the controller elects leaders for what it
+writes and deletes topics, and brokers refresh from its UpdateMetadata. Topic names follow
+Kafka's rules: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
 
 Errors are `KafkaError`s with the code a CreateTopics/DeleteTopics/CreatePartitions response
 carries: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION,
@@ -157,15 +157,6 @@ class TopicRegistry:
                 error_codes.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
             ) from None
         self._cache(topic)
-        return topic
-
-    def delete(self, name: str) -> Topic:
-        topic = self._require(name)
-        self._store.delete(layout.topic_path(name), recursive=True)
-        if self._store.exists(layout.topic_config_path(name)):
-            self._store.delete(layout.topic_config_path(name))
-        del self._by_name[name]
-        del self._by_id[topic.topic_id]
         return topic
 
     def add_partitions(
