@@ -211,7 +211,8 @@ class GroupCoordinator:
             self.offsets.commit(group_id, replayed.offsets.get(group_id, {}))
         self._partitions[index] = _Load.LOADED
         self._reschedule()
-        log.info("loaded %d groups from %s-%d", len(replayed.groups), OFFSETS_TOPIC, index)
+        level = logging.INFO if replayed.groups or replayed.offsets else logging.DEBUG
+        log.log(level, "loaded %d groups from %s-%d", len(replayed.groups), OFFSETS_TOPIC, index)
 
     def _read_partition(self, index: int) -> Iterator[list[tuple[bytes | None, bytes | None]]]:
         """The (key, value) pairs of the partition's records, a chunk at a time — up to the
