@@ -202,12 +202,18 @@ class ControllerService:
     def _registered(self) -> list[int]:
         return sorted(int(c) for c in self.store.children(layout.BROKER_IDS))
 
-    def _add_broker(self, broker_id: int) -> bool:
+    def _registration(self, broker_id: int) -> layout.BrokerRegistration | None:
+        """`/brokers/ids/N` as it is now (None: not registered)."""
         try:
             data = self.store.get(layout.broker_path(broker_id)).data
         except NoNodeError:
+            return None
+        return layout.BrokerRegistration.from_json(broker_id, data)
+
+    def _add_broker(self, broker_id: int) -> bool:
+        reg = self._registration(broker_id)
+        if reg is None:
             return False
-        reg = layout.BrokerRegistration.from_json(broker_id, data)
         self._context().live[broker_id] = reg
         endpoint = reg.endpoints[0]
         self.channel.add(broker_id, (endpoint.host, endpoint.port))
@@ -415,11 +421,9 @@ class ControllerService:
             self._announce(self._decide(self._elect_offline, mine))
 
     def _registration_changed(self, broker_id: int) -> bool:
-        try:
-            data = self.store.get(layout.broker_path(broker_id)).data
-        except NoNodeError:
+        reg = self._registration(broker_id)
+        if reg is None:
             return True
-        reg = layout.BrokerRegistration.from_json(broker_id, data)
         return reg.timestamp_ms != self._context().live[broker_id].timestamp_ms
 
     def _on_topics(self, _arg: object) -> None:

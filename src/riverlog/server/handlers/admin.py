@@ -99,10 +99,12 @@ def _create_one(
 
 
 async def _settled(
-    broker: Broker, names: list[str], timeout_ms: int, *, exists: bool
+    broker: Broker, topics: dict[str, int], timeout_ms: int, *, exists: bool
 ) -> None:
-    for name in names:
-        await broker.wait_for_topic(name, exists=exists, timeout_s=timeout_ms / 1000)
+    """Wait until each topic has at least that many partitions, all led (or is gone)."""
+    for name, partitions in topics.items():
+        await broker.wait_for_topic(name, exists=exists, timeout_s=timeout_ms / 1000,
+                                    partitions=partitions)  # fmt: skip
 
 
 def handle_create_topics(
@@ -126,7 +128,8 @@ def handle_create_topics(
     response = CreateTopicsResponse(topics=results)
     created = [r.name for r in results if r.error_code == 0]
     if created and not request.validate_only:
-        return _answer_after(_settled(broker, created, request.timeout_ms, exists=True), response)
+        settled = _settled(broker, dict.fromkeys(created, 1), request.timeout_ms, exists=True)
+        return _answer_after(settled, response)
     return response
 
 
@@ -165,7 +168,8 @@ def handle_delete_topics(
     response = DeleteTopicsResponse(responses=responses)
     gone = [r.name for r in responses if r.error_code == 0 and r.name is not None]
     if gone:
-        return _answer_after(_settled(broker, gone, request.timeout_ms, exists=False), response)
+        settled = _settled(broker, dict.fromkeys(gone, 1), request.timeout_ms, exists=False)
+        return _answer_after(settled, response)
     return response
 
 
@@ -176,26 +180,21 @@ def handle_create_partitions(
     request = ctx.request.body
     assert isinstance(request, CreatePartitionsRequest)
     results = []
-    grown: list[tuple[str, int]] = []
+    grown: dict[str, int] = {}
     for topic in request.topics:
         answer = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name)
         try:
             broker.add_partitions(topic.name, topic.count, validate_only=request.validate_only)
-            grown.append((topic.name, topic.count))
+            grown[topic.name] = topic.count
         except KafkaError as e:
             answer.error_code = e.code
             answer.error_message = e.message
         results.append(answer)
     response = CreatePartitionsResponse(results=results)
     if grown and not request.validate_only:
-        return _answer_after(_grown(broker, grown, request.timeout_ms), response)
+        settled = _settled(broker, grown, request.timeout_ms, exists=True)
+        return _answer_after(settled, response)
     return response
-
-
-async def _grown(broker: Broker, grown: list[tuple[str, int]], timeout_ms: int) -> None:
-    for name, count in grown:
-        await broker.wait_for_topic(name, exists=True, timeout_s=timeout_ms / 1000,
-                                    partitions=count)  # fmt: skip
 
 
 def handle_describe_log_dirs(broker: Broker, ctx: RequestContext) -> DescribeLogDirsResponse:
