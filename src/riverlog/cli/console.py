@@ -3,12 +3,15 @@
 Producer (kafka-console-producer.sh): one record per standard-input line; `--property
 parse.key=true` with `key.separator` (default tab) splits key and value; `--property
 parse.headers=true` reads `k:v,k2:v2<TAB>` before the key; `--request-required-acks`,
-`--compression-codec`, `--producer-property acks=...`, `--batch-size` (lines per request).
+`--compression-codec`, `--producer-property key=value` (any producer config), `--sync` (wait
+for each line's acknowledgement before reading the next).
 
-Consumer (kafka-console-consumer.sh), without a group: `--from-beginning`, `--partition`,
-`--offset earliest|latest|N`, `--max-messages`, `--timeout-ms`; Kafka's default formatter with
-`print.timestamp`, `print.partition`, `print.offset`, `print.headers`, `print.key`,
-`print.value`, `key.separator`, `line.separator`. It ends with "Processed a total of N
+Consumer (kafka-console-consumer.sh): `--group` (joins it and commits; without one it reads
+every partition, or `--partition`, without a group), `--from-beginning`,
+`--offset earliest|latest|N`, `--consumer-property key=value`, `--max-messages`,
+`--timeout-ms`; Kafka's default formatter with `print.timestamp`, `print.partition`,
+`print.offset`, `print.headers`, `print.key`, `print.value`, `key.separator`,
+`line.separator`. It ends with "Processed a total of N
 messages" on standard error, as Kafka's does.
 """
 
@@ -19,9 +22,8 @@ import asyncio
 import sys
 import time
 
-from riverlog.client.cluster import Cluster
-from riverlog.client.consumer import EARLIEST, LATEST, ConsumedRecord, Consumer
-from riverlog.client.producer import OutgoingRecord, Producer
+from riverlog.client.consumer import AsyncConsumer, ConsumerRecord
+from riverlog.client.producer import AsyncProducer, RecordMetadata
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.records import compression
 
@@ -49,11 +51,13 @@ def add_producer_arguments(parser: argparse.ArgumentParser) -> None:
         default="none",
         choices=list(compression.NAMES.values()),
     )
-    parser.add_argument("--batch-size", type=int, default=200, help="lines per request")
     parser.add_argument("--sync", action="store_true", help="send each line on its own")
 
 
-def _parse_line(line: str, props: dict[str, str]) -> OutgoingRecord:
+Line = tuple[bytes | None, bytes, list[tuple[str, bytes | None]]]
+
+
+def _parse_line(line: str, props: dict[str, str]) -> Line:
     headers: list[tuple[str, bytes | None]] = []
     if props.get("parse.headers", "false") == "true":
         delimiter = props.get("headers.delimiter", "\t")
@@ -69,29 +73,32 @@ def _parse_line(line: str, props: dict[str, str]) -> OutgoingRecord:
         if not sep:
             raise ValueError(f"No key separator found on line: {raw_key}")
         key = raw_key.encode()
-    return OutgoingRecord(key, line.encode(), headers)
+    return key, line.encode(), headers
 
 
 async def _produce(args: argparse.Namespace) -> None:
     props = _properties(args.property)
-    producer_props = _properties(args.producer_property)
-    acks = int(producer_props.get("acks", args.request_required_acks).replace("all", "-1"))
-    cluster = Cluster(args.bootstrap_server, "console-producer")
-    producer = Producer(
-        cluster, acks=acks, compression_type=compression.codec_by_name(args.compression_codec)
-    )
-    batch_size = 1 if args.sync else max(1, args.batch_size)
-    pending: list[OutgoingRecord] = []
-    try:
+    config: dict[str, object] = {
+        "bootstrap.servers": args.bootstrap_server,
+        "client.id": "console-producer",
+        "acks": args.request_required_acks,
+        "compression.type": args.compression_codec,
+        **_properties(args.producer_property),
+    }
+    pending: list[asyncio.Future[RecordMetadata]] = []
+    async with AsyncProducer(config) as producer:
         for line in sys.stdin:
-            pending.append(_parse_line(line.rstrip("\n"), props))
-            if len(pending) >= batch_size:
-                await producer.send(args.topic, pending)
-                pending = []
-        if pending:
-            await producer.send(args.topic, pending)
-    finally:
-        await cluster.close()
+            key, value, headers = _parse_line(line.rstrip("\n"), props)
+            future = await producer.send(args.topic, value, key, headers=headers)
+            if args.sync:
+                await future
+            else:
+                pending.append(future)
+                if len(pending) >= 1000:
+                    await asyncio.gather(*pending)
+                    pending = []
+        await producer.flush()
+        await asyncio.gather(*pending)
 
 
 def run_producer(args: argparse.Namespace) -> int:
@@ -111,10 +118,12 @@ def add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--offset", default="latest", help="earliest, latest or an offset")
     parser.add_argument("--max-messages", type=int)
     parser.add_argument("--timeout-ms", type=int, help="exit after this long without records")
+    parser.add_argument("--group")
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE")
 
 
-def format_record(r: ConsumedRecord, props: dict[str, str]) -> bytes:
+def format_record(r: ConsumerRecord, props: dict[str, str]) -> bytes:
     """Kafka's DefaultMessageFormatter."""
     on = {
         k: props.get(k, d) == "true"
@@ -154,16 +163,30 @@ def format_record(r: ConsumedRecord, props: dict[str, str]) -> bytes:
 
 async def _consume(args: argparse.Namespace, counted: list[int]) -> None:
     props = _properties(args.property)
-    cluster = Cluster(args.bootstrap_server, "console-consumer")
-    consumer = Consumer(cluster, auto_offset_reset=EARLIEST if args.from_beginning else LATEST)
-    start = EARLIEST if args.from_beginning else LATEST
-    if args.offset not in ("latest", "earliest"):
-        start = int(args.offset)
-    elif args.offset == "earliest":
-        start = EARLIEST
-    partitions = None if args.partition is None else [args.partition]
-    try:
-        await consumer.assign(args.topic, partitions, start)
+    config: dict[str, object] = {
+        "bootstrap.servers": args.bootstrap_server,
+        "client.id": "console-consumer",
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        "enable.auto.commit": args.group is not None,
+        **({"group.id": args.group} if args.group else {}),
+        **_properties(args.consumer_property),
+    }
+    async with AsyncConsumer(config) as consumer:
+        if args.group is not None and args.partition is None:
+            consumer.subscribe([args.topic])
+        else:
+            count = await consumer.cluster.partitions_of(args.topic, allow_auto_create=False)
+            partitions = range(count) if args.partition is None else [args.partition]
+            if any(not 0 <= p < count for p in partitions):
+                raise ValueError(f"partition {args.partition} of {args.topic} does not exist")
+            consumer.assign((args.topic, p) for p in partitions)
+            if args.offset not in ("latest", "earliest"):
+                for p in partitions:
+                    consumer.seek((args.topic, p), int(args.offset))
+            elif args.offset == "earliest" or args.from_beginning:
+                consumer.seek_to_beginning()
+            else:
+                consumer.seek_to_end()
         last_record = time.monotonic()
         while args.max_messages is None or counted[0] < args.max_messages:
             records = await consumer.poll(500)
@@ -180,8 +203,6 @@ async def _consume(args: argparse.Namespace, counted: list[int]) -> None:
                 and (time.monotonic() - last_record) * 1000 >= args.timeout_ms
             ):
                 break
-    finally:
-        await cluster.close()
 
 
 def run_consumer(args: argparse.Namespace) -> int:

@@ -137,6 +137,8 @@ class Connection:
         self._writer.close()
         with contextlib.suppress(Exception):
             await self._writer.wait_closed()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:

@@ -1,142 +1,507 @@
-"""A simple consumer of assigned partitions (no group yet): fetch, decode, advance.
+"""The asyncio consumer: subscribe (group) or assign (simple consumer), poll records or Arrow.
 
-Positions start at the earliest or latest offset (ListOffsets) or a given offset. `poll`
-sends one Fetch per leader (long poll up to `max_wait_ms`), decodes the record batches, drops
-records below the position (a fetch starts at the batch holding it) and advances. A position
-out of range is reset by `auto_offset_reset`, as Kafka's consumer does.
+How it works. The consumer keeps a *position* per assigned partition (the next offset to hand
+out). `poll` first lets the group membership rebalance if needed (`membership.py`), commits
+on schedule when `enable.auto.commit` is on, and gives positions to new partitions (the
+group's committed offset, else `auto.offset.reset` through ListOffsets). Then it hands out
+buffered records, or waits for fetches: one Fetch in flight per leader (`fetcher.py`) for the
+partitions that have no buffered data, started again as soon as a poll takes data, so the
+next fetch overlaps the application's processing. `poll_arrow` hands out the same buffered
+data as one `pyarrow.Table` (`arrow.py`), without building Python objects per record.
+
+Invariants: a record is handed out once unless the application seeks; positions only move
+forward through poll (or by seek); a fetch answer for a position that changed meanwhile (a
+seek, a rebalance) is dropped; paused partitions are not fetched, and what was buffered for
+them stays until resumed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import contextlib
+import inspect
+import re
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
+from riverlog.client import fetcher
 from riverlog.client.admin import list_offsets
 from riverlog.client.cluster import Cluster
+from riverlog.client.config import ConsumerConfig
+from riverlog.client.fetcher import ConsumerRecord, FetchedPartition, TopicPartition
+from riverlog.client.membership import GroupMembership
+from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
-from riverlog.protocol.messages import FetchRequest, FetchResponse
-from riverlog.protocol.records.v2 import iter_record_batches
+from riverlog.protocol.records.batch_header import read_batch_header
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+_T = TypeVar("_T")
 EARLIEST = -2
 LATEST = -1
-OFFSET_OUT_OF_RANGE = 1
+Listener = Callable[[set[TopicPartition]], Awaitable[None] | None]
+_STALE = {
+    error_codes.NOT_LEADER_OR_FOLLOWER.code,
+    error_codes.UNKNOWN_TOPIC_OR_PARTITION.code,
+    error_codes.LEADER_NOT_AVAILABLE.code,
+    error_codes.FENCED_LEADER_EPOCH.code,
+    error_codes.UNKNOWN_LEADER_EPOCH.code,
+    error_codes.KAFKA_STORAGE_ERROR.code,
+    error_codes.NETWORK_EXCEPTION.code,
+}
+
+__all__ = ["EARLIEST", "LATEST", "AsyncConsumer", "ConsumerRecord"]
 
 
-@dataclass(frozen=True)
-class ConsumedRecord:
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    timestamp_type: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
+class AsyncConsumer:
+    """Kafka consumer on asyncio. Configure with Kafka's keys:
 
+    consumer = AsyncConsumer({"bootstrap.servers": "127.0.0.1:9092", "group.id": "g",
+                              "auto.offset.reset": "earliest"})
+    consumer.subscribe(["events"])
+    async with consumer:
+        for record in await consumer.poll(1000):
+            ...
+    """
 
-class Consumer:
-    def __init__(
+    def __init__(self, config: Mapping[str, object]) -> None:
+        self.config = ConsumerConfig.parse(config)
+        c = self.config
+        self.cluster = Cluster.from_config(c)
+        self._positions: dict[TopicPartition, int | None] = {}
+        self._paused: set[TopicPartition] = set()
+        self._buffered: dict[TopicPartition, FetchedPartition] = {}
+        self._fetching: dict[int, asyncio.Task[None]] = {}
+        self._in_flight: set[TopicPartition] = set()
+        self._arrived = asyncio.Event()
+        self._topics: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self._pattern_checked = 0.0
+        self._listeners: tuple[Listener | None, Listener | None, Listener | None] = (None,) * 3
+        self._group: GroupMembership | None = None
+        self._next_auto_commit = time.monotonic() + c.auto_commit_interval_ms / 1000
+        self._needs_reset: set[TopicPartition] = set()
+        self._refresh: asyncio.Task[None] | None = None
+        self._commits: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    async def __aenter__(self) -> AsyncConsumer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- what to consume -----------------------------------------------------------------
+
+    def subscribe(
         self,
-        cluster: Cluster,
+        topics: Iterable[str] = (),
         *,
-        auto_offset_reset: int = LATEST,
-        max_partition_bytes: int = 1 << 20,
+        pattern: str | None = None,
+        on_assign: Listener | None = None,
+        on_revoke: Listener | None = None,
+        on_lost: Listener | None = None,
     ) -> None:
-        self.cluster = cluster
-        self.auto_offset_reset = auto_offset_reset
-        self.max_partition_bytes = max_partition_bytes
-        self.positions: dict[tuple[str, int], int] = {}
-
-    async def assign(
-        self, topic: str, partitions: list[int] | None = None, start: int = LATEST
-    ) -> None:
-        """Consume `partitions` of `topic` (all when None) from EARLIEST, LATEST or an offset."""
-        count = await self.cluster.partitions_of(topic, allow_auto_create=False)
-        for p in partitions if partitions is not None else range(count):
-            if not 0 <= p < count:
-                raise KafkaError(for_code(3), f"Partition {p} of '{topic}' does not exist.")
-            self.positions[(topic, p)] = (
-                start if start >= 0 else await self._offset_at(topic, p, start)
+        """Join the group (`group.id`) for `topics`, or for every topic matching `pattern`
+        (a regex; a topic name starting with `^` in `topics` also counts as one). New
+        matching topics are picked up every `metadata.max.age.ms`. The listeners get the
+        partitions that were assigned, revoked, or lost (membership ended without a
+        revoke); `on_lost` defaults to `on_revoke`."""
+        if self.config.group_id is None:
+            raise ValueError("subscribe needs group.id; use assign without a group")
+        names = list(topics)
+        patterns = [t for t in names if t.startswith("^")] + ([pattern] if pattern else [])
+        if patterns and (len(patterns) > 1 or len(patterns) != len(names) + bool(pattern)):
+            raise ValueError("subscribe to topic names or to one pattern, not both")
+        self._pattern = re.compile(patterns[0]) if patterns else None
+        self._topics = set() if patterns else set(names)
+        self._pattern_checked = 0.0
+        self._listeners = (on_assign, on_revoke, on_lost or on_revoke)
+        if self._group is None:
+            self._group = GroupMembership(
+                self.cluster, self.config, self._revoked, self._assigned, self._lost
             )
+        self._group.subscribe(self._topics)
 
-    async def _offset_at(self, topic: str, partition: int, timestamp: int) -> int:
-        conn = await self.cluster.leader_connection(topic, partition)
-        found = await list_offsets(conn, [(topic, partition)], timestamp)
-        return found[(topic, partition)]
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Consume exactly these partitions, without group membership."""
+        if self._group is not None:
+            raise ValueError("this consumer subscribed; it cannot also assign")
+        wanted = set(partitions)
+        for tp in set(self._positions) - wanted:
+            self._drop(tp)
+        for tp in wanted:
+            self._positions.setdefault(tp, None)
 
-    async def poll(self, max_wait_ms: int = 500) -> list[ConsumedRecord]:
-        by_leader: dict[int, list[tuple[str, int]]] = {}
-        for tp in self.positions:
-            await self.cluster.leader_connection(*tp)  # opens and resolves leaders
-            by_leader.setdefault(self.cluster.leaders[tp], []).append(tp)
-        results = await asyncio.gather(
-            *(self._fetch(tps, max_wait_ms) for tps in by_leader.values())
-        )
-        return [r for batch in results for r in batch]
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._positions)
 
-    async def _fetch(
-        self, partitions: list[tuple[str, int]], max_wait_ms: int
-    ) -> list[ConsumedRecord]:
-        topics: dict[str, list[FetchRequest.FetchPartition]] = {}
-        for topic, p in partitions:
-            topics.setdefault(topic, []).append(
-                FetchRequest.FetchPartition(
-                    partition=p,
-                    fetch_offset=self.positions[(topic, p)],
-                    partition_max_bytes=self.max_partition_bytes,
+    def _drop(self, tp: TopicPartition) -> None:
+        self._positions.pop(tp, None)
+        self._buffered.pop(tp, None)
+        self._paused.discard(tp)
+
+    async def _call(self, listener: Listener | None, partitions: set[TopicPartition]) -> None:
+        if listener is not None:
+            result = listener(partitions)
+            if inspect.isawaitable(result):
+                await result
+
+    async def _assigned(self, partitions: set[TopicPartition]) -> None:
+        for tp in partitions:
+            self._positions.setdefault(tp, None)
+        await self._call(self._listeners[0], partitions)
+
+    async def _revoked(self, partitions: set[TopicPartition]) -> None:
+        if self.config.enable_auto_commit:
+            with contextlib.suppress(KafkaError, ConnectionError):
+                await self.commit(
+                    {tp: o for tp in partitions if (o := self._positions.get(tp)) is not None}
                 )
+        await self._call(self._listeners[1], partitions)
+        for tp in partitions:
+            self._drop(tp)
+
+    async def _lost(self, partitions: set[TopicPartition]) -> None:
+        await self._call(self._listeners[2], partitions)
+        for tp in partitions:
+            self._drop(tp)
+
+    # -- positions -----------------------------------------------------------------------
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Hand out `tp` from `offset` next (EARLIEST / LATEST also accepted)."""
+        if tp not in self._positions:
+            raise ValueError(f"{tp} is not assigned to this consumer")
+        self._buffered.pop(tp, None)
+        self._positions[tp] = offset
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Hand out from the earliest offset (all assigned partitions by default)."""
+        for tp in list(partitions if partitions is not None else self._positions):
+            self.seek(tp, EARLIEST)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Hand out only records written from now on (all assigned partitions by default)."""
+        for tp in list(partitions if partitions is not None else self._positions):
+            self.seek(tp, LATEST)
+
+    async def seek_to_timestamp(
+        self, timestamp_ms: int, partitions: Iterable[TopicPartition] | None = None
+    ) -> None:
+        """Move to the first offset with a timestamp ≥ `timestamp_ms` (the end if none)."""
+        for tp in list(partitions if partitions is not None else self._positions):
+            found = await self._offset_at(tp, timestamp_ms)
+            self.seek(tp, found if found >= 0 else await self._offset_at(tp, LATEST))
+
+    async def position(self, tp: TopicPartition) -> int:
+        await self._initialize_positions()
+        position = self._positions[tp]
+        assert position is not None
+        return position
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        self._paused.update(partitions)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self._paused.difference_update(partitions)
+
+    async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The group's committed offsets for `partitions` (only those that have one)."""
+        return await self._membership().committed(list(partitions))
+
+    async def _offset_at(self, tp: TopicPartition, timestamp: int) -> int:
+        for attempt in range(10):
+            try:
+                conn = await self.cluster.leader_connection(*tp)
+                return (await list_offsets(conn, [tp], timestamp))[tp]
+            except (KafkaError, ConnectionError) as e:
+                if (isinstance(e, KafkaError) and not e.retriable) or attempt == 9:
+                    raise
+                self.cluster.mark_stale(tp)
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        raise AssertionError("unreachable")
+
+    async def _reset(self, tp: TopicPartition) -> None:
+        policy = self.config.auto_offset_reset
+        if policy == "none":
+            raise KafkaError(
+                error_codes.OFFSET_OUT_OF_RANGE, f"no position for {tp} and auto.offset.reset=none"
             )
-        request = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=max_wait_ms,
-            min_bytes=1,
-            max_bytes=50 << 20,
-            isolation_level=0,
-            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+        self._positions[tp] = await self._offset_at(
+            tp, EARLIEST if policy == "earliest" else LATEST
         )
-        conn = await self.cluster.leader_connection(*partitions[0])
-        version = min(conn.version_for(FetchRequest), 12)  # by name, not topic id
-        response = await conn.send(request, version)
-        assert isinstance(response, FetchResponse)
-        out: list[ConsumedRecord] = []
-        for t in response.responses:
-            for data in t.partitions:
-                out += await self._records(t.topic, data)
+
+    async def _initialize_positions(self) -> None:
+        missing = [tp for tp, p in self._positions.items() if p is None or p < 0]
+        if not missing:
+            return
+        committed: dict[TopicPartition, int] = {}
+        unset = [
+            tp for tp in missing if self._positions[tp] is None and tp not in self._needs_reset
+        ]
+        if self.config.group_id is not None and unset:
+            committed = await self._membership().committed(unset)
+        for tp in missing:
+            wanted = self._positions[tp]
+            if tp in self._needs_reset:  # out of range: the policy decides, not the commit
+                self._needs_reset.discard(tp)
+                await self._reset(tp)
+            elif wanted is not None:  # a seek to EARLIEST / LATEST
+                self._positions[tp] = await self._offset_at(tp, wanted)
+            elif tp in committed:
+                self._positions[tp] = committed[tp]
+            else:
+                await self._reset(tp)
+
+    def _membership(self) -> GroupMembership:
+        if self._group is None:
+            if self.config.group_id is None:
+                raise ValueError("committed offsets need group.id")
+            self._group = GroupMembership(
+                self.cluster, self.config, self._revoked, self._assigned, self._lost
+            )
+        return self._group
+
+    # -- polling -------------------------------------------------------------------------
+
+    async def _maintain(self, deadline: float) -> None:
+        if self._closed:
+            raise RuntimeError("the consumer is closed")
+        if self._pattern is not None and self._group is not None:
+            await self._match_pattern()
+        if self._group is not None and self._group.subscription | self._topics:
+            rebalance = self._group.ensure_active()
+            if rebalance is not None:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                        await asyncio.shield(rebalance)
+                self._group.ensure_active()  # raises what the rebalance raised, if it ended
+        await self._initialize_positions()
+        with contextlib.suppress(KafkaError, ConnectionError):
+            await self.cluster.refresh_if_old()
+        auto_commit = self.config.enable_auto_commit and self.config.group_id is not None
+        if auto_commit and time.monotonic() >= self._next_auto_commit:
+            self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+            self.commit_async()
+
+    async def _match_pattern(self) -> None:
+        assert self._pattern is not None and self._group is not None
+        now = time.monotonic()
+        if now - self._pattern_checked < self.config.metadata_max_age_ms / 1000:
+            return
+        self._pattern_checked = now
+        names = await self.cluster.all_topics()
+        self._group.subscribe({t for t in names if self._pattern.fullmatch(t)})
+
+    async def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
+        """Records from the assigned partitions, at most `max.poll.records`; waits up to
+        `timeout_ms` for some. Raises KafkaError for errors the application must see."""
+        return await self._poll(timeout_ms, self._take_records)
+
+    async def poll_arrow(self, timeout_ms: int = 0, *, include_headers: bool = True) -> pa.Table:
+        """Everything fetched so far as one Arrow table with the columns of Spark's Kafka
+        source (key, value, topic, partition, offset, timestamp, timestampType[, headers]);
+        waits up to `timeout_ms` for data. `max.poll.records` does not apply."""
+        from riverlog.client import arrow
+
+        tables = await self._poll(timeout_ms, lambda: self._take_arrow(include_headers))
+        schema = arrow.SCHEMA if include_headers else arrow.SCHEMA_WITHOUT_HEADERS
+        import pyarrow as pa
+
+        return pa.Table.from_batches(tables, schema=schema)
+
+    async def _poll(self, timeout_ms: int, take: Callable[[], list[_T]]) -> list[_T]:
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            await self._maintain(deadline)
+            self._raise_errors()
+            out = take()
+            self._start_fetches()
+            if out:
+                return out
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return []
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(left, self.config.heartbeat_interval_ms / 1000)):
+                    await self._arrived.wait()
+
+    def _fetchable(self, tp: TopicPartition) -> bool:
+        return (
+            tp not in self._paused
+            and tp not in self._in_flight
+            and tp not in self._buffered
+            and self._positions.get(tp) is not None
+        )
+
+    def _take_records(self) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        room = self.config.max_poll_records
+        for tp, fetched in list(self._buffered.items()):
+            if tp in self._paused or fetched.error_code:
+                continue
+            position = self._positions.get(tp)
+            if position is None:
+                continue
+            if fetched.records is None:
+                fetched.records = fetcher.decode_records(tp, fetched.batches, position)
+            taken, fetched.records = fetched.records[:room], fetched.records[room:]
+            out += taken
+            room -= len(taken)
+            if taken:
+                self._positions[tp] = taken[-1].offset + 1
+            if not fetched.records:
+                del self._buffered[tp]
+                self._positions[tp] = max(self._positions[tp] or 0, fetched.next_offset)
+            if room <= 0:
+                break
         return out
 
-    async def _records(self, topic: str, data: FetchResponse.PartitionData) -> list[ConsumedRecord]:
-        key = (topic, data.partition_index)
-        if data.error_code == OFFSET_OUT_OF_RANGE:
-            self.positions[key] = await self._offset_at(
-                topic, data.partition_index, self.auto_offset_reset
-            )
-            return []
-        if data.error_code:
-            await self.cluster.refresh([topic])
-            return []
-        position = self.positions[key]
+    def _take_arrow(self, include_headers: bool) -> list[pa.RecordBatch]:
+        from riverlog.client import arrow
+
         out = []
-        raw = data.records
-        if not isinstance(raw, bytes | bytearray | memoryview):
-            return []
-        for batch in iter_record_batches(raw):
-            if batch.header.is_control:
-                position = max(position, batch.header.next_offset)
+        for tp, fetched in list(self._buffered.items()):
+            position = self._positions.get(tp)
+            if tp in self._paused or fetched.error_code or position is None:
                 continue
-            for r in batch.records:
-                if r.offset >= position:
-                    out.append(
-                        ConsumedRecord(
-                            topic,
-                            data.partition_index,
-                            r.offset,
-                            r.timestamp,
-                            batch.header.timestamp_type,
-                            r.key,
-                            r.value,
-                            r.headers,
-                        )
-                    )
-            position = max(position, batch.header.next_offset)
-        self.positions[key] = position
+            del self._buffered[tp]
+            if fetched.records is not None:  # a poll decoded part of it: go on from there
+                fetched.batches = [
+                    b for b in fetched.batches if read_batch_header(b).next_offset > position
+                ]
+            table = arrow.batches_to_arrow(
+                tp[0], tp[1], fetched.batches, min_offset=position, include_headers=include_headers
+            )
+            if table.num_rows:
+                out.append(table)
+            self._positions[tp] = max(position, fetched.next_offset)
         return out
+
+    def _raise_errors(self) -> None:
+        for tp, fetched in list(self._buffered.items()):
+            code = fetched.error_code
+            if code == 0:
+                continue
+            del self._buffered[tp]
+            if code == error_codes.OFFSET_OUT_OF_RANGE.code:
+                self._positions[tp] = None
+                self._needs_reset.add(tp)
+            elif code in _STALE or for_code(code).retriable:
+                self.cluster.mark_stale(tp)
+            else:
+                raise KafkaError(for_code(code), f"fetching {tp[0]}-{tp[1]} failed")
+
+    def _start_fetches(self) -> None:
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        for tp, position in self._positions.items():
+            if not self._fetchable(tp):
+                continue
+            leader = self.cluster.leaders.get(tp, -1)
+            if leader < 0 or leader not in self.cluster.brokers:
+                if self._refresh is None or self._refresh.done():
+                    self._refresh = asyncio.get_running_loop().create_task(
+                        self._refresh_metadata(tp[0])
+                    )
+                continue
+            if leader in self._fetching:
+                continue
+            assert position is not None
+            by_node.setdefault(leader, {})[tp] = position
+        for node, positions in by_node.items():
+            self._in_flight.update(positions)
+            self._fetching[node] = asyncio.get_running_loop().create_task(
+                self._fetch(node, positions)
+            )
+
+    async def _fetch(self, node: int, positions: dict[TopicPartition, int]) -> None:
+        try:
+            results = await fetcher.fetch_from(self.cluster, node, positions, self.config)
+        except (ConnectionError, OSError, KafkaError):
+            results = []
+            for tp in positions:
+                self.cluster.mark_stale(tp)
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        finally:
+            self._in_flight.difference_update(positions)
+            self._fetching.pop(node, None)
+        for fetched in results:
+            if self._positions.get(fetched.tp) != fetched.fetch_offset:
+                continue  # a seek or a rebalance happened meanwhile
+            if fetched.error_code == 0 and not fetched.batches:
+                if fetched.next_offset > fetched.fetch_offset:  # only markers: skip them
+                    self._positions[fetched.tp] = fetched.next_offset
+                continue
+            self._buffered[fetched.tp] = fetched
+        self._arrived.set()
+
+    async def _refresh_metadata(self, topic: str) -> None:
+        with contextlib.suppress(KafkaError, ConnectionError):
+            await self.cluster.refresh([topic], allow_auto_create=False)
+        await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        self._arrived.set()
+
+    # -- commits and closing -------------------------------------------------------------
+
+    def _consumed(self) -> dict[TopicPartition, int]:
+        return {tp: p for tp, p in self._positions.items() if p is not None and p >= 0}
+
+    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit `offsets` (the next offsets to read), by default the positions of every
+        assigned partition, and wait for the answer. KafkaError if the group rebalanced
+        meanwhile (the partitions may be someone else's now)."""
+        wanted = dict(offsets) if offsets is not None else self._consumed()
+        if not wanted:
+            return
+        group = self._membership()
+        for attempt in range(5):
+            try:
+                await group.commit(wanted)
+                return
+            except (KafkaError, ConnectionError) as e:
+                coordinator_moved = isinstance(e, ConnectionError) or e.error.code in (
+                    error_codes.NOT_COORDINATOR.code,
+                    error_codes.COORDINATOR_NOT_AVAILABLE.code,
+                    error_codes.COORDINATOR_LOAD_IN_PROGRESS.code,
+                    error_codes.REQUEST_TIMED_OUT.code,
+                )
+                if not coordinator_moved or attempt == 4:
+                    raise
+                group.admin.forget(group.group_id)
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+
+    def commit_async(
+        self, offsets: Mapping[TopicPartition, int] | None = None
+    ) -> asyncio.Task[None]:
+        """Start a commit and return at once; await the task to learn how it went."""
+        task = asyncio.get_running_loop().create_task(self.commit(offsets))
+        self._commits.add(task)
+        task.add_done_callback(self._commit_done)
+        return task
+
+    def _commit_done(self, task: asyncio.Task[None]) -> None:
+        self._commits.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: the awaiting caller, if any, sees it too
+
+    async def close(self) -> None:
+        """Stop fetching, commit (with `enable.auto.commit`), leave the group, disconnect."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in [*self._fetching.values(), *([self._refresh] if self._refresh else [])]:
+            task.cancel()
+        if self._commits:
+            await asyncio.gather(*self._commits, return_exceptions=True)
+        try:
+            if self._group is not None:
+                await self._group.close()
+            elif self.config.enable_auto_commit and self.config.group_id and self._consumed():
+                with contextlib.suppress(KafkaError, ConnectionError):
+                    await self.commit()
+        finally:
+            await self.cluster.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from riverlog.client.cluster import Cluster
 from riverlog.client.connection import Connection
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
@@ -84,22 +85,36 @@ def decode_assignment(data: bytes) -> dict[str, list[int]]:
 
 
 class GroupAdmin:
-    """Group operations for one group at a time, through the group's coordinator."""
+    """Group operations for one group at a time, through the group's coordinator.
 
-    def __init__(self, bootstrap: Connection) -> None:
-        self.bootstrap = bootstrap
-        self._by_address: dict[tuple[str, int], Connection] = {bootstrap.address: bootstrap}
+    `bootstrap` is a connection to any broker, or a `Cluster` to take one from (then a lost
+    bootstrap connection is replaced). Connections to coordinators are this object's own."""
+
+    def __init__(self, bootstrap: Connection | Cluster) -> None:
+        self._source = bootstrap
+        self._by_address: dict[tuple[str, int], Connection] = {}
+        if isinstance(bootstrap, Connection):
+            self._by_address[bootstrap.address] = bootstrap
         self._by_group: dict[str, Connection] = {}
+
+    async def _bootstrap(self) -> Connection:
+        if isinstance(self._source, Connection):
+            return self._source
+        return await self._source.any_connection()
+
+    def forget(self, group: str) -> None:
+        """The coordinator moved (NOT_COORDINATOR, a lost connection): find it again."""
+        self._by_group.pop(group, None)
 
     async def close(self) -> None:
         for conn in self._by_address.values():
-            if conn is not self.bootstrap:
+            if conn is not self._source:
                 await conn.close()
 
     async def find_coordinator(self, group: str) -> tuple[int, str, int]:
         """(node id, host, port) of the group's coordinator, retrying while it is being
         created or loaded."""
-        conn = self.bootstrap
+        conn = await self._bootstrap()
         version = conn.version_for(FindCoordinatorRequest)
         for attempt in range(20):
             if version >= 4:
@@ -130,14 +145,15 @@ class GroupAdmin:
             _, host, port = await self.find_coordinator(group)
             conn = self._by_address.get((host, port))
             if conn is None or conn.closed:
-                conn = await Connection.open(host, port, client_id=self.bootstrap.client_id)
+                client_id = (await self._bootstrap()).client_id
+                conn = await Connection.open(host, port, client_id=client_id)
                 self._by_address[(host, port)] = conn
             self._by_group[group] = conn
         return conn
 
     async def list_groups(self) -> list[GroupListing]:
         """Groups of the broker this admin is connected to (one broker's view)."""
-        response = await self.bootstrap.send(ListGroupsRequest())
+        response = await (await self._bootstrap()).send(ListGroupsRequest())
         assert isinstance(response, ListGroupsResponse)
         _raise_for(response.error_code)
         return sorted(
@@ -228,7 +244,17 @@ class GroupAdmin:
                 out[(topic, index)] = offset
         return out
 
-    async def commit_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
+    async def commit_offsets(
+        self,
+        group: str,
+        offsets: dict[TopicPartition, int],
+        *,
+        generation: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+    ) -> None:
+        """Commit `offsets`: as a member of `generation`, or (the defaults) as an admin
+        while the group has no members."""
         conn = await self.coordinator(group)
         by_topic: dict[str, list[OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
         for (topic, index), offset in sorted(offsets.items()):
@@ -239,8 +265,9 @@ class GroupAdmin:
             )
         request = OffsetCommitRequest(
             group_id=group,
-            generation_id_or_member_epoch=-1,
-            member_id="",
+            generation_id_or_member_epoch=generation,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
             topics=[
                 OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
                 for t, ps in by_topic.items()
@@ -251,7 +278,7 @@ class GroupAdmin:
         for t in response.topics:
             for p in t.partitions:
                 if p.error_code == error_codes.NOT_COORDINATOR.code:
-                    self._by_group.pop(group, None)  # find it again next time
+                    self.forget(group)  # find it again next time
                 _raise_for(p.error_code)
 
     async def delete_offsets(

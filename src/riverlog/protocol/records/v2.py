@@ -145,8 +145,46 @@ def encode_batch(
                       r.headers)
         for r in records
     )  # fmt: skip
+    return assemble_batch(
+        body,
+        len(records),
+        base_offset=base_offset,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        last_offset_delta=last_delta,
+        compression_type=compression_type,
+        timestamp_type=timestamp_type,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=is_transactional,
+        is_control=is_control,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def assemble_batch(
+    records: Buffer,
+    records_count: int,
+    *,
+    base_offset: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    last_offset_delta: int,
+    compression_type: int = compression.NONE,
+    timestamp_type: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """A complete v2 batch around already encoded records (`encode_record` output, joined);
+    the producer encodes records as they arrive and assembles the batch when it sends it."""
+    body = records
     if compression_type != compression.NONE:
-        body = compression.compress(compression_type, body)
+        body = compression.compress(compression_type, records)
     attributes = compression_type & COMPRESSION_MASK
     if timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_BIT
@@ -156,13 +194,13 @@ def encode_batch(
         attributes |= CONTROL_BIT
     after_crc = _HEADER_AFTER_CRC.pack(
         attributes,
-        last_delta,
+        last_offset_delta,
         base_timestamp,
         max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(records),
+        records_count,
     ) + body
     batch_length = len(after_crc) + 4 + 1 + 4  # partitionLeaderEpoch + magic + crc
     prefix = _PREFIX.pack(base_offset, batch_length, partition_leader_epoch, MAGIC)

@@ -1,0 +1,256 @@
+"""`AsyncAdmin`: the admin client — topics, configs, consumer groups, records, the cluster.
+
+Built on the request functions of `admin.py` and `groups.py`: topic changes go to the
+controller (from Metadata; retried on NOT_CONTROLLER), group operations to the group's
+coordinator, DeleteRecords to each partition's leader. Errors are `KafkaError`s carrying the
+broker's code and message.
+
+Invariant: the admin holds no state but connections and the metadata cache; every call asks
+the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from riverlog.client import admin
+from riverlog.client.cluster import BrokerAddress, Cluster
+from riverlog.client.config import AdminConfig
+from riverlog.client.connection import Connection
+from riverlog.client.groups import GroupAdmin, GroupDescription, GroupListing
+from riverlog.protocol import error_codes
+from riverlog.protocol.error_codes import KafkaError, for_code
+from riverlog.protocol.messages import (
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+
+TopicPartition = tuple[str, int]
+TOPIC, BROKER = 2, 4  # config resource types
+SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller: int
+    brokers: list[BrokerAddress]
+
+
+class AsyncAdmin:
+    """Kafka admin client on asyncio: `AsyncAdmin({"bootstrap.servers": "host:9092"})`."""
+
+    def __init__(self, config: Mapping[str, object]) -> None:
+        self.config = AdminConfig.parse(config)
+        c = self.config
+        self.cluster = Cluster.from_config(c)
+        self.groups = GroupAdmin(self.cluster)
+
+    async def __aenter__(self) -> AsyncAdmin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.groups.close()
+        await self.cluster.close()
+
+    async def _on_controller(self, change: Callable[[Connection], Awaitable[None]]) -> None:
+        """Run a topic change on the controller, again if the controller moved meanwhile."""
+        for attempt in range(3):
+            await self.cluster.refresh()
+            node = self.cluster.controller_id
+            conn = await (
+                self.cluster.connection(node)
+                if node in self.cluster.brokers
+                else self.cluster.any_connection()
+            )
+            try:
+                await change(conn)
+                return
+            except KafkaError as e:
+                if e.error.code != error_codes.NOT_CONTROLLER.code or attempt == 2:
+                    raise
+
+    # -- cluster and topics --------------------------------------------------------------
+
+    async def describe_cluster(self) -> ClusterDescription:
+        await self.cluster.refresh()
+        return ClusterDescription(
+            self.cluster.cluster_id,
+            self.cluster.controller_id,
+            sorted(self.cluster.brokers.values(), key=lambda b: b.node_id),
+        )
+
+    async def list_topics(self) -> list[str]:
+        return await self.cluster.all_topics()
+
+    async def describe_topics(self, names: list[str] | None = None) -> list[admin.TopicInfo]:
+        return await admin.describe_topics(await self.cluster.any_connection(), names)
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Create a topic (-1: the broker's `num.partitions` / `default.replication.factor`)."""
+        await self._on_controller(
+            lambda conn: admin.create_topic(
+                conn, name, partitions, replication_factor, configs, validate_only=validate_only
+            )
+        )
+
+    async def delete_topic(self, name: str) -> None:
+        await self._on_controller(lambda conn: admin.delete_topic(conn, name))
+
+    async def create_partitions(self, name: str, count: int) -> None:
+        """Grow `name` to `count` partitions."""
+        await self._on_controller(lambda conn: admin.create_partitions(conn, name, count))
+
+    # -- configs -------------------------------------------------------------------------
+
+    async def describe_configs(self, resource_type: int, name: str) -> dict[str, str | None]:
+        """Every config of a topic (TOPIC) or broker (BROKER, name = its id) and its value."""
+        conn = await self._for_resource(resource_type, name)
+        response = await conn.send(
+            DescribeConfigsRequest(
+                resources=[
+                    DescribeConfigsRequest.DescribeConfigsResource(
+                        resource_type=resource_type, resource_name=name, configuration_keys=None
+                    )
+                ]
+            )
+        )
+        assert isinstance(response, DescribeConfigsResponse)
+        result = response.results[0]
+        if result.error_code:
+            raise KafkaError(for_code(result.error_code), result.error_message)
+        return {c.name: c.value for c in result.configs}
+
+    async def alter_configs(
+        self,
+        resource_type: int,
+        name: str,
+        *,
+        set: Mapping[str, str] | None = None,
+        delete: list[str] | None = None,
+    ) -> None:
+        """Set and delete config overrides (IncrementalAlterConfigs); others stay."""
+        changes = [
+            IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=SET, value=v)
+            for k, v in (set or {}).items()
+        ]
+        changes += [
+            IncrementalAlterConfigsRequest.AlterableConfig(
+                name=k, config_operation=DELETE, value=None
+            )
+            for k in delete or []
+        ]
+        conn = await self._for_resource(resource_type, name)
+        response = await conn.send(
+            IncrementalAlterConfigsRequest(
+                resources=[
+                    IncrementalAlterConfigsRequest.AlterConfigsResource(
+                        resource_type=resource_type, resource_name=name, configs=changes
+                    )
+                ],
+                validate_only=False,
+            )
+        )
+        assert isinstance(response, IncrementalAlterConfigsResponse)
+        result = response.responses[0]
+        if result.error_code:
+            raise KafkaError(for_code(result.error_code), result.error_message)
+
+    async def _for_resource(self, resource_type: int, name: str) -> Connection:
+        if resource_type == BROKER and name:
+            await self.cluster.refresh()
+            return await self.cluster.connection(int(name))
+        return await self.cluster.any_connection()
+
+    # -- records -------------------------------------------------------------------------
+
+    async def delete_records(
+        self, before: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """Delete records below the given offsets (-1: the high watermark); returns each
+        partition's new low watermark."""
+        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
+        for (topic, partition), offset in before.items():
+            leader = await self.cluster.leader_of(topic, partition)
+            by_leader.setdefault(leader, {}).setdefault(topic, []).append((partition, offset))
+        out: dict[TopicPartition, int] = {}
+        for leader, topics in by_leader.items():
+            response = await self.cluster.send(
+                leader,
+                DeleteRecordsRequest(
+                    topics=[
+                        DeleteRecordsRequest.DeleteRecordsTopic(
+                            name=t,
+                            partitions=[
+                                DeleteRecordsRequest.DeleteRecordsPartition(
+                                    partition_index=p, offset=o
+                                )
+                                for p, o in ps
+                            ],
+                        )
+                        for t, ps in topics.items()
+                    ],
+                    timeout_ms=self.config.request_timeout_ms,
+                ),
+            )
+            assert isinstance(response, DeleteRecordsResponse)
+            for t in response.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise KafkaError(
+                            for_code(p.error_code),
+                            f"deleting records of {t.name}-{p.partition_index}",
+                        )
+                    out[(t.name, p.partition_index)] = p.low_watermark
+        return out
+
+    async def list_offsets(
+        self, partitions: list[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int]:
+        """Per partition: the earliest (-2), latest (-1), or first offset at `timestamp`."""
+        out: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            conn = await self.cluster.leader_connection(*tp)
+            out.update(await admin.list_offsets(conn, [tp], timestamp))
+        return out
+
+    # -- consumer groups -----------------------------------------------------------------
+
+    async def list_groups(self) -> list[GroupListing]:
+        """Groups of every broker."""
+        await self.cluster.refresh()
+        found: dict[str, GroupListing] = {}
+        for node in self.cluster.brokers:
+            one = GroupAdmin(await self.cluster.connection(node))
+            for g in await one.list_groups():
+                found[g.group_id] = g
+        return sorted(found.values(), key=lambda g: g.group_id)
+
+    async def describe_group(self, group: str) -> GroupDescription:
+        return await self.groups.describe_group(group)
+
+    async def group_offsets(self, group: str) -> dict[TopicPartition, int]:
+        return await self.groups.fetch_offsets(group)
+
+    async def reset_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set a group's committed offsets; the group must have no active members."""
+        await self.groups.commit_offsets(group, dict(offsets))
+
+    async def delete_group(self, group: str) -> None:
+        await self.groups.delete_group(group)

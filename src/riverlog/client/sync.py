@@ -1,0 +1,296 @@
+"""The blocking facade: `Producer`, `Consumer`, `Admin` for scripts, the CLI and Spark executors.
+
+Each wraps the asyncio client of the same name, run on one private event loop thread per
+process (uvloop when installed), started on first use and shared by every blocking client.
+Calls block the caller until the loop has done the work, except `Producer.send`, which only
+queues the record (handed to the loop in bulk, so a tight loop of sends costs little) and
+reports its delivery to a callback, confluent-kafka style.
+
+Invariants: the asyncio objects are only touched on the loop thread; a blocking call never
+runs on that thread (it would deadlock) — calling one from inside a coroutine on it raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from riverlog.client.admin_client import AsyncAdmin
+from riverlog.client.consumer import AsyncConsumer, ConsumerRecord, Listener
+from riverlog.client.partitioner import Partitioner
+from riverlog.client.producer import (
+    AsyncProducer,
+    Bytes,
+    DeliveryCallback,
+    Headers,
+    RecordMetadata,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+_T = TypeVar("_T")
+TopicPartition = tuple[str, int]
+_QUEUE_LIMIT = 100_000  # records queued by `send` before it waits for the loop
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _client_loop() -> asyncio.AbstractEventLoop:
+    """The shared loop thread, started on first use (a daemon: it never blocks exit)."""
+    global _loop
+    with _lock:
+        if _loop is None:
+            try:
+                import uvloop
+
+                loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+            except ImportError:  # pragma: no cover — uvloop is a dependency
+                loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="riverlog-client", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+def _run(coroutine: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
+    loop = _client_loop()
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        coroutine.close()
+        raise RuntimeError("a blocking riverlog call inside the client's own loop")
+    return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout_s)
+
+
+async def _construct(factory: Any, *args: Any, **kwargs: Any) -> Any:
+    return factory(*args, **kwargs)  # asyncio objects are created on the loop thread
+
+
+class Producer:
+    """Blocking producer, confluent-kafka style: `send` queues and returns at once; delivery
+    is reported to `on_delivery(error, metadata)` (called on the client's loop thread) if
+    given, and otherwise a failure is raised by the next `flush`."""
+
+    def __init__(
+        self, config: Mapping[str, object], *, partitioner: Partitioner | None = None
+    ) -> None:
+        self._async: AsyncProducer = _run(
+            _construct(AsyncProducer, config, partitioner=partitioner)
+        )
+        _run(self._async.start())
+        self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._draining = False
+        self._room = threading.Condition()
+        self._loop = _client_loop()
+
+    def send(
+        self,
+        topic: str,
+        value: Bytes | None = None,
+        key: Bytes | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Headers | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> None:
+        """Queue a record (waits only while `_QUEUE_LIMIT` records are queued)."""
+        if len(self._queue) >= _QUEUE_LIMIT:
+            with self._room:
+                self._room.wait_for(lambda: len(self._queue) < _QUEUE_LIMIT // 2, timeout=60)
+        self._queue.append((topic, value, key, partition, timestamp_ms, headers, on_delivery))
+        if not self._draining:
+            self._draining = True
+            self._loop.call_soon_threadsafe(self._start_drain)
+
+    def _start_drain(self) -> None:
+        self._loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        producer, queue = self._async, self._queue
+        known = producer.cluster.partition_counts
+        try:
+            while queue:
+                topic, value, key, partition, timestamp, headers, on_delivery = queue.popleft()
+                try:
+                    if topic not in known or (
+                        producer._accumulator.buffered_bytes >= producer.config.buffer_memory
+                    ):
+                        future = await producer.send(
+                            topic,
+                            value,
+                            key,
+                            partition=partition,
+                            timestamp_ms=timestamp,
+                            headers=headers,
+                        )
+                        future.add_done_callback(_reporter(on_delivery, producer))
+                    elif producer.enqueue(
+                        topic, value, key, partition, timestamp, headers, on_delivery
+                    ):
+                        await asyncio.sleep(0)
+                except Exception as e:
+                    if on_delivery is not None:
+                        on_delivery(e, None)
+                    else:
+                        producer.unreported_errors.append(e)
+                if len(queue) == _QUEUE_LIMIT // 2:
+                    with self._room:
+                        self._room.notify_all()
+        finally:
+            self._draining = False
+            with self._room:
+                self._room.notify_all()
+            if queue:  # a send raced with the end of the loop above
+                self._draining = True
+                self._loop.create_task(self._drain())
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every record sent so far is answered; raise the first failure of a
+        record sent without `on_delivery`."""
+        _run(self._flush(timeout_s))
+        if self._async.unreported_errors:
+            first = self._async.unreported_errors[0]
+            self._async.unreported_errors.clear()
+            raise first
+
+    async def _flush(self, timeout_s: float | None) -> None:
+        while self._queue or self._draining:
+            await asyncio.sleep(0.001)
+        await self._async.flush(timeout_s)
+
+    def close(self, timeout_s: float | None = None) -> None:
+        try:
+            self.flush(timeout_s)
+        finally:
+            _run(self._async.close(timeout_s))
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _reporter(
+    on_delivery: DeliveryCallback | None, producer: AsyncProducer
+) -> Callable[[asyncio.Future[RecordMetadata]], None]:
+    def report(future: asyncio.Future[RecordMetadata]) -> None:
+        error = future.exception()
+        if on_delivery is not None:
+            on_delivery(error, None if error is not None else future.result())
+        elif error is not None:
+            producer.unreported_errors.append(error)
+
+    return report
+
+
+class Consumer:
+    """Blocking consumer with the methods of `AsyncConsumer`."""
+
+    def __init__(self, config: Mapping[str, object]) -> None:
+        self._async: AsyncConsumer = _run(_construct(AsyncConsumer, config))
+
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        *,
+        pattern: str | None = None,
+        on_assign: Listener | None = None,
+        on_revoke: Listener | None = None,
+        on_lost: Listener | None = None,
+    ) -> None:
+        """See `AsyncConsumer.subscribe`; listeners run on the client's loop thread."""
+        self._async.subscribe(
+            list(topics), pattern=pattern, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost
+        )
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._async.assign(list(partitions))
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._async.assignment()
+
+    def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
+        return _run(self._async.poll(timeout_ms))
+
+    def poll_arrow(self, timeout_ms: int = 0, *, include_headers: bool = True) -> pa.Table:
+        return _run(self._async.poll_arrow(timeout_ms, include_headers=include_headers))
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._async.seek(tp, offset)
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._async.seek_to_beginning(partitions)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._async.seek_to_end(partitions)
+
+    def seek_to_timestamp(
+        self, timestamp_ms: int, partitions: Iterable[TopicPartition] | None = None
+    ) -> None:
+        _run(self._async.seek_to_timestamp(timestamp_ms, partitions))
+
+    def position(self, tp: TopicPartition) -> int:
+        return _run(self._async.position(tp))
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        self._async.pause(partitions)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self._async.resume(partitions)
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        _run(self._async.commit(offsets))
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Start a commit; its outcome is not reported (as with a callback-less commit)."""
+        _run(_start_commit(self._async, offsets))
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return _run(self._async.committed(list(partitions)))
+
+    def close(self) -> None:
+        _run(self._async.close())
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def _start_commit(
+    consumer: AsyncConsumer, offsets: Mapping[TopicPartition, int] | None
+) -> None:
+    consumer.commit_async(offsets)
+
+
+class Admin:
+    """Blocking admin client: every coroutine method of `AsyncAdmin`, blocking."""
+
+    def __init__(self, config: Mapping[str, object]) -> None:
+        self._async: AsyncAdmin = _run(_construct(AsyncAdmin, config))
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._async, name)
+        if not asyncio.iscoroutinefunction(method):
+            return method
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            return _run(method(*args, **kwargs))
+
+        blocking.__doc__ = method.__doc__
+        return blocking
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _run(self._async.close())

@@ -1,0 +1,170 @@
+"""Pure logic of the client: config parsing, murmur2, the accumulator, read_committed filtering."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
+from riverlog.client.accumulator import RecordAccumulator
+from riverlog.client.config import ConsumerConfig, ProducerConfig
+from riverlog.client.fetcher import data_batches, decode_records
+from riverlog.client.partitioner import DefaultPartitioner, key_partition, murmur2
+from riverlog.protocol.records import compression
+from riverlog.protocol.records.v2 import (
+    Record,
+    decode_batch,
+    encode_batch,
+    encode_record,
+)
+
+BS = {"bootstrap.servers": "127.0.0.1:9092"}
+
+
+def test_config_takes_kafka_keys_and_refuses_mistakes() -> None:
+    c = ProducerConfig.parse({**BS, "linger.ms": "20", "acks": "1", "compression.type": "zstd"})
+    assert (c.linger_ms, c.acks, c.compression_type) == (20, 1, compression.ZSTD)
+    assert not c.enable_idempotence  # acks=1 turns the default idempotence off, as in Java
+    assert ProducerConfig.parse(BS).enable_idempotence
+    with pytest.raises(ValueError, match=r"enable\.idempotence=true needs acks=all"):
+        ProducerConfig.parse({**BS, "acks": "1", "enable.idempotence": "true"})
+    with pytest.raises(ValueError, match="unknown config key 'linger'"):
+        ProducerConfig.parse({**BS, "linger": 5})
+    with pytest.raises(ValueError, match=r"batch\.size: expected an integer"):
+        ProducerConfig.parse({**BS, "batch.size": "big"})
+    with pytest.raises(ValueError, match=r"bootstrap\.servers is required"):
+        ConsumerConfig.parse({"group.id": "g"})
+    with pytest.raises(ValueError, match="unknown assignor 'sticky'"):
+        ConsumerConfig.parse({**BS, "partition.assignment.strategy": "range,sticky"})
+    c2 = ConsumerConfig.parse({**BS, "partition.assignment.strategy": "roundrobin, range"})
+    assert c2.assignment_strategies == ("roundrobin", "range")
+
+
+def test_murmur2_matches_kafkas_test_vectors() -> None:
+    # org.apache.kafka.common.utils.UtilsTest#testMurmur2
+    assert murmur2(b"21") == -973932308
+    assert murmur2(b"foobar") == -790332482
+    assert murmur2(b"a-little-bit-long-string") == -985981536
+    assert murmur2(b"a-little-bit-longer-string") == -1486304829
+    assert murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == -58897971
+    assert murmur2(b"abc") == 479470107
+
+
+@given(st.binary(max_size=64), st.integers(1, 1000))
+def test_key_partition_agrees_with_kafka_python(key: bytes, partitions: int) -> None:
+    expected = (kafka_python_murmur2(key) & 0x7FFFFFFF) % partitions
+    assert key_partition(key, partitions) == expected
+
+
+def test_keyless_records_stick_to_a_partition_until_its_batch_closes() -> None:
+    p = DefaultPartitioner()
+    first = p.partition("t", None, 6, [0, 1, 2, 3, 4, 5])
+    assert all(p.partition("t", None, 6, [0, 1, 2, 3, 4, 5]) == first for _ in range(20))
+    p.on_new_batch("t", first)
+    assert p.partition("t", None, 6, [0, 1, 2, 3, 4, 5]) != first
+    assert p.partition("t", None, 6, [3]) in range(6)
+
+
+records_strategy = st.lists(
+    st.tuples(
+        st.none() | st.binary(max_size=20),
+        st.none() | st.binary(max_size=300),
+        st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=2),
+        st.integers(-10_000, 10_000),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@given(records_strategy, st.integers(100, 3000))
+def test_the_accumulator_builds_batches_that_decode_to_what_was_added(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    batch_size: int,
+) -> None:
+    acc = RecordAccumulator(batch_size, linger_ms=5)
+    base = 1_700_000_000_000
+    for key, value, headers, delta in records:
+        acc.append("t", 0, base + delta, key, value, headers, now_ms=0)
+    assert acc.ready(now_ms=5, muted=lambda tp: False) == [("t", 0)]  # linger passed
+    decoded = []
+    while acc.has_waiting():
+        batch = acc.pop(("t", 0))
+        assert batch.size <= max(batch_size, batch.size if batch.count == 1 else 0)
+        data = batch.encode(compression.LZ4)
+        for r in decode_batch(data)[0].records:
+            decoded.append((r.key, r.value, r.headers, r.timestamp - base))
+        acc.release(batch)
+    assert decoded == [(k, v, h, d) for k, v, h, d in records]
+    assert acc.buffered_bytes == 0
+
+
+def test_a_full_batch_is_ready_before_its_linger_and_lingering_ones_after() -> None:
+    acc = RecordAccumulator(batch_size=500, linger_ms=50)
+    acc.append("t", 0, 1, None, b"x" * 100, (), now_ms=0)
+    acc.append("t", 1, 1, None, b"x" * 100, (), now_ms=0)
+    assert acc.ready(10, lambda tp: False) == []
+    assert acc.next_linger_deadline() == 50
+    for _ in range(5):
+        acc.append("t", 0, 1, None, b"x" * 100, (), now_ms=10)
+    assert acc.ready(10, lambda tp: False) == [("t", 0)]  # a second batch exists
+    assert sorted(acc.ready(50, lambda tp: False)) == [("t", 0), ("t", 1)]
+    assert acc.ready(50, lambda tp: tp == ("t", 0)) == [("t", 1)]
+
+
+def _txn(base: int, pid: int, values: list[bytes], *, control: int | None = None) -> bytes:
+    if control is not None:
+        key = (0).to_bytes(2, "big") + control.to_bytes(2, "big")
+        return encode_batch(
+            [Record(base, 0, key, b"\x00\x00\x00\x00\x00\x00")],
+            base_offset=base,
+            producer_id=pid,
+            producer_epoch=0,
+            is_transactional=True,
+            is_control=True,
+        )
+    return encode_batch(
+        [Record(base + i, 0, None, v) for i, v in enumerate(values)],
+        base_offset=base,
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=pid >= 0,
+    )
+
+
+def test_read_committed_skips_aborted_transactions_and_markers() -> None:
+    # pid 7 aborts its first transaction and commits its second; pid 8 commits; pid -1 is not
+    # transactional.
+    log = b"".join(
+        [
+            _txn(0, 7, [b"a0", b"a1"]),
+            _txn(2, 8, [b"c0"]),
+            _txn(3, -1, [b"plain"]),
+            _txn(4, 7, [], control=0),  # ABORT of pid 7
+            _txn(5, 8, [], control=1),  # COMMIT of pid 8
+            _txn(6, 7, [b"a2"]),
+            _txn(7, 7, [], control=1),  # COMMIT of pid 7
+        ]
+    )
+    partial = _txn(8, -1, [b"cut"])[:30]
+    view = memoryview(log + partial)
+    committed, next_offset = data_batches(view, [(7, 0)])
+    values = [r.value for r in decode_records(("t", 0), committed, 0)]
+    assert values == [b"c0", b"plain", b"a2"]
+    assert next_offset == 8  # past the markers, not into the partial batch
+    everything, _ = data_batches(view, None)
+    assert [r.value for r in decode_records(("t", 0), everything, 1)] == [
+        b"a1",
+        b"c0",
+        b"plain",
+        b"a2",
+    ]  # read_uncommitted: markers dropped, min offset respected
+
+
+def test_a_record_with_headers_encodes_as_the_codec_does() -> None:
+    acc = RecordAccumulator(10_000, 0)
+    batch, started = acc.append("t", 0, 5, b"k", b"v", [("h", b"1")], now_ms=0)
+    assert started
+    assert batch.parts == [encode_record(0, 0, b"k", b"v", [("h", b"1")])]
