@@ -8,7 +8,7 @@ every `metadata.max.age.ms`; concurrent refreshes share one request. Broker conn
 opened on first use and reopened after a failure, no sooner than the reconnect backoff
 (`reconnect.backoff.ms`, doubling up to `reconnect.backoff.max.ms`).
 
-Invariants: `leaders`, `partition_counts` and `topic_ids` only ever hold what the latest
+Invariants: `leaders` and `partition_counts` only ever hold what the latest
 successful Metadata answer said for a topic; one open connection per broker at most.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-import uuid
 from dataclasses import dataclass
 
 from riverlog.client.config import CommonConfig
@@ -67,9 +66,7 @@ class Cluster:
         self.controller_id = -1
         self.cluster_id: str | None = None
         self.leaders: dict[TopicPartition, int] = {}
-        self.leader_epochs: dict[TopicPartition, int] = {}
         self.partition_counts: dict[str, int] = {}
-        self.topic_ids: dict[str, uuid.UUID] = {}
         self.topics_in_use: set[str] = set()
         self._connections: dict[int, Connection] = {}
         self._opening: dict[int, asyncio.Future[Connection]] = {}
@@ -218,19 +215,15 @@ class Cluster:
                     self._forget(t.name)
                 continue
             self.partition_counts[t.name] = len(t.partitions)
-            self.topic_ids[t.name] = t.topic_id
             for p in t.partitions:
                 tp = (t.name, p.partition_index)
                 self.leaders[tp] = p.leader_id if p.error_code != LEADER_NOT_AVAILABLE else -1
-                self.leader_epochs[tp] = p.leader_epoch
         self._refreshed_at = time.monotonic()
 
     def _forget(self, topic: str) -> None:
         count = self.partition_counts.pop(topic, 0)
-        self.topic_ids.pop(topic, None)
         for p in range(count):
             self.leaders.pop((topic, p), None)
-            self.leader_epochs.pop((topic, p), None)
 
     async def all_topics(self) -> list[str]:
         """Every topic of the cluster but the internal ones (`__consumer_offsets`)."""
