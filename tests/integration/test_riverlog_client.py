@@ -65,6 +65,8 @@ async def test_round_trip_with_every_codec(broker: BrokerProcess, codec: str) ->
     bs = broker.bootstrap_servers
     topic = await new_topic(bs, 3)
     sent = []
+    # Recent timestamps: records older than log.retention.ms would be deleted under the test.
+    base = int(time.time() * 1000) - 10_000
     async with AsyncProducer(
         {"bootstrap.servers": bs, "compression.type": codec, "linger.ms": 20}
     ) as producer:
@@ -78,10 +80,10 @@ async def test_round_trip_with_every_codec(broker: BrokerProcess, codec: str) ->
                     f"v{i}".encode() * (i % 9),
                     key,
                     headers=headers,
-                    timestamp_ms=1_700_000_000_000 + i,
+                    timestamp_ms=base + i,
                 )
             )
-            sent.append((key, f"v{i}".encode() * (i % 9), headers or [], 1_700_000_000_000 + i))
+            sent.append((key, f"v{i}".encode() * (i % 9), headers or [], base + i))
         metadata = await asyncio.gather(*futures)
     assert len({(m.partition, m.offset) for m in metadata}) == 3000
     got = await read_all(bs, topic, 3, 3000)
@@ -303,13 +305,14 @@ async def test_a_pattern_subscription_picks_up_new_topics(broker: BrokerProcess)
 async def test_seek_by_timestamp_and_pause(broker: BrokerProcess) -> None:
     bs = broker.bootstrap_servers
     topic = await new_topic(bs, 2)
+    base = int(time.time() * 1000) - 10_000  # recent: older records may be retention's
     async with AsyncProducer({"bootstrap.servers": bs}) as producer:
         for i in range(100):
-            await producer.send(topic, str(i).encode(), partition=i % 2, timestamp_ms=10_000 + i)
+            await producer.send(topic, str(i).encode(), partition=i % 2, timestamp_ms=base + i)
     consumer = AsyncConsumer({"bootstrap.servers": bs})
     consumer.assign([(topic, 0), (topic, 1)])
     async with consumer:
-        await consumer.seek_to_timestamp(10_050)
+        await consumer.seek_to_timestamp(base + 50)
         assert await consumer.position((topic, 0)) == 25
         consumer.pause([(topic, 1)])
         values: list[int] = []
