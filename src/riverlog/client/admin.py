@@ -1,5 +1,5 @@
 """Admin operations over one connection: topics (list, describe, create, delete, grow),
-topic configs, and offsets by time (ListOffsets). Errors come back as `KafkaError`s
+topic and broker configs, and offsets by time (ListOffsets). Errors come back as `KafkaError`s
 carrying the broker's code and message.
 
 The connection should go to the controller for changes; on a single broker (and until the
@@ -9,6 +9,7 @@ cluster issue adds controller routing) any broker will do.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from riverlog.client.connection import Connection
@@ -23,6 +24,8 @@ from riverlog.protocol.messages import (
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     MetadataRequest,
@@ -30,7 +33,9 @@ from riverlog.protocol.messages import (
 )
 
 TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
 DYNAMIC_TOPIC_CONFIG = 1
+SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 
 
 def _check(code: int, message: str | None = None) -> None:
@@ -133,12 +138,14 @@ async def create_partitions(conn: Connection, name: str, count: int) -> None:
     _check(result.error_code, result.error_message)
 
 
-async def topic_config_overrides(conn: Connection, name: str) -> dict[str, str]:
-    """The topic's own config overrides (what `kafka-topics --describe` prints)."""
+async def describe_configs(
+    conn: Connection, resource_type: int, name: str
+) -> list[DescribeConfigsResponse.DescribeConfigsResourceResult]:
+    """Every config of a topic (TOPIC_RESOURCE) or broker (BROKER_RESOURCE, name = its id)."""
     request = DescribeConfigsRequest(
         resources=[
             DescribeConfigsRequest.DescribeConfigsResource(
-                resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=None
+                resource_type=resource_type, resource_name=name, configuration_keys=None
             )
         ]
     )
@@ -146,9 +153,46 @@ async def topic_config_overrides(conn: Connection, name: str) -> dict[str, str]:
     assert isinstance(response, DescribeConfigsResponse)
     result = response.results[0]
     _check(result.error_code, result.error_message)
+    return list(result.configs)
+
+
+async def topic_config_overrides(conn: Connection, name: str) -> dict[str, str]:
+    """The topic's own config overrides (what `kafka-topics --describe` prints)."""
     return {
-        c.name: c.value or "" for c in result.configs if c.config_source == DYNAMIC_TOPIC_CONFIG
+        c.name: c.value or ""
+        for c in await describe_configs(conn, TOPIC_RESOURCE, name)
+        if c.config_source == DYNAMIC_TOPIC_CONFIG
     }
+
+
+async def alter_configs(
+    conn: Connection,
+    resource_type: int,
+    name: str,
+    set_values: Mapping[str, str],
+    delete: Iterable[str],
+) -> None:
+    """IncrementalAlterConfigs: set and delete overrides of one resource; others stay."""
+    changes = [
+        IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=SET, value=v)
+        for k, v in set_values.items()
+    ]
+    changes += [
+        IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=DELETE, value=None)
+        for k in delete
+    ]
+    request = IncrementalAlterConfigsRequest(
+        resources=[
+            IncrementalAlterConfigsRequest.AlterConfigsResource(
+                resource_type=resource_type, resource_name=name, configs=changes
+            )
+        ],
+        validate_only=False,
+    )
+    response = await conn.send(request)
+    assert isinstance(response, IncrementalAlterConfigsResponse)
+    result = response.responses[0]
+    _check(result.error_code, result.error_message)
 
 
 EARLIEST_TIMESTAMP = -2

@@ -24,15 +24,10 @@ from riverlog.protocol.error_codes import KafkaError, for_code
 from riverlog.protocol.messages import (
     DeleteRecordsRequest,
     DeleteRecordsResponse,
-    DescribeConfigsRequest,
-    DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
 )
 
 TopicPartition = tuple[str, int]
-TOPIC, BROKER = 2, 4  # config resource types
-SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
+TOPIC, BROKER = admin.TOPIC_RESOURCE, admin.BROKER_RESOURCE  # config resource types
 
 
 @dataclass(frozen=True)
@@ -122,20 +117,7 @@ class AsyncAdmin:
     async def describe_configs(self, resource_type: int, name: str) -> dict[str, str | None]:
         """Every config of a topic (TOPIC) or broker (BROKER, name = its id) and its value."""
         conn = await self._for_resource(resource_type, name)
-        response = await conn.send(
-            DescribeConfigsRequest(
-                resources=[
-                    DescribeConfigsRequest.DescribeConfigsResource(
-                        resource_type=resource_type, resource_name=name, configuration_keys=None
-                    )
-                ]
-            )
-        )
-        assert isinstance(response, DescribeConfigsResponse)
-        result = response.results[0]
-        if result.error_code:
-            raise KafkaError(for_code(result.error_code), result.error_message)
-        return {c.name: c.value for c in result.configs}
+        return {c.name: c.value for c in await admin.describe_configs(conn, resource_type, name)}
 
     async def alter_configs(
         self,
@@ -146,31 +128,8 @@ class AsyncAdmin:
         delete: list[str] | None = None,
     ) -> None:
         """Set and delete config overrides (IncrementalAlterConfigs); others stay."""
-        changes = [
-            IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=SET, value=v)
-            for k, v in (set or {}).items()
-        ]
-        changes += [
-            IncrementalAlterConfigsRequest.AlterableConfig(
-                name=k, config_operation=DELETE, value=None
-            )
-            for k in delete or []
-        ]
         conn = await self._for_resource(resource_type, name)
-        response = await conn.send(
-            IncrementalAlterConfigsRequest(
-                resources=[
-                    IncrementalAlterConfigsRequest.AlterConfigsResource(
-                        resource_type=resource_type, resource_name=name, configs=changes
-                    )
-                ],
-                validate_only=False,
-            )
-        )
-        assert isinstance(response, IncrementalAlterConfigsResponse)
-        result = response.responses[0]
-        if result.error_code:
-            raise KafkaError(for_code(result.error_code), result.error_message)
+        await admin.alter_configs(conn, resource_type, name, set or {}, delete or [])
 
     async def _for_resource(self, resource_type: int, name: str) -> Connection:
         if resource_type == BROKER and name:

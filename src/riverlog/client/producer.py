@@ -155,6 +155,14 @@ class AsyncProducer:
             await asyncio.sleep(0)
         return future
 
+    def can_enqueue(self, topic: str) -> bool:
+        """Whether `enqueue` may take a record for `topic` now: its metadata is known and the
+        buffer has room (otherwise `send` does the waiting)."""
+        return (
+            topic in self.cluster.partition_counts
+            and self._accumulator.buffered_bytes < self.config.buffer_memory
+        )
+
     def enqueue(
         self,
         topic: str,

@@ -114,14 +114,11 @@ class Producer:
 
     async def _drain(self) -> None:
         producer, queue = self._async, self._queue
-        known = producer.cluster.partition_counts
         try:
             while queue:
                 topic, value, key, partition, timestamp, headers, on_delivery = queue.popleft()
                 try:
-                    if topic not in known or (
-                        producer._accumulator.buffered_bytes >= producer.config.buffer_memory
-                    ):
+                    if not producer.can_enqueue(topic):
                         future = await producer.send(
                             topic,
                             value,
