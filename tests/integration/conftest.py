@@ -79,3 +79,15 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Cluster]:
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local[2] Spark session for the test session's Spark tests."""
+    from tests.spark_harness import start_spark
+
+    session = start_spark()
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -121,6 +121,12 @@ class CommonConfig:
     connection_setup_timeout_ms: int = 10_000
 
 
+def common_config(mapping: Mapping[str, object]) -> dict[str, object]:
+    """The part of a config every client takes (for an admin client made from a producer's
+    or a consumer's config)."""
+    return {k: v for k, v in mapping.items() if k in _COMMON}
+
+
 def _parse(
     cls: type[_T],
     keys: dict[str, tuple[str, Callable[[str, object], Any]]],

@@ -56,7 +56,9 @@ def _client_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def _run(coroutine: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
+def run_blocking(coroutine: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
+    """Run `coroutine` on the client loop thread and wait for its result (for code outside
+    the loop, such as the Spark connector, that drives asyncio client objects)."""
     loop = _client_loop()
     try:
         running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -80,10 +82,10 @@ class Producer:
     def __init__(
         self, config: Mapping[str, object], *, partitioner: Partitioner | None = None
     ) -> None:
-        self._async: AsyncProducer = _run(
+        self._async: AsyncProducer = run_blocking(
             _construct(AsyncProducer, config, partitioner=partitioner)
         )
-        _run(self._async.start())
+        run_blocking(self._async.start())
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._draining = False
         self._room = threading.Condition()
@@ -151,7 +153,7 @@ class Producer:
     def flush(self, timeout_s: float | None = None) -> None:
         """Wait until every record sent so far is answered; raise the first failure of a
         record sent without `on_delivery`."""
-        _run(self._flush(timeout_s))
+        run_blocking(self._flush(timeout_s))
         if self._async.unreported_errors:
             first = self._async.unreported_errors[0]
             self._async.unreported_errors.clear()
@@ -166,7 +168,7 @@ class Producer:
         try:
             self.flush(timeout_s)
         finally:
-            _run(self._async.close(timeout_s))
+            run_blocking(self._async.close(timeout_s))
 
     def __enter__(self) -> Producer:
         return self
@@ -192,7 +194,7 @@ class Consumer:
     """Blocking consumer with the methods of `AsyncConsumer`."""
 
     def __init__(self, config: Mapping[str, object]) -> None:
-        self._async: AsyncConsumer = _run(_construct(AsyncConsumer, config))
+        self._async: AsyncConsumer = run_blocking(_construct(AsyncConsumer, config))
 
     def subscribe(
         self,
@@ -215,10 +217,10 @@ class Consumer:
         return self._async.assignment()
 
     def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
-        return _run(self._async.poll(timeout_ms))
+        return run_blocking(self._async.poll(timeout_ms))
 
     def poll_arrow(self, timeout_ms: int = 0, *, include_headers: bool = True) -> pa.Table:
-        return _run(self._async.poll_arrow(timeout_ms, include_headers=include_headers))
+        return run_blocking(self._async.poll_arrow(timeout_ms, include_headers=include_headers))
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self._async.seek(tp, offset)
@@ -232,10 +234,10 @@ class Consumer:
     def seek_to_timestamp(
         self, timestamp_ms: int, partitions: Iterable[TopicPartition] | None = None
     ) -> None:
-        _run(self._async.seek_to_timestamp(timestamp_ms, partitions))
+        run_blocking(self._async.seek_to_timestamp(timestamp_ms, partitions))
 
     def position(self, tp: TopicPartition) -> int:
-        return _run(self._async.position(tp))
+        return run_blocking(self._async.position(tp))
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         self._async.pause(partitions)
@@ -244,17 +246,17 @@ class Consumer:
         self._async.resume(partitions)
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
-        _run(self._async.commit(offsets))
+        run_blocking(self._async.commit(offsets))
 
     def commit_async(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         """Start a commit; its outcome is not reported (as with a callback-less commit)."""
-        _run(_start_commit(self._async, offsets))
+        run_blocking(_start_commit(self._async, offsets))
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return _run(self._async.committed(list(partitions)))
+        return run_blocking(self._async.committed(list(partitions)))
 
     def close(self) -> None:
-        _run(self._async.close())
+        run_blocking(self._async.close())
 
     def __enter__(self) -> Consumer:
         return self
@@ -273,7 +275,7 @@ class Admin:
     """Blocking admin client: every coroutine method of `AsyncAdmin`, blocking."""
 
     def __init__(self, config: Mapping[str, object]) -> None:
-        self._async: AsyncAdmin = _run(_construct(AsyncAdmin, config))
+        self._async: AsyncAdmin = run_blocking(_construct(AsyncAdmin, config))
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._async, name)
@@ -281,7 +283,7 @@ class Admin:
             return method
 
         def blocking(*args: Any, **kwargs: Any) -> Any:
-            return _run(method(*args, **kwargs))
+            return run_blocking(method(*args, **kwargs))
 
         blocking.__doc__ = method.__doc__
         return blocking
@@ -290,4 +292,4 @@ class Admin:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _run(self._async.close())
+        run_blocking(self._async.close())
