@@ -17,6 +17,7 @@ from riverlog.cli import console as cli_console
 from riverlog.cli import consumer_groups as cli_groups
 from riverlog.cli import perf as cli_perf
 from riverlog.cli import server as cli_server
+from riverlog.cli import state_change_log_merger as cli_merger
 from riverlog.cli import topics as cli_topics
 
 
@@ -90,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_groups.add_arguments(groups)
     groups.set_defaults(run=cli_groups.run)
+
+    merger = sub.add_parser(
+        "state-change-log-merger",
+        help="merge brokers' state-change logs in time order (kafka.tools.StateChangeLogMerger)",
+    )
+    cli_merger.add_arguments(merger)
+    merger.set_defaults(run=cli_merger.run)
 
     cluster = sub.add_parser("cluster", help="start or stop ZooKeeper + N brokers on loopback")
     cli_cluster.add_arguments(cluster)
