@@ -16,6 +16,7 @@ from riverlog.cli import cluster as cli_cluster
 from riverlog.cli import console as cli_console
 from riverlog.cli import consumer_groups as cli_groups
 from riverlog.cli import perf as cli_perf
+from riverlog.cli import replica_verification as cli_replica_verification
 from riverlog.cli import server as cli_server
 from riverlog.cli import state_change_log_merger as cli_merger
 from riverlog.cli import topics as cli_topics
@@ -92,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     cli_groups.add_arguments(groups)
     groups.set_defaults(run=cli_groups.run)
 
+    verification = sub.add_parser(
+        "replica-verification",
+        help="check that all replicas hold the same data (kafka-replica-verification.sh)",
+    )
+    cli_replica_verification.add_arguments(verification)
+    verification.set_defaults(run=cli_replica_verification.run)
     merger = sub.add_parser(
         "state-change-log-merger",
         help="merge brokers' state-change logs in time order (kafka.tools.StateChangeLogMerger)",
