@@ -13,6 +13,7 @@ from pathlib import Path
 
 from riverlog import __version__
 from riverlog.cli import cluster as cli_cluster
+from riverlog.cli import configs as cli_configs
 from riverlog.cli import console as cli_console
 from riverlog.cli import consumer_groups as cli_groups
 from riverlog.cli import perf as cli_perf
@@ -93,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     cli_groups.add_arguments(groups)
     groups.set_defaults(run=cli_groups.run)
 
+    configs = sub.add_parser(
+        "configs", help="describe and alter topic and broker configs (kafka-configs.sh)"
+    )
+    cli_configs.add_arguments(configs)
+    configs.set_defaults(run=cli_configs.run)
     verification = sub.add_parser(
         "replica-verification",
         help="check that all replicas hold the same data (kafka-replica-verification.sh)",
