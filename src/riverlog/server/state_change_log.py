@@ -67,8 +67,10 @@ def leader_and_isr(state: PartitionState, zk_version: int) -> str:
             f"isr={_ints(state.isr)}, zkVersion={zk_version})")  # fmt: skip
 
 
-def leader_and_isr_partition(p: LeaderAndIsrRequest.LeaderAndIsrPartitionState) -> str:
-    return (f"LeaderAndIsrPartitionState(topicName='{p.topic_name}', "
+def leader_and_isr_partition(
+    topic: str, p: LeaderAndIsrRequest.LeaderAndIsrPartitionState
+) -> str:
+    return (f"LeaderAndIsrPartitionState(topicName='{topic}', "
             f"partitionIndex={p.partition_index}, controllerEpoch={p.controller_epoch}, "
             f"leader={p.leader}, leaderEpoch={p.leader_epoch}, isr={_ints(p.isr)}, "
             f"zkVersion={p.partition_epoch}, replicas={_ints(p.replicas)}, "
@@ -77,8 +79,10 @@ def leader_and_isr_partition(p: LeaderAndIsrRequest.LeaderAndIsrPartitionState) 
             f"isNew={str(p.is_new).lower()})")  # fmt: skip
 
 
-def update_metadata_partition(p: UpdateMetadataRequest.UpdateMetadataPartitionState) -> str:
-    return (f"UpdateMetadataPartitionState(topicName='{p.topic_name}', "
+def update_metadata_partition(
+    topic: str, p: UpdateMetadataRequest.UpdateMetadataPartitionState
+) -> str:
+    return (f"UpdateMetadataPartitionState(topicName='{topic}', "
             f"partitionIndex={p.partition_index}, controllerEpoch={p.controller_epoch}, "
             f"leader={p.leader}, leaderEpoch={p.leader_epoch}, isr={_ints(p.isr)}, "
             f"zkVersion={p.zk_version}, replicas={_ints(p.replicas)}, "
@@ -87,24 +91,18 @@ def update_metadata_partition(p: UpdateMetadataRequest.UpdateMetadataPartitionSt
 
 def leader_and_isr_states(
     request: LeaderAndIsrRequest,
-) -> list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]:
-    """The request's partition states, each with its topic name (any version)."""
-    out = list(request.ungrouped_partition_states)
-    for topic in request.topic_states:
-        for p in topic.partition_states:
-            p.topic_name = topic.topic_name
-            out.append(p)
+) -> list[tuple[str, LeaderAndIsrRequest.LeaderAndIsrPartitionState]]:
+    """The request's partition states with their topics (any version)."""
+    out = [(p.topic_name, p) for p in request.ungrouped_partition_states]
+    out += [(t.topic_name, p) for t in request.topic_states for p in t.partition_states]
     return out
 
 
 def update_metadata_states(
     request: UpdateMetadataRequest,
-) -> list[UpdateMetadataRequest.UpdateMetadataPartitionState]:
-    out = list(request.ungrouped_partition_states)
-    for topic in request.topic_states:
-        for p in topic.partition_states:
-            p.topic_name = topic.topic_name
-            out.append(p)
+) -> list[tuple[str, UpdateMetadataRequest.UpdateMetadataPartitionState]]:
+    out = [(p.topic_name, p) for p in request.ungrouped_partition_states]
+    out += [(t.topic_name, p) for t in request.topic_states for p in t.partition_states]
     return out
 
 
@@ -137,21 +135,21 @@ def request_sent(broker_id: int, request: ApiMessage) -> None:
         return
     if isinstance(request, LeaderAndIsrRequest):
         prefix = _controller(request.controller_id, request.controller_epoch)
-        for p in leader_and_isr_states(request):
+        for topic, p in leader_and_isr_states(request):
             role = "become-leader" if p.leader == broker_id else "become-follower"
             logger.log(TRACE, "%s Sending %s LeaderAndIsr request %s to broker %d for "
-                       "partition %s", prefix, role, leader_and_isr_partition(p), broker_id,
-                       partition_name(p.topic_name, p.partition_index))  # fmt: skip
+                       "partition %s", prefix, role, leader_and_isr_partition(topic, p),
+                       broker_id, partition_name(topic, p.partition_index))  # fmt: skip
     elif isinstance(request, UpdateMetadataRequest):
         prefix = _controller(request.controller_id, request.controller_epoch)
         states = update_metadata_states(request)
         logger.log(TRACE, "%s Sending UpdateMetadata request to broker %d for %d partitions "
                    "and live brokers %s", prefix, broker_id, len(states),
                    _ints(b.id for b in request.live_brokers))  # fmt: skip
-        for u in states:
+        for topic, u in states:
             logger.log(TRACE, "%s Sending UpdateMetadata request %s to broker %d for "
-                       "partition %s", prefix, update_metadata_partition(u), broker_id,
-                       partition_name(u.topic_name, u.partition_index))  # fmt: skip
+                       "partition %s", prefix, update_metadata_partition(topic, u), broker_id,
+                       partition_name(topic, u.partition_index))  # fmt: skip
     elif isinstance(request, StopReplicaRequest):
         prefix = _controller(request.controller_id, request.controller_epoch)
         for t in request.topic_states:
@@ -181,11 +179,11 @@ def leader_and_isr_received(
     prefix = _broker(broker_id)
     source = (f"correlation id {correlation_id} from controller {request.controller_id} "
               f"epoch {request.controller_epoch}")  # fmt: skip
-    for p in leader_and_isr_states(request):
-        tp = (p.topic_name, p.partition_index)
+    for topic, p in leader_and_isr_states(request):
+        tp = (topic, p.partition_index)
         name = partition_name(*tp)
         logger.log(TRACE, "%s Received LeaderAndIsr request %s %s for partition %s",
-                   prefix, leader_and_isr_partition(p), source, name)  # fmt: skip
+                   prefix, leader_and_isr_partition(topic, p), source, name)  # fmt: skip
         outcome = outcomes.get(tp)
         if outcome is not None:
             logger.log(TRACE, "%s Handled LeaderAndIsr request %s for partition %s: %s",
@@ -202,10 +200,10 @@ def update_metadata_received(
     source = (f"UpdateMetadata request sent by controller {request.controller_id} "
               f"epoch {request.controller_epoch} with correlation id {correlation_id}")  # fmt: skip
     verb = "Ignored stale" if stale else "Cached"
-    for p in update_metadata_states(request):
+    for topic, p in update_metadata_states(request):
         logger.log(TRACE, "%s %s leader info %s for partition %s in response to %s", prefix,
-                   verb, update_metadata_partition(p),
-                   partition_name(p.topic_name, p.partition_index), source)  # fmt: skip
+                   verb, update_metadata_partition(topic, p),
+                   partition_name(topic, p.partition_index), source)  # fmt: skip
 
 
 def stop_replica_received(
