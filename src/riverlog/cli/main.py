@@ -13,10 +13,13 @@ from pathlib import Path
 
 from riverlog import __version__
 from riverlog.cli import cluster as cli_cluster
+from riverlog.cli import configs as cli_configs
 from riverlog.cli import console as cli_console
 from riverlog.cli import consumer_groups as cli_groups
 from riverlog.cli import perf as cli_perf
+from riverlog.cli import replica_verification as cli_replica_verification
 from riverlog.cli import server as cli_server
+from riverlog.cli import state_change_log_merger as cli_merger
 from riverlog.cli import topics as cli_topics
 
 
@@ -90,6 +93,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_groups.add_arguments(groups)
     groups.set_defaults(run=cli_groups.run)
+
+    configs = sub.add_parser(
+        "configs", help="describe and alter topic and broker configs (kafka-configs.sh)"
+    )
+    cli_configs.add_arguments(configs)
+    configs.set_defaults(run=cli_configs.run)
+    verification = sub.add_parser(
+        "replica-verification",
+        help="check that all replicas hold the same data (kafka-replica-verification.sh)",
+    )
+    cli_replica_verification.add_arguments(verification)
+    verification.set_defaults(run=cli_replica_verification.run)
+    merger = sub.add_parser(
+        "state-change-log-merger",
+        help="merge brokers' state-change logs in time order (kafka.tools.StateChangeLogMerger)",
+    )
+    cli_merger.add_arguments(merger)
+    merger.set_defaults(run=cli_merger.run)
 
     cluster = sub.add_parser("cluster", help="start or stop ZooKeeper + N brokers on loopback")
     cli_cluster.add_arguments(cluster)

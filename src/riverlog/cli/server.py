@@ -7,7 +7,8 @@ Without `zookeeper.connect` (`--zookeeper`) it is a single-node cluster keeping 
 in the data directory; with it, it joins the cluster registered there as `broker.id`. It
 prints `riverlog broker <id> listening on HOST:PORT` once it serves (tools and tests wait for
 that line; with port 0 it names the port chosen). SIGTERM and SIGINT shut down
-cleanly: stop accepting, drain, flush, checkpoint, clean-shutdown marker.
+cleanly: stop accepting, drain, flush, checkpoint, clean-shutdown marker. The broker's
+state-change log is `state-change.log` in its (first) log directory.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import signal
 import sys
 from pathlib import Path
 
+from riverlog.server import state_change_log
 from riverlog.server.broker import Broker
 from riverlog.server.config import BrokerConfig, ConfigError
 from riverlog.server.registration import ClusterMembershipError
@@ -33,6 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker-id", type=int, metavar="N", help="sets `broker.id`")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="override a server.properties setting (repeatable)")  # fmt: skip
+
+
+def _log_state_changes(directory: Path) -> None:
+    """Kafka's `state-change.log`, here in the broker's (first) log directory, appended to
+    across restarts; its lines stay out of the broker's main log."""
+    directory.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(directory / state_change_log.FILE_NAME, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(state_change_log.LINE_FORMAT))
+    logger = logging.getLogger(state_change_log.LOGGER_NAME)
+    logger.setLevel(state_change_log.TRACE)
+    logger.propagate = False
+    logger.addHandler(handler)
 
 
 async def _serve(config: BrokerConfig) -> None:
@@ -67,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
     )
+    _log_state_changes(config.data_dir)
     try:
         asyncio.run(_serve(config))
     except ClusterMembershipError as e:

@@ -139,15 +139,17 @@ async def create_partitions(conn: Connection, name: str, count: int) -> None:
 
 
 async def describe_configs(
-    conn: Connection, resource_type: int, name: str
+    conn: Connection, resource_type: int, name: str, *, include_synonyms: bool = False
 ) -> list[DescribeConfigsResponse.DescribeConfigsResourceResult]:
-    """Every config of a topic (TOPIC_RESOURCE) or broker (BROKER_RESOURCE, name = its id)."""
+    """Every config of a topic (TOPIC_RESOURCE) or broker (BROKER_RESOURCE, name = its id;
+    "" = the cluster's dynamic defaults), with each value's source and, if asked, synonyms."""
     request = DescribeConfigsRequest(
         resources=[
             DescribeConfigsRequest.DescribeConfigsResource(
                 resource_type=resource_type, resource_name=name, configuration_keys=None
             )
-        ]
+        ],
+        include_synonyms=include_synonyms,
     )
     response = await conn.send(request)
     assert isinstance(response, DescribeConfigsResponse)

@@ -4,6 +4,7 @@
     /brokers/topics/T                          replica assignment + topic id
     /brokers/topics/T/partitions/P/state       leader, leader_epoch, isr, controller_epoch
     /config/topics/T                           per-topic config overrides
+    /config/brokers/N, /config/brokers/<default>  dynamic broker configs (one broker, all)
     /config/changes/config_change_NNNNNNNNNN   "topic T's config changed" (sequential)
     /controller, /controller_epoch             (with the cluster)
     /admin/delete_topics/T                     pending deletions (with the cluster)
@@ -23,6 +24,7 @@ from typing import Any
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
+BROKER_CONFIGS = "/config/brokers"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -45,6 +47,11 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """`entity`: a broker id, or `<default>` for the cluster-wide default."""
+    return f"{BROKER_CONFIGS}/{entity}"
 
 
 def encode_uuid(value: uuid.UUID) -> str:
@@ -163,6 +170,7 @@ class PartitionState:
 
 
 def topic_config_json(config: dict[str, str]) -> bytes:
+    """A `/config/topics/T` or `/config/brokers/B` node: Kafka's {"version":1,"config":{}}."""
     return _dump({"version": 1, "config": config})
 
 

@@ -14,6 +14,10 @@ with `zookeeper.connect` the same tree lives in ZooKeeper. Either way the broker
 the tree and runs for controller (`server/registration.py`): a single node is a cluster of
 one, on the same controller code path, and `start` returns once it leads its partitions.
 
+Broker configs: `server.properties` and `--override`, under the dynamic broker configs of
+`/config/brokers` (`server/broker_configs.py`), read at start and whenever they change;
+`config` and `topic_defaults` are replaced as a whole then.
+
 Ownership: the broker owns every component it creates; handlers receive the broker and use
 its components on the event loop thread.
 """
@@ -42,6 +46,7 @@ from riverlog.protocol import messages as m
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.server import config_changes, registration
+from riverlog.server.broker_configs import DEFAULT_ENTITY, DynamicBrokerConfigs
 from riverlog.server.config import BrokerConfig
 from riverlog.server.config_changes import ConfigChangeListener
 from riverlog.server.controller_service import ControllerService
@@ -159,6 +164,8 @@ class Broker:
             )
         self.topics = TopicRegistry(self.store)
         self.config_changes = ConfigChangeListener(self)
+        self.dynamic_configs = DynamicBrokerConfigs(config, self.store)
+        config = self.config = self.dynamic_configs.reload()
         self.topics.load()
         self.topic_defaults = config.topic_defaults()
         self.logs = LogManager(
@@ -371,6 +378,22 @@ class Broker:
         topic = self.topics.refresh(name)
         if topic is not None:
             self.logs.update_config(name, topic.config)
+
+    def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
+        """Replace the dynamic config of broker `entity` (`<default>`: of every broker)."""
+        self.dynamic_configs.validate(entity, config)
+        self.dynamic_configs.write(entity, config)
+        if entity in (str(self.broker_id), DEFAULT_ENTITY):
+            self.reload_broker_config()
+        config_changes.announce(self.store, f"{config_changes.BROKER_ENTITY}{entity}")
+
+    def reload_broker_config(self) -> None:
+        """This broker's dynamic config changed: the new values apply from now on, log
+        defaults to every log not overriding them."""
+        self.config = self.dynamic_configs.reload()
+        self.topic_defaults = self.config.topic_defaults()
+        self.logs.update_defaults(self.topic_defaults,
+                                  {t.name: t.config for t in self.topics.all()})  # fmt: skip
 
     def disk_usage(self) -> tuple[int, int]:
         usage = shutil.disk_usage(self.data_dir)

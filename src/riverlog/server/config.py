@@ -111,6 +111,8 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "controlled.shutdown.retry.backoff.ms": (_int(0), "5000"),
     "num.network.threads": (_int(1), "3"),
     "num.io.threads": (_int(1), "8"),
+    "leader.replication.throttled.rate": (_int(0), str(INT64_MAX)),
+    "follower.replication.throttled.rate": (_int(0), str(INT64_MAX)),
 }
 
 
@@ -169,6 +171,8 @@ class BrokerConfig:
 
     values: dict[str, Any]
     unknown: dict[str, str] = field(default_factory=dict)
+    given: dict[str, str] = field(default_factory=dict)
+    """The known keys as set (file, `--override`, dynamic configs), before defaults."""
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -186,7 +190,8 @@ class BrokerConfig:
         for key, text in props.items():
             if key not in BROKER_KEYS:
                 unknown[key] = text
-        return cls(values, unknown)
+        given = {k: v for k, v in props.items() if k in BROKER_KEYS}
+        return cls(values, unknown, given)
 
     @classmethod
     def load(cls, path: Path | None, overrides: list[str]) -> BrokerConfig:

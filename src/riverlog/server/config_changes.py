@@ -1,10 +1,12 @@
-"""Topic config changes made through any broker, applied by every broker: `/config/changes`.
+"""Config changes made through any broker, applied by every broker: `/config/changes`.
 
-Kafka's ZooKeeper-era scheme. Whoever changes `/config/topics/T` then creates a sequential
-node `/config/changes/config_change_NNNNNNNNNN` naming the entity (`topics/T`) — `announce`.
-Every broker watches `/config/changes`; for each notification numbered above the last it
-handled, it re-reads that topic's config and applies it to its logs, so retention, segment
-size, `min.insync.replicas`, cleanup policy and the like change without a restart.
+Kafka's ZooKeeper-era scheme. Whoever changes `/config/topics/T` or `/config/brokers/B`
+then creates a sequential node `/config/changes/config_change_NNNNNNNNNN` naming the entity
+(`topics/T`, `brokers/B`, `brokers/<default>`) — `announce`. Every broker watches
+`/config/changes`; for each notification numbered above the last it handled, it re-reads
+that topic's config and applies it to its logs, or — for its own id or the cluster default —
+its dynamic broker config (`server/broker_configs.py`), so retention, segment size,
+`min.insync.replicas`, cleanup policy and the like change without a restart.
 
 Invariants: notifications are handled in number order, each once per broker; the watch is
 re-armed before the children are read, so a change made meanwhile fires it again. The writer
@@ -28,6 +30,7 @@ from riverlog.metadata.store import (
     NoNodeError,
     StoreUnavailableError,
 )
+from riverlog.server.broker_configs import DEFAULT_ENTITY
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
@@ -37,6 +40,7 @@ log = logging.getLogger(__name__)
 EXPIRY_MS = 15 * 60 * 1000
 RESYNC_RETRY_S = 1.0
 TOPIC_ENTITY = "topics/"
+BROKER_ENTITY = "brokers/"
 
 
 def _sequence(child: str) -> int:
@@ -78,6 +82,7 @@ class ConfigChangeListener:
         (retried every `RESYNC_RETRY_S` while the store is unreachable)."""
         try:
             self._arm()
+            self.broker.reload_broker_config()
             for topic in self.broker.topics.all():
                 self.broker.reload_topic_config(topic.name)
             self.process()
@@ -120,6 +125,9 @@ class ConfigChangeListener:
                 continue
             if entity.startswith(TOPIC_ENTITY):
                 self.broker.reload_topic_config(entity[len(TOPIC_ENTITY) :])
+            elif entity.startswith(BROKER_ENTITY):
+                if entity[len(BROKER_ENTITY) :] in (str(self.broker.broker_id), DEFAULT_ENTITY):
+                    self.broker.reload_broker_config()
             else:
-                log.warning("config change of %s ignored: only topic configs are dynamic",
-                            entity)  # fmt: skip
+                log.warning("config change of %s ignored: only topic and broker configs are "
+                            "dynamic", entity)  # fmt: skip

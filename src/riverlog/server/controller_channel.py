@@ -5,6 +5,7 @@ LeaderAndIsr must not overtake the UpdateMetadata queued before it); each waits 
 response, whose per-partition errors are logged — the controller's decisions do not wait on
 brokers. A broken connection is reopened and the request retried until the broker is
 removed (it left the cluster) or the channel stops (this broker stopped being controller).
+Each request queued is written to the state-change log.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Collection
 
 from riverlog.client.connection import Connection
 from riverlog.protocol.api import ApiMessage
+from riverlog.server import state_change_log
 from riverlog.server.background import BackgroundLoop, stop_all
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,7 @@ class ControllerChannel:
         if queue is None:
             done.set_result(None)
         else:
+            state_change_log.request_sent(broker_id, request)
             queue.queue.put_nowait((request, done))
         return done
 

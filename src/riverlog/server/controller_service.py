@@ -48,6 +48,7 @@ from riverlog.metadata.store import (
     SetOp,
     StoreUnavailableError,
 )
+from riverlog.server import state_change_log
 from riverlog.server.controller_channel import ControllerChannel
 from riverlog.server.replica_manager import ISR_CHANGE_NOTIFICATION
 
@@ -328,7 +329,7 @@ class ControllerService:
                 conflicts += self._write_one_by_one(batch)
                 continue
             for tp, state in batch:
-                ctx.written(tp, state)
+                self._written(tp, state)
         return conflicts
 
     def _write_one_by_one(
@@ -347,8 +348,16 @@ class ControllerService:
             except (BadVersionError, NodeExistsError, NoNodeError):
                 conflicts.append(tp)
                 continue
-            ctx.written(tp, state)
+            self._written(tp, state)
         return conflicts
+
+    def _written(self, tp: TopicPartition, state: layout.PartitionState) -> None:
+        """The store accepted `state`: remember it, and say so in the state-change log."""
+        ctx = self._context()
+        before = ctx.state(tp)
+        ctx.written(tp, state)
+        state_change_log.partition_changed(self.broker_id, ctx.epoch, tp, before, state,
+                                           ctx.version(tp))  # fmt: skip
 
     def _check_epoch(self) -> None:
         try:

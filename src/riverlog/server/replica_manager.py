@@ -7,7 +7,8 @@ fed by the replica fetcher from its leader, after truncating to where it agrees 
 leader (by leader epoch); a leader tracks its followers through their fetches, advances the
 high watermark over the ISR, and changes the ISR itself — followers that caught up join,
 followers lagging more than `replica.lag.time.max.ms` leave — by a version-checked write of
-the partition's state znode plus an ISR change notification for the controller.
+the partition's state znode plus an ISR change notification for the controller (and a line
+in the state-change log).
 
 Whoever moves a partition's end offset, high watermark or role wakes both purgatories for
 it: fetches waiting for data and produces waiting for acks=all.
@@ -35,6 +36,7 @@ from riverlog.metadata.store import (
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.messages import LeaderAndIsrRequest
+from riverlog.server import state_change_log
 from riverlog.server.partition import HostedPartition, TopicPartition
 from riverlog.server.purgatory import Purgatory
 from riverlog.storage.log import AppendResult
@@ -163,6 +165,8 @@ class ReplicaManager:
             log.warning("ISR of %s-%d not changed for now: %s", hosted.topic, hosted.index, e)
             hosted.pending_isr = None  # nothing was written: the next check tries again
             return
+        state_change_log.isr_changed(self.broker_id, hosted.key, hosted.isr, isr,
+                                     hosted.leader_epoch, version)  # fmt: skip
         if hosted.isr_written(isr, version):
             self._wake(hosted.key)
         else:

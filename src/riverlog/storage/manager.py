@@ -142,6 +142,15 @@ class LogManager:
             if name == topic:
                 partition_log.config = config
 
+    def update_defaults(
+        self, defaults: Mapping[str, str], overrides: Mapping[str, Mapping[str, str]]
+    ) -> None:
+        """New broker-level defaults (a dynamic broker config changed): every log gets them
+        under its topic's `overrides`."""
+        self.defaults = dict(defaults)
+        for (topic, _), partition_log in list(self.logs.items()):
+            partition_log.config = self.config_for(overrides.get(topic, {}))
+
     def delete(self, topic: str, partition: int) -> None:
         with self._lock:
             partition_log = self.logs.pop((topic, partition), None)

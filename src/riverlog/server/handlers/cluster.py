@@ -8,6 +8,7 @@
 - StopReplica: stop following/leading partitions, deleting their logs with `delete`.
 - ControlledShutdown: (to the controller) move my leaderships away before I stop.
 Requests from an older controller epoch are refused with STALE_CONTROLLER_EPOCH.
+Each request from the controller, and what it did, goes to the state-change log.
 """
 
 from __future__ import annotations
@@ -16,17 +17,48 @@ from typing import TYPE_CHECKING
 
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
+from riverlog.protocol.error_codes import ErrorCode
+from riverlog.server import state_change_log
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
+from riverlog.server.replica_manager import RoleChange
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
+
+
+def _outcomes(
+    broker: Broker, errors: dict[tuple[str, int], ErrorCode], change: RoleChange
+) -> dict[tuple[str, int], str]:
+    """What a LeaderAndIsr did to each partition, for the state-change log."""
+    out = {}
+    for key, error in errors.items():
+        hosted = broker.replicas.partitions.get(key)
+        if error.code != 0:
+            out[key] = f"ignored with error {error.name} (stale controller or leader epoch)"
+        elif hosted is None:
+            out[key] = "not a replica on this broker"
+        else:
+            out[key] = f"nothing to do: already at leader epoch {hosted.leader_epoch}"
+    for hosted in change.leaders:
+        out[hosted.key] = (f"became leader with leader epoch {hosted.leader_epoch} and ISR "
+                           f"{hosted.isr} at log end offset "
+                           f"{hosted.log.log_end_offset}")  # fmt: skip
+    for hosted, _ in change.followers:
+        out[hosted.key] = (f"became follower of broker {hosted.leader_id} with leader epoch "
+                           f"{hosted.leader_epoch} at log end offset "
+                           f"{hosted.log.log_end_offset}")  # fmt: skip
+    return out
 
 
 def handle_leader_and_isr(broker: Broker, ctx: RequestContext) -> m.LeaderAndIsrResponse:
     request = ctx.request.body
     assert isinstance(request, m.LeaderAndIsrRequest)
     errors, change = broker.replicas.apply_leader_and_isr(request, broker.topic_config)
+    if state_change_log.enabled():
+        state_change_log.leader_and_isr_received(broker.broker_id, request,
+                                                 ctx.request.header.correlation_id,
+                                                 _outcomes(broker, errors, change))  # fmt: skip
     for hosted in change.leaders:
         broker.fetchers.unfollow(hosted.key)
         if hosted.topic == OFFSETS_TOPIC:
@@ -66,6 +98,9 @@ def handle_update_metadata(broker: Broker, ctx: RequestContext) -> m.UpdateMetad
     request = ctx.request.body
     assert isinstance(request, m.UpdateMetadataRequest)
     error, deleted = broker.metadata.apply(request)
+    state_change_log.update_metadata_received(broker.broker_id, request,
+                                              ctx.request.header.correlation_id,
+                                              stale=error is not error_codes.NONE)  # fmt: skip
     if error is error_codes.NONE:
         broker.metadata_changed(deleted)
     return m.UpdateMetadataResponse(error_code=error.code)
@@ -90,6 +125,10 @@ def handle_stop_replica(broker: Broker, ctx: RequestContext) -> m.StopReplicaRes
         if key[0] == OFFSETS_TOPIC:
             broker.groups.unload_partition(key[1])
     errors = broker.replicas.stop_replicas(request.controller_epoch, wanted)
+    state_change_log.stop_replica_received(
+        broker.broker_id, request.controller_id, request.controller_epoch,
+        ctx.request.header.correlation_id, wanted, {k: e.name for k, e in errors.items()},
+    )  # fmt: skip
     return m.StopReplicaResponse(
         partition_errors=[
             m.StopReplicaResponse.StopReplicaPartitionError(

@@ -1,8 +1,11 @@
-"""Configs: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics and the broker.
+"""Configs: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics and brokers.
 
 Topic configs are Kafka's topic-level names (validated by `LogConfig`); overrides live in the
 metadata store (`/config/topics/<name>`) and take effect on the topic's logs at once. Broker
-configs are described (read-only: they come from `server.properties` and `--override`).
+configs are `server.properties` and `--override` under the dynamic ones of `/config/brokers`
+(`server/broker_configs.py`): a BROKER resource named by a broker id is that broker's own
+(only that broker answers for it, as in Kafka), the empty name is the cluster default. Every
+value is described with its source (v1+) and, when asked, its synonyms.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from riverlog.protocol.messages import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from riverlog.server import broker_configs as bc
 from riverlog.server.dispatch import RequestContext
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 
@@ -28,57 +32,68 @@ if TYPE_CHECKING:
 
 TOPIC = 2
 BROKER = 4
-# ConfigSource values of DescribeConfigs v1+.
-DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
 # IncrementalAlterConfigs operations.
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 
 
-def _topic_entries(broker: Broker, name: str, keys: list[str] | None, version: int) -> list[Entry]:
+def _entry(
+    name: str, value: str | None, synonyms: list[bc.Synonym], *, read_only: bool, version: int,
+    include_synonyms: bool,
+) -> Entry:
+    source = bc.source_of(synonyms)
+    return Entry(
+        name=name,
+        value=value,
+        read_only=read_only,
+        is_default=source == bc.DEFAULT_CONFIG and version == 0,
+        config_source=source,
+        is_sensitive=False,
+        synonyms=[DescribeConfigsResponse.DescribeConfigsSynonym(
+            name=s.name, value=s.value, source=s.source) for s in synonyms]
+        if include_synonyms else [],
+    )  # fmt: skip
+
+
+def _topic_entries(
+    broker: Broker, name: str, keys: list[str] | None, version: int, include_synonyms: bool
+) -> list[Entry]:
     topic = broker.topics.get(name)
     if topic is None:
         raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
     effective = LogConfig.from_map({**broker.topic_defaults, **topic.config}).to_map()
-    entries = []
-    for key, value in sorted(effective.items()):
-        if keys is not None and key not in keys:
-            continue
-        overridden = key in topic.config
-        entries.append(
-            Entry(
-                name=key,
-                value=value,
-                read_only=False,
-                is_default=not overridden and version == 0,
-                config_source=DYNAMIC_TOPIC_CONFIG if overridden else DEFAULT_CONFIG,
-                is_sensitive=False,
-                synonyms=[],
-            )
-        )
-    return entries
+    layers = broker.dynamic_configs.layers
+    return [
+        _entry(key, value, bc.topic_synonyms(key, topic.config, layers), read_only=False,
+               version=version, include_synonyms=include_synonyms)
+        for key, value in sorted(effective.items())
+        if keys is None or key in keys
+    ]  # fmt: skip
 
 
-def _broker_entries(broker: Broker, keys: list[str] | None) -> list[Entry]:
-    entries = []
-    for key, value in sorted(broker.config.as_strings().items()):
-        if keys is not None and key not in keys:
-            continue
-        entries.append(
-            Entry(
-                name=key,
-                value=value,
-                read_only=True,
-                is_default=False,
-                config_source=STATIC_BROKER_CONFIG,
-                is_sensitive=False,
-                synonyms=[],
-            )
-        )
-    return entries
+def _broker_entries(
+    broker: Broker, resource_name: str, keys: list[str] | None, version: int,
+    include_synonyms: bool,
+) -> list[Entry]:
+    """A broker's every config, or (empty name) the cluster's dynamic defaults."""
+    layers = broker.dynamic_configs.layers
+    if resource_name == "":
+        values = dict(layers.cluster_default)
+        only_default = bc.Layers({}, layers.cluster_default, {})
+        synonyms = {k: bc.broker_synonyms(k, only_default) for k in values}
+    elif resource_name == str(broker.broker_id):
+        values = broker.config.as_strings()
+        synonyms = {k: bc.broker_synonyms(k, layers) for k in values}
+    else:
+        raise KafkaError(error_codes.INVALID_REQUEST, f"Unexpected broker id, expected "
+                         f"{broker.broker_id} or empty string, but received {resource_name}")
+    return [
+        _entry(key, value, synonyms[key], read_only=key not in bc.DYNAMIC_KEYS,
+               version=version, include_synonyms=include_synonyms)
+        for key, value in sorted(values.items())
+        if keys is None or key in keys
+    ]  # fmt: skip
 
 
 def handle_describe_configs(broker: Broker, ctx: RequestContext) -> DescribeConfigsResponse:
@@ -91,13 +106,13 @@ def handle_describe_configs(broker: Broker, ctx: RequestContext) -> DescribeConf
         )
         try:
             if resource.resource_type == TOPIC:
-                result.configs = _topic_entries(
-                    broker, resource.resource_name, resource.configuration_keys, ctx.version
-                )
+                result.configs = _topic_entries(broker, resource.resource_name,
+                                                resource.configuration_keys, ctx.version,
+                                                request.include_synonyms)  # fmt: skip
             elif resource.resource_type == BROKER:
-                if resource.resource_name not in ("", str(broker.broker_id)):
-                    raise KafkaError(error_codes.INVALID_REQUEST, "Unknown broker id.")
-                result.configs = _broker_entries(broker, resource.configuration_keys)
+                result.configs = _broker_entries(broker, resource.resource_name,
+                                                 resource.configuration_keys, ctx.version,
+                                                 request.include_synonyms)  # fmt: skip
             else:
                 raise KafkaError(
                     error_codes.INVALID_REQUEST,
@@ -121,13 +136,37 @@ def _alter_topic(broker: Broker, name: str, new: dict[str, str], validate_only: 
         broker.set_topic_config(name, new)
 
 
-def _check_resource(broker: Broker, resource_type: int) -> None:
+def _broker_entity(broker: Broker, resource_name: str) -> str:
+    """The `/config/brokers` child a BROKER resource changes: this broker's id (only it
+    changes its own, as in Kafka) or `<default>` for the empty name."""
+    if resource_name not in ("", str(broker.broker_id)):
+        raise KafkaError(error_codes.INVALID_REQUEST, f"Unexpected broker id, expected "
+                         f"{broker.broker_id}, but received {resource_name}")  # fmt: skip
+    return bc.entity_name(resource_name)
+
+
+def _alter_broker(broker: Broker, name: str, new: dict[str, str], validate_only: bool) -> None:
+    entity = _broker_entity(broker, name)
+    if validate_only:
+        broker.dynamic_configs.validate(entity, new)
+    else:
+        broker.set_broker_config(entity, new)
+
+
+def _current(broker: Broker, resource_type: int, name: str) -> tuple[dict[str, str],
+                                                                       dict[str, str]]:
+    """A resource's overrides now, and the values that apply where it has none."""
+    if resource_type == TOPIC:
+        topic = broker.topics.get(name)
+        if topic is None:
+            raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
+        return topic.config, broker.topic_defaults
     if resource_type == BROKER:
-        raise KafkaError(
-            error_codes.INVALID_REQUEST, "Broker configs are static: set them in server.properties."
-        )
-    if resource_type != TOPIC:
-        raise KafkaError(error_codes.INVALID_REQUEST, f"Unsupported resource type {resource_type}.")
+        layers = broker.dynamic_configs.layers
+        entity = _broker_entity(broker, name)
+        own = layers.cluster_default if entity == bc.DEFAULT_ENTITY else layers.per_broker
+        return dict(own), broker.config.as_strings()
+    raise KafkaError(error_codes.INVALID_REQUEST, f"Unsupported resource type {resource_type}.")
 
 
 AlterResource = (
@@ -146,13 +185,18 @@ def _alter_each(
     new_config: Callable[[Any], dict[str, str]],
     validate_only: bool,
 ) -> list[Any]:
-    """Apply `new_config(resource)` to each topic resource; one answer per resource."""
+    """Apply `new_config(resource)` to each topic or broker resource; one answer each."""
     answers = []
     for r in resources:
         answer = answer_cls(resource_type=r.resource_type, resource_name=r.resource_name)
         try:
-            _check_resource(broker, r.resource_type)
-            _alter_topic(broker, r.resource_name, new_config(r), validate_only)
+            if r.resource_type == TOPIC:
+                _alter_topic(broker, r.resource_name, new_config(r), validate_only)
+            elif r.resource_type == BROKER:
+                _alter_broker(broker, r.resource_name, new_config(r), validate_only)
+            else:
+                raise KafkaError(error_codes.INVALID_REQUEST,
+                                 f"Unsupported resource type {r.resource_type}.")  # fmt: skip
         except KafkaError as e:
             answer.error_code, answer.error_message = e.code, e.message
         answers.append(answer)
@@ -160,7 +204,7 @@ def _alter_each(
 
 
 def handle_alter_configs(broker: Broker, ctx: RequestContext) -> AlterConfigsResponse:
-    """AlterConfigs replaces a topic's whole override set."""
+    """AlterConfigs replaces a topic's or broker's whole override set."""
     request = ctx.request.body
     assert isinstance(request, AlterConfigsRequest)
 
@@ -183,7 +227,7 @@ def _apply_operations(
     r: IncrementalAlterConfigsRequest.AlterConfigsResource,
 ) -> dict[str, str]:
     """Kafka's semantics: APPEND and SUBTRACT start from the effective value (the default
-    when the topic has no override)."""
+    when the resource has no override)."""
     new = dict(current_config)
     for c in r.configs:
         effective = new.get(c.name, defaults.get(c.name, ""))
@@ -212,10 +256,8 @@ def handle_incremental_alter_configs(
     assert isinstance(request, IncrementalAlterConfigsRequest)
 
     def updated(r: IncrementalAlterConfigsRequest.AlterConfigsResource) -> dict[str, str]:
-        topic = broker.topics.get(r.resource_name)
-        if topic is None:
-            raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
-        return _apply_operations(topic.config, broker.topic_defaults, r)
+        own, defaults = _current(broker, r.resource_type, r.resource_name)
+        return _apply_operations(own, defaults, r)
 
     answers = _alter_each(
         broker,

@@ -9,6 +9,8 @@ watching its partitions: an append to any of them completes it at once; otherwis
 with what there is after `max_wait_ms`.
 
 Topics are named by name up to v12 and by id from v13; an unknown id is UNKNOWN_TOPIC_ID.
+Only the leader answers, except to the debugging consumer (replica id -2), which any replica
+answers from its own log up to its own high watermark.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ if TYPE_CHECKING:
 TOPIC_IDS_FROM = 13
 V2_RECORDS_FROM = 4  # Fetch v0-1 read magic 0, v2-3 magic 1
 ZSTD_FROM = 10  # KIP-110: older fetchers cannot read zstd batches
+DEBUGGING_CONSUMER_ID = -2
+"""Kafka's `Request.DebuggingConsumerId` (the replica verification tool): a consumer that
+may read from any replica, follower or leader, up to that replica's high watermark."""
 
 
 def _holds_zstd(region: FileRegion) -> bool:
@@ -117,7 +122,8 @@ class _Fetch:
         self.ctx = ctx
         self.unknown = unknown
         self.replica_id = replica_id
-        """The fetching follower's broker id; -1 for consumers."""
+        """The fetching follower's broker id; -1 for consumers, -2 for the debugging
+        consumer."""
 
     def _readable(self, key: Hashable, fetch: PartitionFetch) -> HostedPartition | int:
         """The partition to read, or why not: an error code."""
@@ -125,7 +131,7 @@ class _Fetch:
         hosted = self.broker.replicas.partitions.get((topic, index))
         if hosted is None:
             return error_codes.UNKNOWN_TOPIC_OR_PARTITION.code
-        if hosted.leader_id != self.broker.broker_id:
+        if hosted.leader_id != self.broker.broker_id and self.replica_id != DEBUGGING_CONSUMER_ID:
             return error_codes.NOT_LEADER_OR_FOLLOWER.code
         wanted = fetch.current_leader_epoch
         if wanted >= 0 and wanted != hosted.leader_epoch:
@@ -134,7 +140,7 @@ class _Fetch:
         return hosted
 
     def limit(self, hosted: HostedPartition) -> int:
-        """Followers read up to the log end, consumers up to the high watermark."""
+        """Followers read up to the log end, consumers up to the (local) high watermark."""
         plog = hosted.log
         return plog.log_end_offset if self.replica_id >= 0 else plog.high_watermark
 
