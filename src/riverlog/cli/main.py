@@ -15,6 +15,7 @@ from riverlog import __version__
 from riverlog.cli import cluster as cli_cluster
 from riverlog.cli import console as cli_console
 from riverlog.cli import consumer_groups as cli_groups
+from riverlog.cli import leader_election as cli_leader_election
 from riverlog.cli import perf as cli_perf
 from riverlog.cli import server as cli_server
 from riverlog.cli import topics as cli_topics
@@ -90,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_groups.add_arguments(groups)
     groups.set_defaults(run=cli_groups.run)
+
+    election = sub.add_parser(
+        "leader-election", help="elect preferred or unclean leaders (kafka-leader-election.sh)"
+    )
+    cli_leader_election.add_arguments(election)
+    election.set_defaults(run=cli_leader_election.run)
 
     cluster = sub.add_parser("cluster", help="start or stop ZooKeeper + N brokers on loopback")
     cli_cluster.add_arguments(cluster)

@@ -1,0 +1,188 @@
+"""Preferred leader election with real parts: a real ZooKeeper, broker processes, the
+`riverlog leader-election` tool run as a subprocess, and third-party admin clients.
+
+Design doc 000's worked example, step by step: a topic of 8 partitions with 3 replicas on 8
+brokers, each broker the preferred replica of one partition; brokers 1, 2 and 4 are killed
+(leadership moves) and broker 1 restarted (it leads nothing: leadership is unbalanced); the
+tool gives every partition whose preferred replica is alive and in sync back to it, and fails
+for the two whose preferred replicas (2, 4) are still down; restarting those changes nothing
+by itself; the tool once more — here the way the doc's tool did it, through
+`/admin/preferred_replica_election` — and every broker leads exactly one partition.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka import KafkaError as CKafkaError
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
+
+from riverlog.controller.assignment import assign_replicas
+from riverlog.metadata import layout
+from riverlog.metadata.zookeeper import ZooKeeperStore
+from tests.cluster_harness import Cluster, wait_until
+from tests.zookeeper_server import ZooKeeperServer
+
+pytestmark = pytest.mark.timeout(240)
+
+T = "topic1"
+ELECTION_FAILED = (
+    "Error completing leader election (PREFERRED) for partition: {t}-{p}: "
+    "org.apache.kafka.common.errors.PreferredLeaderNotAvailableException: Failed to elect "
+    "leader for partition {t}-{p} under strategy PreferredReplicaPartitionLeaderElectionStrategy"
+)
+
+
+def riverlog(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "riverlog", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def leader_election(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return riverlog("leader-election", "--bootstrap-server", bootstrap, *args)
+
+
+def partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """partition → (leader, isr), as Metadata answers."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    found = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    return {p: (m.leader, sorted(m.isrs)) for p, m in sorted(found.items())}
+
+
+def leaders(bootstrap: str, topic: str) -> list[int]:
+    return [leader for leader, _ in partitions(bootstrap, topic).values()]
+
+
+def in_sync(bootstrap: str, topic: str, assignment: dict[int, list[int]], broker: int) -> bool:
+    """`broker` is in the ISR of every partition it is a replica of."""
+    state = partitions(bootstrap, topic)
+    return all(broker in state[p][1] for p, replicas in assignment.items() if broker in replicas)
+
+
+def create(bootstrap: str, topic: str, assignment: dict[int, list[int]]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    replicas = [assignment[p] for p in sorted(assignment)]
+    admin.create_topics([NewTopic(topic, len(replicas), replica_assignment=replicas)])[
+        topic
+    ].result(30)
+
+
+@pytest.fixture
+def eight_brokers(zookeeper: ZooKeeperServer, tmp_path: Path) -> Cluster:
+    cluster = Cluster(
+        zookeeper, tmp_path, brokers=8, settings={"auto.leader.rebalance.enable": "false"}
+    )
+    cluster.start()
+    try:
+        yield cluster  # type: ignore[misc]
+    finally:
+        cluster.stop()
+
+
+def test_design_doc_000_preferred_replica_election(eight_brokers: Cluster) -> None:
+    cluster = eight_brokers
+    bootstrap = cluster.bootstrap_servers
+    assignment = assign_replicas(list(range(1, 9)), 8, 3, start_index=0, initial_shift=1)
+    create(bootstrap, T, assignment)
+    wait_until(lambda: leaders(bootstrap, T) == [1, 2, 3, 4, 5, 6, 7, 8], 30, "leaders")
+
+    for b in (1, 2, 4):
+        cluster.brokers[b].kill()
+    wait_until(lambda: leaders(bootstrap, T) == [3, 5, 3, 6, 5, 6, 7, 8], 30, "failover")
+    cluster.brokers[1].start()
+    wait_until(lambda: in_sync(bootstrap, T, assignment, 1), 30, "broker 1 back in the ISRs")
+    assert leaders(bootstrap, T) == [3, 5, 3, 6, 5, 6, 7, 8]  # unbalanced: 1 leads nothing
+
+    done = leader_election(bootstrap, "--election-type", "preferred", "--all-topic-partitions")
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        f"Successfully completed leader election (PREFERRED) for partitions {T}-0",
+        ELECTION_FAILED.format(t=T, p=1),
+        ELECTION_FAILED.format(t=T, p=3),
+    ]
+    assert "2 replica(s) could not be elected" in done.stderr
+    assert leaders(bootstrap, T) == [1, 5, 3, 6, 5, 6, 7, 8]
+
+    for b in (2, 4):
+        cluster.brokers[b].start()
+    for b in (2, 4):
+        wait_until(lambda b=b: in_sync(bootstrap, T, assignment, b), 30, f"{b} in the ISRs")
+    assert leaders(bootstrap, T) == [1, 5, 3, 6, 5, 6, 7, 8]  # nothing moves by itself
+
+    # The doc's tool wrote the partitions to ZooKeeper for the controller to act on.
+    store = ZooKeeperStore(cluster.zk_connect)
+    try:
+        store.create(
+            layout.PREFERRED_REPLICA_ELECTION,
+            layout.preferred_replica_election_json([(T, p) for p in range(8)]),
+        )
+        wait_until(
+            lambda: not store.exists(layout.PREFERRED_REPLICA_ELECTION),
+            30,
+            "the controller to finish the election",
+        )
+        wait_until(lambda: leaders(bootstrap, T) == [1, 2, 3, 4, 5, 6, 7, 8], 30, "balance")
+    finally:
+        store.close()
+
+    again = leader_election(bootstrap, "--election-type", "PREFERRED", "--all-topic-partitions")
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+
+
+def test_tool_and_clients_answer_per_partition(cluster: Cluster, tmp_path: Path) -> None:
+    """The tool's other ways of naming partitions and its errors; ElectLeaders from
+    confluent-kafka's and kafka-python's admin clients."""
+    bootstrap = cluster.bootstrap_servers
+    create(bootstrap, T, {0: [1, 2, 3], 1: [2, 3, 1]})
+    wait_until(lambda: leaders(bootstrap, T) == [1, 2], 30, "leaders")
+
+    plan = tmp_path / "election.json"
+    plan.write_text(
+        json.dumps({"partitions": [{"topic": T, "partition": 1}, {"topic": T, "partition": 0}]})
+    )
+    done = leader_election(
+        bootstrap, "--election-type", "preferred", "--path-to-json-file", str(plan)
+    )
+    assert (done.returncode, done.stdout) == (
+        0,
+        f"Valid replica already elected for partitions {T}-0, {T}-1\n",
+    )
+    missing = leader_election(
+        bootstrap, "--election-type", "unclean", "--topic", T, "--partition", "5"
+    )
+    assert missing.returncode == 1
+    assert missing.stdout == (
+        f"Error completing leader election (UNCLEAN) for partition: {T}-5: org.apache.kafka."
+        "common.errors.UnknownTopicOrPartitionException: The partition does not exist.\n"
+    )
+    plan.write_text(json.dumps({"partitions": [{"topic": T, "partition": 1}] * 2}))
+    duplicate = leader_election(
+        bootstrap, "--election-type", "preferred", "--path-to-json-file", str(plan)
+    )
+    assert duplicate.returncode == 1
+    assert "Replica election data contains duplicate partitions: topic1-1" in duplicate.stderr
+    for bad in (["--topic", T], ["--all-topic-partitions", "--topic", T, "--partition", "0"]):
+        refused = leader_election(bootstrap, "--election-type", "preferred", *bad)
+        assert refused.returncode == 1 and "option" in refused.stderr.lower()
+
+    confluent = AdminClient({"bootstrap.servers": bootstrap})
+    results = confluent.elect_leaders(
+        ElectionType.PREFERRED, [TopicPartition(T, 0), TopicPartition(T, 9)]
+    ).result(30)
+    codes = {tp.partition: e.code() for tp, e in results.items() if e is not None}
+    assert codes == {0: CKafkaError.ELECTION_NOT_NEEDED, 9: CKafkaError.UNKNOWN_TOPIC_OR_PART}
+
+    kafka_python = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        response = kafka_python.elect_leaders(1, {T: [1]}, raise_errors=False)
+        [result] = response.replica_election_results
+        assert [(p.partition_id, p.error_code) for p in result.partition_result] == [(1, 84)]
+    finally:
+        kafka_python.close()
