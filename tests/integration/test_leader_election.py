@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,64 @@ def test_tool_and_clients_answer_per_partition(cluster: Cluster, tmp_path: Path)
         assert [(p.partition_id, p.error_code) for p in result.partition_result] == [(1, 84)]
     finally:
         kafka_python.close()
+
+
+def state_of(store: ZooKeeperStore, topic: str, partition: int) -> layout.PartitionState:
+    return layout.PartitionState.from_json(
+        store.get(layout.partition_state_path(topic, partition)).data
+    )
+
+
+def test_automatic_rebalance_never_elects_an_out_of_sync_replica(
+    zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """Broker b, preferred replica of partition 0, stops: leadership moves to the next
+    replica, which is then frozen (SIGSTOP; its ZooKeeper session outlives the freeze, so it
+    stays registered and leading). b restarts but cannot catch up: it is alive, preferred and
+    out of the ISR — neither the rebalance (every second here) nor the tool elects it. Once
+    the leader thaws, b catches up and the rebalance gives it its partition back."""
+    settings = {
+        "leader.imbalance.check.interval.seconds": "1",
+        "zookeeper.session.timeout.ms": "20000",
+    }
+    cluster = Cluster(zookeeper, tmp_path, settings=settings).start()
+    store = ZooKeeperStore(cluster.zk_connect)
+    try:
+        controller = int(json.loads(store.get(layout.CONTROLLER).data)["brokerid"])
+        b, frozen = sorted(set(cluster.brokers) - {controller})
+        assignment = {
+            0: [b, frozen, controller],
+            1: [frozen, controller, b],
+            2: [controller, b, frozen],
+        }
+        preferred = [assignment[p][0] for p in range(3)]
+        create(cluster.bootstrap_servers, T, assignment)
+        wait_until(lambda: leaders(cluster.bootstrap_servers, T) == preferred, 30, "leaders")
+
+        cluster.brokers[b].stop()
+        assert state_of(store, T, 0).leader == frozen
+        cluster.brokers[frozen].freeze()
+        try:
+            cluster.brokers[b].start()
+            reachable = ",".join(cluster.brokers[i].address for i in (b, controller))
+            wait_until(lambda: b in state_of(store, T, 2).isr, 30, "b in sync where it can be")
+            time.sleep(3)  # three imbalance checks
+            state = state_of(store, T, 0)
+            assert state.leader == frozen and b not in state.isr
+            tool = leader_election(
+                reachable, "--election-type", "preferred", "--topic", T, "--partition", "0"
+            )
+            assert tool.returncode == 1
+            assert tool.stdout == ELECTION_FAILED.format(t=T, p=0) + "\n"
+            assert state_of(store, T, 0).leader == frozen
+        finally:
+            cluster.brokers[frozen].thaw()
+        wait_until(
+            lambda: leaders(cluster.bootstrap_servers, T) == preferred,
+            30,
+            "the rebalance to restore the preferred leaders",
+        )
+        assert b in state_of(store, T, 0).isr
+    finally:
+        store.close()
+        cluster.stop()
