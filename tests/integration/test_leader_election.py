@@ -50,8 +50,30 @@ def leader_election(bootstrap: str, *args: str) -> subprocess.CompletedProcess[s
     return riverlog("leader-election", "--bootstrap-server", bootstrap, *args)
 
 
+def describe_cluster(bootstrap: str) -> dict[str, list[str]]:
+    """`riverlog cluster describe`'s sections: heading → its value, then its lines (brokers
+    cut to their id, partitions to their number)."""
+    done = riverlog("cluster", "describe", "--bootstrap-server", bootstrap)
+    assert done.returncode == 0, done.stderr
+    sections: dict[str, list[str]] = {}
+    heading = ""
+    for line in done.stdout.splitlines():
+        if not line.startswith("\t"):
+            heading, _, value = line.partition(":")
+            sections[heading] = [value.strip()] if value.strip() else []
+            continue
+        fields = line.strip().split("\t")
+        if fields[0].startswith("Topic:"):
+            fields = fields[1:2]
+        elif heading == "Brokers":
+            fields = fields[:1]
+        sections[heading].append("\t".join(fields))
+    return sections
+
+
 def partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
-    """partition → (leader, isr), as Metadata answers."""
+    """partition → (leader, isr), as Metadata answers (nothing from a broker that just
+    started and has not heard from the controller yet)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     found = admin.list_topics(topic, timeout=10).topics[topic].partitions
     return {p: (m.leader, sorted(m.isrs)) for p, m in sorted(found.items())}
@@ -64,7 +86,11 @@ def leaders(bootstrap: str, topic: str) -> list[int]:
 def in_sync(bootstrap: str, topic: str, assignment: dict[int, list[int]], broker: int) -> bool:
     """`broker` is in the ISR of every partition it is a replica of."""
     state = partitions(bootstrap, topic)
-    return all(broker in state[p][1] for p, replicas in assignment.items() if broker in replicas)
+    return all(
+        p in state and broker in state[p][1]
+        for p, replicas in assignment.items()
+        if broker in replicas
+    )
 
 
 def create(bootstrap: str, topic: str, assignment: dict[int, list[int]]) -> None:
@@ -100,6 +126,24 @@ def test_design_doc_000_preferred_replica_election(eight_brokers: Cluster) -> No
     cluster.brokers[1].start()
     wait_until(lambda: in_sync(bootstrap, T, assignment, 1), 30, "broker 1 back in the ISRs")
     assert leaders(bootstrap, T) == [3, 5, 3, 6, 5, 6, 7, 8]  # unbalanced: 1 leads nothing
+    report = describe_cluster(bootstrap)
+    assert int(report["Controller"][0]) in cluster.brokers
+    assert report["Brokers"] == ["6", *(f"Broker: {b}" for b in (1, 3, 5, 6, 7, 8))]
+    assert report["Under-replicated partitions"] == [
+        "5",
+        *(f"Partition: {p}" for p in (0, 1, 3, 6, 7)),
+    ]
+    assert report["Offline partitions"] == ["0"]
+    assert report["Leader balance (leaders / preferred leaderships)"] == [
+        "Broker: 1\tLeaders: 0\tPreferred: 1\tImbalance: 100%",
+        "Broker: 2\tLeaders: 0\tPreferred: 1\tImbalance: 100%\t(not alive)",
+        "Broker: 3\tLeaders: 2\tPreferred: 1\tImbalance: 0%",
+        "Broker: 4\tLeaders: 0\tPreferred: 1\tImbalance: 100%\t(not alive)",
+        *[
+            f"Broker: {b}\tLeaders: {n}\tPreferred: 1\tImbalance: 0%"
+            for b, n in ((5, 2), (6, 2), (7, 1), (8, 1))
+        ],
+    ]
 
     done = leader_election(bootstrap, "--election-type", "preferred", "--all-topic-partitions")
     assert done.returncode == 1, done.stderr
@@ -135,6 +179,11 @@ def test_design_doc_000_preferred_replica_election(eight_brokers: Cluster) -> No
 
     again = leader_election(bootstrap, "--election-type", "PREFERRED", "--all-topic-partitions")
     assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+    report = describe_cluster(bootstrap)
+    assert report["Under-replicated partitions"] == report["Offline partitions"] == ["0"]
+    assert report["Leader balance (leaders / preferred leaderships)"] == [
+        f"Broker: {b}\tLeaders: 1\tPreferred: 1\tImbalance: 0%" for b in range(1, 9)
+    ]
 
 
 def test_tool_and_clients_answer_per_partition(cluster: Cluster, tmp_path: Path) -> None:

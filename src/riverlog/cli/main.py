@@ -98,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     cli_leader_election.add_arguments(election)
     election.set_defaults(run=cli_leader_election.run)
 
-    cluster = sub.add_parser("cluster", help="start or stop ZooKeeper + N brokers on loopback")
+    cluster = sub.add_parser(
+        "cluster", help="start or stop ZooKeeper + N brokers on loopback; describe a cluster"
+    )
     cli_cluster.add_arguments(cluster)
     cluster.set_defaults(run=cli_cluster.run)
     return parser

@@ -1,4 +1,5 @@
-"""Admin operations over one connection: topics (list, describe, create, delete, grow),
+"""Admin operations over one connection: the cluster (brokers, controller, every partition),
+topics (list, describe, create, delete, grow),
 topic and broker configs, offsets by time (ListOffsets) and leader elections (ElectLeaders).
 Errors come back as `KafkaError`s carrying the broker's code and message.
 
@@ -61,13 +62,45 @@ class TopicInfo:
     partitions: list[PartitionInfo] = field(default_factory=list)
 
 
-async def describe_topics(conn: Connection, names: list[str] | None = None) -> list[TopicInfo]:
-    """Topics from Metadata (all topics for None); unknown names raise."""
+@dataclass
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass
+class ClusterView:
+    cluster_id: str | None
+    controller: int
+    brokers: list[BrokerInfo]
+    topics: list[TopicInfo]
+
+
+async def _metadata(conn: Connection, names: list[str] | None) -> MetadataResponse:
     topics = (
         None if names is None else [MetadataRequest.MetadataRequestTopic(name=n) for n in names]
     )
     response = await conn.send(MetadataRequest(topics=topics, allow_auto_topic_creation=False))
     assert isinstance(response, MetadataResponse)
+    return response
+
+
+async def describe_cluster(conn: Connection) -> ClusterView:
+    """Brokers, controller and every topic (internal ones too), from one Metadata answer."""
+    response = await _metadata(conn, None)
+    brokers = [BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers]
+    return ClusterView(response.cluster_id, response.controller_id,
+                       sorted(brokers, key=lambda b: b.node_id), _topics(response))  # fmt: skip
+
+
+async def describe_topics(conn: Connection, names: list[str] | None = None) -> list[TopicInfo]:
+    """Topics from Metadata (all topics for None); unknown names raise."""
+    return _topics(await _metadata(conn, names))
+
+
+def _topics(response: MetadataResponse) -> list[TopicInfo]:
     out = []
     for t in response.topics:
         _check(t.error_code, f"Topic '{t.name}' does not exist." if t.error_code == 3 else None)
