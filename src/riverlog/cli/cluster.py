@@ -1,8 +1,11 @@
-"""`riverlog cluster up|down`: a ZooKeeper and N brokers on loopback, for development.
+"""`riverlog cluster up|down`: a ZooKeeper and N brokers on loopback, for development;
+`riverlog cluster describe`: any cluster's brokers, controller and health
+(`cli/cluster_view.py`).
 
     riverlog cluster up [--brokers 3] [--dir DIR] [--port 9092] [--zookeeper-port 2181]
                         [--override key=value ...]
     riverlog cluster down [--dir DIR]
+    riverlog cluster describe --bootstrap-server HOST:PORT
 
 `up` starts Debian's ZooKeeper and brokers 1..N (ports PORT, PORT+1, ...; 0 picks free
 ports) as background processes with their data, logs and `cluster.json` (their PIDs and
@@ -22,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from riverlog.cli import cluster_view
 from riverlog.devcluster import (
     ZOOKEEPER_MAIN,
     BrokerProcess,
@@ -42,7 +46,8 @@ def default_dir() -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="cluster_command", required=True, metavar="up|down")
+    sub = parser.add_subparsers(dest="cluster_command", required=True,
+                                metavar="up|down|describe")  # fmt: skip
     up = sub.add_parser("up", help="start ZooKeeper and N brokers on loopback")
     up.add_argument("--brokers", type=int, default=3, metavar="N", help="how many (default 3)")
     up.add_argument("--port", type=int, default=9092, help="first broker port (0: free ports)")
@@ -53,6 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for p in (up, down):
         p.add_argument("--dir", type=Path, default=default_dir(),
                        help="data, logs and cluster.json (default %(default)s)")  # fmt: skip
+    describe = sub.add_parser(
+        "describe", help="brokers, controller, under-replicated and offline partitions, "
+        "leader balance"
+    )  # fmt: skip
+    cluster_view.add_arguments(describe)
 
 
 def _running(state: dict[str, object]) -> list[str]:
@@ -165,4 +175,6 @@ def _down(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.cluster_command == "up":
         return _up(args)
+    if args.cluster_command == "describe":
+        return cluster_view.run(args)
     return _down(args)

@@ -16,6 +16,7 @@ from riverlog.cli import cluster as cli_cluster
 from riverlog.cli import configs as cli_configs
 from riverlog.cli import console as cli_console
 from riverlog.cli import consumer_groups as cli_groups
+from riverlog.cli import leader_election as cli_leader_election
 from riverlog.cli import perf as cli_perf
 from riverlog.cli import replica_verification as cli_replica_verification
 from riverlog.cli import server as cli_server
@@ -112,7 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
     cli_merger.add_arguments(merger)
     merger.set_defaults(run=cli_merger.run)
 
-    cluster = sub.add_parser("cluster", help="start or stop ZooKeeper + N brokers on loopback")
+    election = sub.add_parser(
+        "leader-election", help="elect preferred or unclean leaders (kafka-leader-election.sh)"
+    )
+    cli_leader_election.add_arguments(election)
+    election.set_defaults(run=cli_leader_election.run)
+
+    cluster = sub.add_parser(
+        "cluster", help="start or stop ZooKeeper + N brokers on loopback; describe a cluster"
+    )
     cli_cluster.add_arguments(cluster)
     cluster.set_defaults(run=cli_cluster.run)
     return parser

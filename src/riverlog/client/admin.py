@@ -1,6 +1,7 @@
-"""Admin operations over one connection: topics (list, describe, create, delete, grow),
-topic and broker configs, and offsets by time (ListOffsets). Errors come back as `KafkaError`s
-carrying the broker's code and message.
+"""Admin operations over one connection: the cluster (brokers, controller, every partition),
+topics (list, describe, create, delete, grow),
+topic and broker configs, offsets by time (ListOffsets) and leader elections (ElectLeaders).
+Errors come back as `KafkaError`s carrying the broker's code and message.
 
 The connection should go to the controller for changes; on a single broker (and until the
 cluster issue adds controller routing) any broker will do.
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 
 from riverlog.client.connection import Connection
 from riverlog.protocol import error_codes
-from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.error_codes import KafkaError, for_code
 from riverlog.protocol.messages import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -24,6 +25,8 @@ from riverlog.protocol.messages import (
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListOffsetsRequest,
@@ -59,13 +62,45 @@ class TopicInfo:
     partitions: list[PartitionInfo] = field(default_factory=list)
 
 
-async def describe_topics(conn: Connection, names: list[str] | None = None) -> list[TopicInfo]:
-    """Topics from Metadata (all topics for None); unknown names raise."""
+@dataclass
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass
+class ClusterView:
+    cluster_id: str | None
+    controller: int
+    brokers: list[BrokerInfo]
+    topics: list[TopicInfo]
+
+
+async def _metadata(conn: Connection, names: list[str] | None) -> MetadataResponse:
     topics = (
         None if names is None else [MetadataRequest.MetadataRequestTopic(name=n) for n in names]
     )
     response = await conn.send(MetadataRequest(topics=topics, allow_auto_topic_creation=False))
     assert isinstance(response, MetadataResponse)
+    return response
+
+
+async def describe_cluster(conn: Connection) -> ClusterView:
+    """Brokers, controller and every topic (internal ones too), from one Metadata answer."""
+    response = await _metadata(conn, None)
+    brokers = [BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers]
+    return ClusterView(response.cluster_id, response.controller_id,
+                       sorted(brokers, key=lambda b: b.node_id), _topics(response))  # fmt: skip
+
+
+async def describe_topics(conn: Connection, names: list[str] | None = None) -> list[TopicInfo]:
+    """Topics from Metadata (all topics for None); unknown names raise."""
+    return _topics(await _metadata(conn, names))
+
+
+def _topics(response: MetadataResponse) -> list[TopicInfo]:
     out = []
     for t in response.topics:
         _check(t.error_code, f"Topic '{t.name}' does not exist." if t.error_code == 3 else None)
@@ -237,4 +272,45 @@ async def list_offsets(
                 )
             else:
                 out[(t.name, p.partition_index)] = p.offset
+    return out
+
+
+PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
+
+
+async def elect_leaders(
+    conn: Connection,
+    election_type: int,
+    partitions: list[tuple[str, int]] | None,
+    timeout_ms: int = 30_000,
+) -> dict[tuple[str, int], KafkaError | None]:
+    """ElectLeaders, on the controller: per partition None (elected) or the error why not —
+    ELECTION_NOT_NEEDED when the wanted leader already leads. With `partitions` None every
+    partition is asked for, and only those that needed an election are answered. Raises
+    NOT_CONTROLLER when the broker is not the controller."""
+    version = conn.version_for(ElectLeadersRequest)
+    if version == 0 and election_type != PREFERRED_ELECTION:
+        raise KafkaError(error_codes.UNSUPPORTED_VERSION, "the broker has preferred elections only")
+    topics = None
+    if partitions is not None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        topics = [ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps)
+                  for t, ps in by_topic.items()]  # fmt: skip
+    request = ElectLeadersRequest(
+        election_type=election_type, topic_partitions=topics, timeout_ms=timeout_ms
+    )
+    response = await conn.send(request, version)
+    assert isinstance(response, ElectLeadersResponse)
+    if version >= 1:
+        _check(response.error_code)
+    out: dict[tuple[str, int], KafkaError | None] = {}
+    for result in response.replica_election_results:
+        for p in result.partition_result:
+            if p.error_code == error_codes.NOT_CONTROLLER.code:
+                _check(p.error_code)
+            out[(result.topic, p.partition_id)] = (
+                None if p.error_code == 0 else KafkaError(for_code(p.error_code), p.error_message)
+            )
     return out

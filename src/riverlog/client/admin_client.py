@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from riverlog.client import admin
 from riverlog.client.cluster import BrokerAddress, Cluster
@@ -27,6 +28,7 @@ from riverlog.protocol.messages import (
 )
 
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 TOPIC, BROKER = admin.TOPIC_RESOURCE, admin.BROKER_RESOURCE  # config resource types
 
 
@@ -56,8 +58,8 @@ class AsyncAdmin:
         await self.groups.close()
         await self.cluster.close()
 
-    async def _on_controller(self, change: Callable[[Connection], Awaitable[None]]) -> None:
-        """Run a topic change on the controller, again if the controller moved meanwhile."""
+    async def _on_controller(self, change: Callable[[Connection], Awaitable[T]]) -> T:
+        """Run a change on the controller, again if the controller moved meanwhile."""
         for attempt in range(3):
             await self.cluster.refresh()
             node = self.cluster.controller_id
@@ -67,11 +69,11 @@ class AsyncAdmin:
                 else self.cluster.any_connection()
             )
             try:
-                await change(conn)
-                return
+                return await change(conn)
             except KafkaError as e:
                 if e.error.code != error_codes.NOT_CONTROLLER.code or attempt == 2:
                     raise
+        raise AssertionError("unreachable")
 
     # -- cluster and topics --------------------------------------------------------------
 
@@ -111,6 +113,17 @@ class AsyncAdmin:
     async def create_partitions(self, name: str, count: int) -> None:
         """Grow `name` to `count` partitions."""
         await self._on_controller(lambda conn: admin.create_partitions(conn, name, count))
+
+    async def elect_leaders(
+        self, election_type: int, partitions: list[TopicPartition] | None = None
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Preferred (`admin.PREFERRED_ELECTION`) or unclean (`admin.UNCLEAN_ELECTION`) leader
+        elections for `partitions` (None: all); per partition None (elected) or the error —
+        ELECTION_NOT_NEEDED where the wanted leader already leads."""
+        timeout_ms = self.config.request_timeout_ms
+        return await self._on_controller(
+            lambda conn: admin.elect_leaders(conn, election_type, partitions, timeout_ms)
+        )
 
     # -- configs -------------------------------------------------------------------------
 

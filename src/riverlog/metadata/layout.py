@@ -8,6 +8,9 @@
     /config/changes/config_change_NNNNNNNNNN   "topic T's config changed" (sequential)
     /controller, /controller_epoch             (with the cluster)
     /admin/delete_topics/T                     pending deletions (with the cluster)
+    /admin/preferred_replica_election          partitions to give back to their preferred
+                                               replica (written by tools, deleted by the
+                                               controller once done)
 
 JSON formats follow Kafka's (field names, `"version"` numbers, topic ids as Kafka's 22-char
 URL-safe base64), so tools that read a Kafka ZooKeeper tree read ours.
@@ -31,6 +34,7 @@ DELETE_TOPICS = "/admin/delete_topics"
 CLUSTER_ID = "/cluster/id"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 
 
 def broker_path(broker_id: int) -> str:
@@ -194,3 +198,21 @@ class ConfigChange:
     def from_json(cls, data: bytes) -> ConfigChange:
         raw = json.loads(data)
         return cls(str(raw["entity_path"]), int(raw.get("riverlog_time_ms", 0)))
+
+
+def preferred_replica_election_json(partitions: list[tuple[str, int]]) -> bytes:
+    """Kafka's `{"version":1,"partitions":[{"topic":"t","partition":0},...]}`."""
+    return _dump({"version": 1,
+                  "partitions": [{"topic": t, "partition": p} for t, p in partitions]})  # fmt: skip
+
+
+def preferred_replica_election_from_json(data: bytes) -> list[tuple[str, int]]:
+    """The partitions of a preferred replica election, in order, each once; ValueError when
+    the JSON is not Kafka's format."""
+    try:
+        raw = json.loads(data)
+        entries = raw["partitions"]
+        found = [(str(e["topic"]), int(e["partition"])) for e in entries]
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"not a preferred replica election: {e!r}") from None
+    return list(dict.fromkeys(found))

@@ -57,6 +57,7 @@ from riverlog.server.handlers import (
     admin,
     cluster,
     configs,
+    elections,
     fetch,
     groups,
     metadata,
@@ -113,6 +114,7 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.UpdateMetadataRequest, cluster.handle_update_metadata),
     (m.StopReplicaRequest, cluster.handle_stop_replica),
     (m.ControlledShutdownRequest, cluster.handle_controlled_shutdown),
+    (m.ElectLeadersRequest, elections.handle_elect_leaders),
 ]
 
 

@@ -7,7 +7,8 @@ have none, and sends every live broker UpdateMetadata and LeaderAndIsr for all p
 Then it takes one event at a time from its queue: brokers joining or leaving
 (`/brokers/ids`), topics created or given partitions (`/brokers/topics`, each topic's node),
 ISR changes made by leaders (`/isr_change_notification`), topic deletions
-(`/admin/delete_topics`) and controlled shutdowns. Store watches are one-shot and fire on
+(`/admin/delete_topics`), controlled shutdowns, and leader elections
+(`server/controller_elections.py`, through `submit`). Store watches are one-shot and fire on
 the store's thread: each re-arms itself and queues its event onto the loop.
 
 Decisions are pure (`controller/context.py`); here they are written — version-checked,
@@ -50,6 +51,7 @@ from riverlog.metadata.store import (
 )
 from riverlog.server import state_change_log
 from riverlog.server.controller_channel import ControllerChannel
+from riverlog.server.controller_elections import LeaderElections
 from riverlog.server.replica_manager import ISR_CHANGE_NOTIFICATION
 
 if TYPE_CHECKING:
@@ -79,6 +81,7 @@ class ControllerService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.channel = ControllerChannel(broker.broker_id)
         self._live_before_resync: set[int] | None = None
+        self.elections = LeaderElections(self)
 
     @property
     def active(self) -> bool:
@@ -93,6 +96,7 @@ class ControllerService:
         self._task = self._loop.create_task(self._run())
 
     async def stop(self) -> None:
+        self.elections.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -104,6 +108,10 @@ class ControllerService:
         done: asyncio.Future[list[TopicPartition]] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(("shutdown", (broker_id, done)))
         return done
+
+    def submit(self, work: Callable[[], None]) -> None:
+        """Run `work` on the controller's queue, in turn with the other events."""
+        self._queue.put_nowait(("call", work))
 
     # --- the event loop ----------------------------------------------------------------
 
@@ -197,6 +205,7 @@ class ControllerService:
         self._send_leader_and_isr(everything)
         self._on_delete_topics(None)
         self._on_isr_change(None)
+        self.elections.failover()
 
     # --- reading the store --------------------------------------------------------------
 
@@ -498,6 +507,9 @@ class ControllerService:
             ctx.deleting.discard(name)
             for tp in partitions:
                 ctx.states.pop(tp, None)
+
+    def _on_call(self, work: Callable[[], None]) -> None:
+        work()
 
     def _on_shutdown(self, arg: object) -> None:
         assert isinstance(arg, tuple)
