@@ -17,6 +17,7 @@ FORBIDDEN = {
     "controller": {"server", "client", "coordinator", "cli"},
     "client": {"server", "storage", "coordinator", "controller", "cli"},
     "server": {"cli"},
+    "spark": {"server", "storage", "coordinator", "controller", "metadata", "cli"},
 }
 
 
@@ -49,3 +50,12 @@ def test_only_the_zookeeper_store_imports_kazoo() -> None:
         if any(name.split(".")[0] == "kazoo" for name in imports_of(path))
     )
     assert importers == ["metadata/zookeeper.py"]
+
+
+def test_only_the_spark_connector_imports_pyspark() -> None:
+    importers = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if any(name.split(".")[0] == "pyspark" for name in imports_of(path))
+    )
+    assert importers and all(name.startswith("spark/") for name in importers)

@@ -24,8 +24,18 @@ JITTER_MS = 20_000
 WATERMARK = "10 minutes"
 SESSION_GAP = "5 minutes"
 CLOSING_USER = "closing-event"
-PAGES = ["/", "/search", "/products", "/products/1", "/products/2", "/products/3", "/cart",
-         "/checkout", "/help", "/account"]
+PAGES = [
+    "/",
+    "/search",
+    "/products",
+    "/products/1",
+    "/products/2",
+    "/products/3",
+    "/cart",
+    "/checkout",
+    "/help",
+    "/account",
+]
 ELEMENTS = ["buy", "add-to-cart", "next", "details", "logo"]
 
 # The events' JSON schema, for Spark's from_json.
@@ -41,8 +51,12 @@ class Event:
     element: str | None = None
 
     def value(self) -> bytes:
-        body = {"event": "click" if self.topic == CLICKS else "page_view",
-                "user_id": self.user_id, "page": self.page, "ts": self.ts}
+        body = {
+            "event": "click" if self.topic == CLICKS else "page_view",
+            "user_id": self.user_id,
+            "page": self.page,
+            "ts": self.ts,
+        }
         if self.element is not None:
             body["element"] = self.element
         return json.dumps(body, separators=(",", ":")).encode()

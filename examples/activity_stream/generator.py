@@ -13,6 +13,7 @@ import argparse
 import time
 
 from events import COUNTS, TOPICS, Event, closing_event, generate
+
 from riverlog.client import Admin, Producer
 
 

@@ -25,11 +25,11 @@ import os
 import sys
 from pathlib import Path
 
+from events import COUNTS, EVENT_SCHEMA, SESSION_GAP, TOPICS, WATERMARK
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
-
-from events import COUNTS, EVENT_SCHEMA, SESSION_GAP, TOPICS, WATERMARK  # noqa: I001
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 SLACK_MS = 5 * 60_000  # how far outside a load range the job looks for late/early records
 
@@ -57,7 +57,9 @@ def events(raw: DataFrame) -> DataFrame:
     """Parsed events with `event_time`, `date` and `hour` (UTC), and where they came from."""
     parsed = raw.select(
         F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"),
-        "topic", "partition", "offset",
+        "topic",
+        "partition",
+        "offset",
     ).select("e.*", "topic", "partition", "offset")
     return parsed.withColumn("event_time", F.timestamp_millis("ts"))
 
@@ -110,9 +112,11 @@ def start_streaming(
         )
     )
 
-    def trigger(writer):  # type: ignore[no-untyped-def]
-        return writer.trigger(availableNow=True) if available_now else writer.trigger(
-            processingTime="2 seconds"
+    def trigger(writer: DataStreamWriter) -> DataStreamWriter:
+        return (
+            writer.trigger(availableNow=True)
+            if available_now
+            else writer.trigger(processingTime="2 seconds")
         )
 
     queries = [
@@ -137,8 +141,9 @@ def start_streaming(
         trigger(
             counts.select(
                 F.date_format("minute", "yyyy-MM-dd'T'HH:mm'Z'").alias("key"),
-                F.to_json(F.struct(F.col("minute").cast("long").alias("minute"),
-                                   "page_views")).alias("value"),
+                F.to_json(
+                    F.struct(F.col("minute").cast("long").alias("minute"), "page_views")
+                ).alias("value"),
             )
             .writeStream.queryName("counts_to_topic")
             .format("riverlog")
@@ -151,9 +156,7 @@ def start_streaming(
     return queries
 
 
-def load_range(
-    spark: SparkSession, bootstrap: str, from_ms: int, to_ms: int, output: Path
-) -> int:
+def load_range(spark: SparkSession, bootstrap: str, from_ms: int, to_ms: int, output: Path) -> int:
     """Load the events with event time in [from_ms, to_ms) into `output`; returns the row
     count. Record timestamps are event times, so the topics are read from SLACK_MS before the
     range to SLACK_MS after it (records arrive a little out of order) and cut by event time."""

@@ -23,15 +23,15 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
-
-from events import COUNTS, PAGE_VIEWS, closing_event, generate
+from events import COUNTS, PAGE_VIEWS, Event, closing_event, generate
 from generator import ensure_topics, produce, recent_start_ms
 from jobs import committed_parquet_files, load_range, spark_session, start_streaming
+
 from riverlog.client import Consumer
 from riverlog.embedded import broker
 
 
-def expected_counts(events: list) -> dict[int, int]:  # type: ignore[type-arg]
+def expected_counts(events: list[Event]) -> dict[int, int]:
     """Page views per minute (epoch seconds of the minute), straight from the events."""
     counts: collections.Counter[int] = collections.Counter()
     for e in events:
@@ -44,8 +44,9 @@ def parquet_counts(path: Path) -> dict[int, int]:
     out: dict[int, int] = {}
     for f in committed_parquet_files(path):
         table = pq.read_table(f, columns=["minute", "page_views"])
-        for minute, views in zip(table["minute"].to_pylist(), table["page_views"].to_pylist(),
-                                 strict=True):
+        for minute, views in zip(
+            table["minute"].to_pylist(), table["page_views"].to_pylist(), strict=True
+        ):
             key = int(minute.timestamp())
             assert key not in out, f"minute {minute} written twice"
             out[key] = views
@@ -80,14 +81,17 @@ def run(events_wanted: int, workdir: Path, master: str, max_offsets: int) -> Non
         events = list(generate(events_wanted, start))
         ensure_topics(bootstrap)
         produce(bootstrap, [*events, closing_event(max(e.ts for e in events))])
-        step(f"generator: {len(events)} events (+1 closing event) over "
-             f"{(max(e.ts for e in events) - start) / 3_600_000:.1f} h of event time")
+        step(
+            f"generator: {len(events)} events (+1 closing event) over "
+            f"{(max(e.ts for e in events) - start) / 3_600_000:.1f} h of event time"
+        )
 
         spark = spark_session(master, "activity-stream")
         step("spark session up")
         output, checkpoints = workdir / "output", workdir / "checkpoints"
-        queries = start_streaming(spark, bootstrap, output, checkpoints,
-                                  max_offsets_per_trigger=max_offsets)
+        queries = start_streaming(
+            spark, bootstrap, output, checkpoints, max_offsets_per_trigger=max_offsets
+        )
         for q in queries:
             q.awaitTermination()
         batches = {q.name: len(q.recentProgress) for q in queries}
@@ -96,10 +100,13 @@ def run(events_wanted: int, workdir: Path, master: str, max_offsets: int) -> Non
         want = expected_counts(events)
         got_parquet = parquet_counts(output / "pageview_counts")
         got_topic = topic_counts(bootstrap)
-        sessions = sum(pq.read_table(f).num_rows
-                       for f in committed_parquet_files(output / "sessions"))
-        step(f"{len(got_parquet)} minutes in Parquet, {len(got_topic)} on topic {COUNTS}, "
-             f"{len(want)} computed from the events; {sessions} sessions in Parquet")
+        sessions = sum(
+            pq.read_table(f).num_rows for f in committed_parquet_files(output / "sessions")
+        )
+        step(
+            f"{len(got_parquet)} minutes in Parquet, {len(got_topic)} on topic {COUNTS}, "
+            f"{len(want)} computed from the events; {sessions} sessions in Parquet"
+        )
         assert got_parquet == want, "Parquet counts differ from the events"
         assert got_topic == want, "topic counts differ from the events"
         step("counts match: Parquet == topic == computed from the events")

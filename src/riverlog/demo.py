@@ -1,4 +1,4 @@
-"""The main job `./dev run` runs until the Spark pipeline lands (issue 9).
+"""A tour of the parts (`./dev tour`; the main job `./dev run` is the Spark pipeline).
 
 1. Storage on its own: record batches with every compression codec appended to a partition
    log; the log's tail torn the way a crash would, garbage appended; recovery keeps exactly

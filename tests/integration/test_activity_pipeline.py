@@ -37,10 +37,25 @@ PER_TRIGGER = 1500
 def streaming_job(bootstrap: str, work: Path, *extra: str) -> subprocess.Popen[bytes]:
     log = open(work / "streaming.log", "ab")  # noqa: SIM115
     return subprocess.Popen(
-        [sys.executable, str(EXAMPLE / "streaming_job.py"), "--bootstrap-server", bootstrap,
-         "--output", str(work / "out"), "--checkpoints", str(work / "ck"),
-         "--max-offsets-per-trigger", str(PER_TRIGGER), "--master", "local[2]", *extra],
-        env=spark_env(), stdout=log, stderr=log, start_new_session=True,
+        [
+            sys.executable,
+            str(EXAMPLE / "streaming_job.py"),
+            "--bootstrap-server",
+            bootstrap,
+            "--output",
+            str(work / "out"),
+            "--checkpoints",
+            str(work / "ck"),
+            "--max-offsets-per-trigger",
+            str(PER_TRIGGER),
+            "--master",
+            "local[2]",
+            *extra,
+        ],
+        env=spark_env(),
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
     )
 
 

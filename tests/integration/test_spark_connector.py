@@ -45,7 +45,10 @@ def produce_known(bootstrap: str, topic: str, partitions: int, count: int, base_
         for p in range(partitions):
             for i in range(count):
                 producer.send(
-                    topic, f"{p}-{i}".encode(), f"k{i}".encode(), partition=p,
+                    topic,
+                    f"{p}-{i}".encode(),
+                    f"k{i}".encode(),
+                    partition=p,
                     timestamp_ms=base_ms + i * 1000,
                 )
         producer.flush()
@@ -112,13 +115,17 @@ def test_batch_read_by_timestamp(spark: Any, known: Known) -> None:
     )
     assert triples(df) == known.expected({0: (100, 251), 1: (0, 3), 2: (1, 600)})
     everywhere = read(
-        spark, known.bootstrap, subscribe=known.topic,
-        startingTimestamp=str(at + 590_000), endingTimestamp=str(at + 595_000),
+        spark,
+        known.bootstrap,
+        subscribe=known.topic,
+        startingTimestamp=str(at + 590_000),
+        endingTimestamp=str(at + 595_000),
     )
     assert triples(everywhere) == known.expected({p: (590, 595) for p in range(PARTITIONS)})
     with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy"):
-        read(spark, known.bootstrap, subscribe=known.topic,
-             startingTimestamp=str(at + 10**9)).count()
+        read(
+            spark, known.bootstrap, subscribe=known.topic, startingTimestamp=str(at + 10**9)
+        ).count()
 
 
 def test_min_partitions_splits_the_work(spark: Any, known: Known) -> None:
@@ -140,7 +147,9 @@ def test_headers_and_null_keys(spark: Any, broker_process: BrokerProcess) -> Non
     assert [(h.key, h.value) for h in got[1][2]] == [("a", bytearray(b"1")), ("b", None)]
 
 
-def test_data_loss_is_reported_per_fail_on_data_loss(spark: Any, broker_process: BrokerProcess) -> None:
+def test_data_loss_is_reported_per_fail_on_data_loss(
+    spark: Any, broker_process: BrokerProcess
+) -> None:
     bootstrap = broker_process.bootstrap_servers
     produce_known(bootstrap, "lossy", 1, 100, int(time.time() * 1000))
     with Admin({"bootstrap.servers": bootstrap}) as admin:
@@ -158,19 +167,26 @@ def test_batch_write_round_trips(spark: Any, broker_process: BrokerProcess) -> N
         admin.create_topic("written", 2)
     rows = [(f"k{i}", f"v{i}".encode(), i % 2, [("n", str(i).encode())]) for i in range(500)]
     df = spark.createDataFrame(
-        rows, "key string, value binary, partition int, headers array<struct<key:string,value:binary>>"
+        rows,
+        "key string, value binary, partition int, headers array<struct<key:string,value:binary>>",
     )
     df.write.mode("append").format("riverlog").option("kafka.bootstrap.servers", bootstrap).option(
         "topic", "written"
     ).save()
     back = read(spark, bootstrap, subscribe="written", includeHeaders="true").collect()
-    assert sorted((bytes(r.key).decode(), bytes(r.value), r.partition,
-                   [(h.key, bytes(h.value)) for h in r.headers]) for r in back) == sorted(
-        (k, v, p, h) for k, v, p, h in rows
-    )
+    assert sorted(
+        (
+            bytes(r.key).decode(),
+            bytes(r.value),
+            r.partition,
+            [(h.key, bytes(h.value)) for h in r.headers],
+        )
+        for r in back
+    ) == sorted((k, v, p, h) for k, v, p, h in rows)
     with pytest.raises(Exception, match="'value' column"):
         spark.range(3).write.mode("append").format("riverlog").option(
-            "kafka.bootstrap.servers", bootstrap).option("topic", "written").save()
+            "kafka.bootstrap.servers", bootstrap
+        ).option("topic", "written").save()
 
 
 def stream_known(spark: Any, known: Known, **options: str) -> Any:
@@ -185,7 +201,9 @@ def stream_known(spark: Any, known: Known, **options: str) -> Any:
     return reader.load()
 
 
-def test_max_offsets_per_trigger_bounds_each_micro_batch(spark: Any, known: Known, tmp_path: Path) -> None:
+def test_max_offsets_per_trigger_bounds_each_micro_batch(
+    spark: Any, known: Known, tmp_path: Path
+) -> None:
     query = (
         stream_known(spark, known, maxOffsetsPerTrigger="300")
         .select("partition", "offset", "value")

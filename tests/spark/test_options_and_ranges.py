@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -96,7 +97,9 @@ def test_pattern_is_a_regex() -> None:
         ),
     ],
 )
-def test_bad_options_name_themselves(options: dict[str, str], streaming: bool, message: str) -> None:
+def test_bad_options_name_themselves(
+    options: dict[str, str], streaming: bool, message: str
+) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         parse_source(options, streaming=streaming)
 
@@ -104,11 +107,13 @@ def test_bad_options_name_themselves(options: dict[str, str], streaming: bool, m
 def test_sink_options() -> None:
     assert parse_sink({**BOOT, "topic": "out"}).topic == "out"
     assert parse_sink(BOOT).topic is None
-    with pytest.raises(ValueError, match="value.serializer"):
+    with pytest.raises(ValueError, match=r"value\.serializer"):
         parse_sink({**BOOT, "kafka.value.serializer": "x"})
 
 
-@given(st.dictionaries(st.tuples(st.text(min_size=1), st.integers(0, 99)), st.integers(-2, 1 << 40)))
+@given(
+    st.dictionaries(st.tuples(st.text(min_size=1), st.integers(0, 99)), st.integers(-2, 1 << 40))
+)
 def test_checkpoint_offsets_round_trip(offsets: dict[tuple[str, int], int]) -> None:
     assert offsets_from_json(offsets_json(offsets)) == offsets
 
@@ -123,7 +128,12 @@ def test_split_follows_spark_min_partitions_rule() -> None:
         OffsetRange("a", 0, 50, 100),
     ]
     assert [(p.start, p.until) for p in parts if p.partition == 1] == [
-        (0, 50), (50, 100), (100, 150), (150, 200), (200, 250), (250, 300)
+        (0, 50),
+        (50, 100),
+        (100, 150),
+        (150, 200),
+        (200, 250),
+        (250, 300),
     ]
 
 
@@ -141,7 +151,7 @@ def test_split_ranges_cover_exactly_once(spans: list[tuple[int, int]], wanted: i
             assert covered == list(range(r.start, r.until))
         if mine:
             assert mine[0][0] == r.start and mine[-1][1] == r.until
-            assert all(a[1] == b[0] for a, b in zip(mine, mine[1:], strict=False))
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(mine))
     if sum(r.size > 0 for r in ranges) and wanted > sum(r.size > 0 for r in ranges):
         assert len(parts) >= min(wanted // 2, sum(r.size for r in ranges))
 
