@@ -1,6 +1,6 @@
 """Admin operations over one connection: topics (list, describe, create, delete, grow),
-topic and broker configs, and offsets by time (ListOffsets). Errors come back as `KafkaError`s
-carrying the broker's code and message.
+topic and broker configs, offsets by time (ListOffsets) and partition reassignments. Errors
+come back as `KafkaError`s carrying the broker's code and message.
 
 The connection should go to the controller for changes; on a single broker (and until the
 cluster issue adds controller routing) any broker will do.
@@ -16,6 +16,8 @@ from riverlog.client.connection import Connection
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -28,6 +30,8 @@ from riverlog.protocol.messages import (
     IncrementalAlterConfigsResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -236,3 +240,70 @@ async def list_offsets(
             else:
                 out[(t.name, p.partition_index)] = p.offset
     return out
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """A partition being moved: all its replicas now, and those being added and removed."""
+
+    replicas: list[int]
+    adding: list[int]
+    removing: list[int]
+
+
+async def alter_partition_reassignments(
+    conn: Connection, targets: Mapping[tuple[str, int], list[int] | None]
+) -> dict[tuple[str, int], KafkaError | None]:
+    """Start (replicas) or cancel (None) partition moves; each partition's error or None."""
+    by_topic: dict[str, list[AlterPartitionReassignmentsRequest.ReassignablePartition]] = {}
+    for (topic, index), replicas in targets.items():
+        by_topic.setdefault(topic, []).append(
+            AlterPartitionReassignmentsRequest.ReassignablePartition(
+                partition_index=index, replicas=None if replicas is None else list(replicas)
+            )
+        )
+    request = AlterPartitionReassignmentsRequest(
+        timeout_ms=30_000,
+        topics=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic(name=t, partitions=ps)
+            for t, ps in by_topic.items()
+        ],
+    )
+    response = await conn.send(request)
+    assert isinstance(response, AlterPartitionReassignmentsResponse)
+    _check(response.error_code, response.error_message)
+    return {
+        (t.name, p.partition_index): (
+            KafkaError(error_codes.for_code(p.error_code), p.error_message)
+            if p.error_code else None
+        )
+        for t in response.responses
+        for p in t.partitions
+    }  # fmt: skip
+
+
+async def list_partition_reassignments(
+    conn: Connection, partitions: Iterable[tuple[str, int]] | None = None
+) -> dict[tuple[str, int], PartitionReassignment]:
+    """The moves in progress (of `partitions`; None: all)."""
+    topics = None
+    if partitions is not None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        topics = [
+            ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(
+                name=t, partition_indexes=ps
+            )
+            for t, ps in by_topic.items()
+        ]
+    response = await conn.send(ListPartitionReassignmentsRequest(timeout_ms=30_000, topics=topics))
+    assert isinstance(response, ListPartitionReassignmentsResponse)
+    _check(response.error_code, response.error_message)
+    return {
+        (t.name, p.partition_index): PartitionReassignment(
+            list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)
+        )
+        for t in response.topics
+        for p in t.partitions
+    }

@@ -7,6 +7,7 @@
     /config/changes/config_change_NNNNNNNNNN   "topic T's config changed" (sequential)
     /controller, /controller_epoch             (with the cluster)
     /admin/delete_topics/T                     pending deletions (with the cluster)
+    /admin/reassign_partitions                 pending partition reassignments (targets)
 
 JSON formats follow Kafka's (field names, `"version"` numbers, topic ids as Kafka's 22-char
 URL-safe base64), so tools that read a Kafka ZooKeeper tree read ours.
@@ -26,6 +27,7 @@ TOPIC_CONFIGS = "/config/topics"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 CLUSTER_ID = "/cluster/id"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
@@ -186,3 +188,23 @@ class ConfigChange:
     def from_json(cls, data: bytes) -> ConfigChange:
         raw = json.loads(data)
         return cls(str(raw["entity_path"]), int(raw.get("riverlog_time_ms", 0)))
+
+
+def reassignments_json(targets: dict[tuple[str, int], list[int]]) -> bytes:
+    """`/admin/reassign_partitions`: Kafka's
+    `{"version":1,"partitions":[{"topic":T,"partition":P,"replicas":[...]}]}`."""
+    return _dump({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r)}
+        for (t, p), r in sorted(targets.items())
+    ]})  # fmt: skip
+
+
+def reassignments_from_json(data: bytes) -> dict[tuple[str, int], list[int]]:
+    """The targets of `/admin/reassign_partitions` (Kafka's optional `log_dirs` ignored);
+    ValueError when it is not that format."""
+    try:
+        raw = json.loads(data) if data else {"partitions": []}
+        return {(str(e["topic"]), int(e["partition"])): [int(r) for r in e["replicas"]]
+                for e in raw["partitions"]}  # fmt: skip
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"not a partition reassignment: {e!r}") from None

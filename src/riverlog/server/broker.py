@@ -59,6 +59,7 @@ from riverlog.server.handlers import (
     offsets,
     produce,
     producers,
+    reassignments,
 )
 from riverlog.server.metadata_cache import MetadataCache
 from riverlog.server.network import NetworkServer
@@ -108,6 +109,8 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.UpdateMetadataRequest, cluster.handle_update_metadata),
     (m.StopReplicaRequest, cluster.handle_stop_replica),
     (m.ControlledShutdownRequest, cluster.handle_controlled_shutdown),
+    (m.AlterPartitionReassignmentsRequest, reassignments.handle_alter_partition_reassignments),
+    (m.ListPartitionReassignmentsRequest, reassignments.handle_list_partition_reassignments),
 ]
 
 
@@ -316,7 +319,7 @@ class Broker:
         return topic
 
     def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
-        topic = self.topics.get(name)
+        topic = self.topics.refresh(name)  # a reassignment may have changed its replicas
         if topic is None:
             raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
         current = len(topic.partitions)

@@ -7,8 +7,9 @@ have none, and sends every live broker UpdateMetadata and LeaderAndIsr for all p
 Then it takes one event at a time from its queue: brokers joining or leaving
 (`/brokers/ids`), topics created or given partitions (`/brokers/topics`, each topic's node),
 ISR changes made by leaders (`/isr_change_notification`), topic deletions
-(`/admin/delete_topics`) and controlled shutdowns. Store watches are one-shot and fire on
-the store's thread: each re-arms itself and queues its event onto the loop.
+(`/admin/delete_topics`), partition reassignments (`/admin/reassign_partitions`,
+`server/controller_reassignment.py`) and controlled shutdowns. Store watches are one-shot and
+fire on the store's thread: each re-arms itself and queues its event onto the loop.
 
 Decisions are pure (`controller/context.py`); here they are written — version-checked,
 batched into multi-ops of `WRITE_BATCH` partitions, each also checking `/controller_epoch`
@@ -49,6 +50,7 @@ from riverlog.metadata.store import (
     StoreUnavailableError,
 )
 from riverlog.server.controller_channel import ControllerChannel
+from riverlog.server.controller_reassignment import Reassignments
 from riverlog.server.replica_manager import ISR_CHANGE_NOTIFICATION
 
 if TYPE_CHECKING:
@@ -78,6 +80,7 @@ class ControllerService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.channel = ControllerChannel(broker.broker_id)
         self._live_before_resync: set[int] | None = None
+        self.reassignments = Reassignments(self)
 
     @property
     def active(self) -> bool:
@@ -176,6 +179,7 @@ class ControllerService:
 
     def _failover(self) -> None:
         ctx = self._context()
+        self.reassignments.reset()
         self._watch(layout.BROKER_IDS, "brokers")
         self._watch(layout.TOPICS, "topics")
         self._watch(ISR_CHANGE_NOTIFICATION, "isr_change")
@@ -196,6 +200,7 @@ class ControllerService:
         self._send_leader_and_isr(everything)
         self._on_delete_topics(None)
         self._on_isr_change(None)
+        self._on_reassign(None)
 
     # --- reading the store --------------------------------------------------------------
 
@@ -230,7 +235,8 @@ class ControllerService:
             return []
         known = ctx.topics.get(name)
         before = set() if known is None else set(known.assignment)
-        ctx.topics[name] = TopicInfo(assignment.topic_id, assignment.partitions)
+        ctx.topics[name] = TopicInfo(assignment.topic_id, assignment.partitions,
+                                     assignment.adding_replicas, assignment.removing_replicas)
         existing = self._partition_nodes(name) or set()  # one call, not one per partition
         found = self.store.get_many([layout.partition_state_path(name, i)
                                      for i in assignment.partitions if i in existing])  # fmt: skip
@@ -419,6 +425,8 @@ class ControllerService:
             mine = [tp for tp in ctx.partitions() if any(b in ctx.replicas(tp) for b in born)]
             self._send_leader_and_isr(mine, only=born)
             self._announce(self._decide(self._elect_offline, mine))
+        if dead or born:
+            self.reassignments.progress()
 
     def _registration_changed(self, broker_id: int) -> bool:
         reg = self._registration(broker_id)
@@ -464,6 +472,10 @@ class ControllerService:
             self._read_state(tp)
         if known:
             self._send_metadata(ctx.live, known)
+            self.reassignments.progress(known)
+
+    def _on_reassign(self, _arg: object) -> None:
+        self.reassignments.on_change()
 
     def _on_delete_topics(self, _arg: object) -> None:
         ctx = self._context()

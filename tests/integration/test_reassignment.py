@@ -1,0 +1,169 @@
+"""Partition reassignment with real parts: a real ZooKeeper, six broker processes.
+
+Design doc 000's move — every partition of an RF=3 topic from brokers {1,2,3} to {4,5,6} —
+under continuous idempotent acks=all produce and a consumer: no acknowledged record is lost,
+the consumer sees no error beyond retriable ones, and the final AR, leader and ISR in
+ZooKeeper and in Metadata are the plan's; the old replicas' logs are deleted. A controller
+SIGKILLed in the middle of a (throttled, so slow) move leaves it to the next controller,
+which finishes it. kafka-python's admin client drives the same APIs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from riverlog.client.admin_client import AsyncAdmin
+from riverlog.devcluster import ZooKeeperServer
+from riverlog.metadata import layout
+from riverlog.metadata.store import NoNodeError
+from riverlog.metadata.zookeeper import ZooKeeperStore
+from tests.cluster_harness import Cluster, controller_of, partitions_of, wait_until
+from tests.integration.test_cluster import Load, check_nothing_lost, consume_all
+
+pytestmark = pytest.mark.timeout(300)
+
+PLAN = {0: [4, 5, 6], 1: [5, 6, 4], 2: [6, 4, 5]}
+BEFORE = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
+
+
+@pytest.fixture(scope="module")
+def six(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Six brokers, shared by this module's tests (each uses its own topics)."""
+    settings = {"leader.replication.throttled.rate": "400000",
+                "follower.replication.throttled.rate": "400000"}  # fmt: skip
+    cluster = Cluster(zookeeper, tmp_path_factory.mktemp("six"), brokers=6,
+                      settings=settings).start()  # fmt: skip
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def store(six: Cluster) -> Iterator[ZooKeeperStore]:
+    zk = ZooKeeperStore(six.zk_connect, session_timeout_ms=10_000)
+    try:
+        yield zk
+    finally:
+        zk.close()
+
+
+def new_topic(cluster: Cluster, **config: str) -> str:
+    name = f"move-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    created = admin.create_topics([NewTopic(name, num_partitions=len(BEFORE), replica_assignment=list(BEFORE.values()),
+                                            config=config)])  # fmt: skip
+    created[name].result(30)
+    wait_until(lambda: all(len(isr) == 3 for _, _, isr in partitions_of(cluster, name).values()),
+               30, "the new topic's ISRs full")  # fmt: skip
+    return name
+
+
+def alter(cluster: Cluster, targets: dict[tuple[str, int], list[int] | None]) -> None:
+    async def run() -> None:
+        async with AsyncAdmin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            errors = await admin.alter_partition_reassignments(targets)
+        assert all(e is None for e in errors.values()), errors
+
+    asyncio.run(run())
+
+
+def ongoing(cluster: Cluster) -> dict[tuple[str, int], object]:
+    async def run() -> dict[tuple[str, int], object]:
+        async with AsyncAdmin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            return dict(await admin.list_partition_reassignments())
+
+    return asyncio.run(run())
+
+
+def stored(store: ZooKeeperStore, topic: str) -> tuple[layout.TopicAssignment,
+                                                      dict[int, layout.PartitionState]]:  # fmt: skip
+    assignment = layout.TopicAssignment.from_json(store.get(layout.topic_path(topic)).data)
+    states = {p: layout.PartitionState.from_json(
+        store.get(layout.partition_state_path(topic, p)).data) for p in assignment.partitions}
+    return assignment, states  # fmt: skip
+
+
+def assert_moved(cluster: Cluster, store: ZooKeeperStore, topic: str) -> None:
+    """AR, leader and ISR as planned, in ZooKeeper and in Metadata; no move left."""
+    assert not store.exists(layout.REASSIGN_PARTITIONS)
+    assignment, states = stored(store, topic)
+    assert assignment.partitions == PLAN
+    assert assignment.adding_replicas == {} and assignment.removing_replicas == {}
+    for p, target in PLAN.items():
+        assert states[p].leader == target[0]
+        assert sorted(states[p].isr) == sorted(target)
+
+    def metadata_shows_plan() -> bool:
+        shown = {p: (leader, replicas, sorted(isr))
+                 for p, (leader, replicas, isr) in partitions_of(cluster, topic).items()}
+        return shown == {p: (t[0], t, sorted(t)) for p, t in PLAN.items()}  # fmt: skip
+
+    wait_until(metadata_shows_plan, 20, "Metadata showing the plan")
+
+
+def moves_done(cluster: Cluster, store: ZooKeeperStore) -> bool:
+    return not store.exists(layout.REASSIGN_PARTITIONS) and not ongoing(cluster)
+
+
+class Reader:
+    """A group consumer reading the topic throughout, keeping every error it is given."""
+
+    def __init__(self, cluster: Cluster, topic: str) -> None:
+        self.errors: list[KafkaError] = []
+        self.count = 0
+        self.stop = threading.Event()
+        self.consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                                  "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+        self.consumer.subscribe([topic])  # fmt: skip
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            for msg in self.consumer.consume(500, 0.2):
+                if msg.error() is None:
+                    self.count += 1
+                else:
+                    self.errors.append(msg.error())
+
+    def finish(self) -> list[KafkaError]:
+        self.stop.set()
+        self.thread.join(10)
+        self.consumer.close()
+        return [e for e in self.errors if not e.retriable() and e.code() != KafkaError._PARTITION_EOF]
+
+
+def test_moving_every_partition_to_other_brokers_under_load(
+    six: Cluster, store: ZooKeeperStore
+) -> None:
+    topic = new_topic(six)
+    load = Load(six, topic, 3)
+    reader = Reader(six, topic)
+    wait_until(lambda: load.count() >= 2000 and reader.count > 0, 60, "records flowing")
+    started = time.monotonic()
+    alter(six, {(topic, p): r for p, r in PLAN.items()})
+    listed = ongoing(six)
+    assert set(listed) <= {(topic, p) for p in PLAN}
+    wait_until(lambda: moves_done(six, store), 120, "the moves to finish")
+    moved_at = load.count()
+    print(f"moved in {time.monotonic() - started:.1f} s")
+    wait_until(lambda: load.count() >= moved_at + 1000, 60, "records acknowledged after the move")
+    load.finish()
+    assert load.errors == []
+    assert reader.finish() == []
+    check_nothing_lost(load, consume_all(six, topic, 3))
+    assert_moved(six, store, topic)
+    for p, old in BEFORE.items():
+        for broker_id in old:
+            wait_until(lambda b=broker_id, p=p: not (six.brokers[b].data_dir / f"{topic}-{p}").exists(),
+                       20, f"broker {broker_id} deleting {topic}-{p}")  # fmt: skip
