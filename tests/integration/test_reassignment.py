@@ -15,7 +15,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -24,7 +23,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from riverlog.client.admin_client import AsyncAdmin
 from riverlog.devcluster import ZooKeeperServer
 from riverlog.metadata import layout
-from riverlog.metadata.store import NoNodeError
 from riverlog.metadata.zookeeper import ZooKeeperStore
 from tests.cluster_harness import Cluster, controller_of, partitions_of, wait_until
 from tests.integration.test_cluster import Load, check_nothing_lost, consume_all
@@ -60,7 +58,8 @@ def store(six: Cluster) -> Iterator[ZooKeeperStore]:
 def new_topic(cluster: Cluster, **config: str) -> str:
     name = f"move-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    created = admin.create_topics([NewTopic(name, num_partitions=len(BEFORE), replica_assignment=list(BEFORE.values()),
+    created = admin.create_topics([NewTopic(name, num_partitions=len(BEFORE),
+                                            replica_assignment=list(BEFORE.values()),
                                             config=config)])  # fmt: skip
     created[name].result(30)
     wait_until(lambda: all(len(isr) == 3 for _, _, isr in partitions_of(cluster, name).values()),
@@ -85,8 +84,9 @@ def ongoing(cluster: Cluster) -> dict[tuple[str, int], object]:
     return asyncio.run(run())
 
 
-def stored(store: ZooKeeperStore, topic: str) -> tuple[layout.TopicAssignment,
-                                                      dict[int, layout.PartitionState]]:  # fmt: skip
+def stored(
+    store: ZooKeeperStore, topic: str
+) -> tuple[layout.TopicAssignment, dict[int, layout.PartitionState]]:
     assignment = layout.TopicAssignment.from_json(store.get(layout.topic_path(topic)).data)
     states = {p: layout.PartitionState.from_json(
         store.get(layout.partition_state_path(topic, p)).data) for p in assignment.partitions}
@@ -140,7 +140,8 @@ class Reader:
         self.stop.set()
         self.thread.join(10)
         self.consumer.close()
-        return [e for e in self.errors if not e.retriable() and e.code() != KafkaError._PARTITION_EOF]
+        return [e for e in self.errors
+                if not e.retriable() and e.code() != KafkaError._PARTITION_EOF]  # fmt: skip
 
 
 def test_moving_every_partition_to_other_brokers_under_load(
@@ -165,5 +166,45 @@ def test_moving_every_partition_to_other_brokers_under_load(
     assert_moved(six, store, topic)
     for p, old in BEFORE.items():
         for broker_id in old:
-            wait_until(lambda b=broker_id, p=p: not (six.brokers[b].data_dir / f"{topic}-{p}").exists(),
-                       20, f"broker {broker_id} deleting {topic}-{p}")  # fmt: skip
+            directory = six.brokers[broker_id].data_dir / f"{topic}-{p}"
+            wait_until(lambda d=directory: not d.exists(), 20, f"{directory} deleted")
+
+
+def preload(cluster: Cluster, topic: str, records: int, size: int) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "linger.ms": 20})  # fmt: skip
+    for i in range(records):
+        while True:
+            try:  # values consume_all reads back as numbers
+                producer.produce(topic, str(i).encode().ljust(size), partition=i % 3)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+
+
+def test_a_killed_controller_leaves_the_move_to_the_next_one(
+    six: Cluster, store: ZooKeeperStore
+) -> None:
+    """The topic throttles replicas that catch up (400 kB/s per broker and side): the move
+    of ~3 MB is under way when the controller is SIGKILLed; its successor finishes it."""
+    topic = new_topic(six, **{"leader.replication.throttled.replicas": "*",
+                              "follower.replication.throttled.replicas": "*"})  # fmt: skip
+    preload(six, topic, 3000, 1000)
+    started = time.monotonic()
+    alter(six, {(topic, p): r for p, r in PLAN.items()})
+    wait_until(lambda: stored(store, topic)[0].adding_replicas != {}, 20, "the move to start")
+    time.sleep(1.0)
+    old = controller_of(six)
+    assert stored(store, topic)[0].adding_replicas != {}, "the throttled move ended too soon"
+    six.brokers[old].kill()
+    wait_until(lambda: controller_of(six) not in (old, -1), 30, "a new controller")
+    new = controller_of(six)
+    six.brokers[old].start()
+    wait_until(lambda: moves_done(six, store), 120, "the moves to finish")
+    print(f"controller {old} killed, {new} finished the move; "
+          f"{time.monotonic() - started:.1f} s in all")
+    assert_moved(six, store, topic)
+    assert b"reassignment of" in six.brokers[new].log_file.read_bytes()
+    got = consume_all(six, topic, 3)
+    assert sum(len(v) for v in got.values()) == 3000

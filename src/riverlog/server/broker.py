@@ -67,6 +67,7 @@ from riverlog.server.producer_ids import ProducerIdAllocator
 from riverlog.server.purgatory import Purgatory
 from riverlog.server.replica_fetcher import ReplicaFetchers
 from riverlog.server.replica_manager import ReplicaManager
+from riverlog.server.replication_quota import ReplicationQuota
 from riverlog.server.topics import Topic, TopicRegistry
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 from riverlog.storage.manager import LogManager
@@ -179,7 +180,11 @@ class Broker:
         self.replicas = ReplicaManager(
             self.broker_id, self.logs, self.fetch_purgatory, self.produce_purgatory, self.store
         )
-        self.fetchers = ReplicaFetchers(self.broker_id)
+        self.leader_quota = ReplicationQuota(config["leader.replication.throttled.rate"])
+        self.fetchers = ReplicaFetchers(
+            self.broker_id,
+            quota=ReplicationQuota(config["follower.replication.throttled.rate"]),
+        )
         self.controller = ControllerService(self)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self._isr_task: asyncio.Task[None] | None = None

@@ -106,6 +106,8 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "zookeeper.session.timeout.ms": (_int(1), "18000"),
     "broker.rack": (_str, ""),
     "replica.lag.time.max.ms": (_int(1), "30000"),
+    "leader.replication.throttled.rate": (_int(1), str(INT64_MAX)),
+    "follower.replication.throttled.rate": (_int(1), str(INT64_MAX)),
     "controlled.shutdown.enable": (_bool, "true"),
     "controlled.shutdown.max.retries": (_int(0), "3"),
     "controlled.shutdown.retry.backoff.ms": (_int(0), "5000"),
