@@ -208,3 +208,57 @@ def test_a_killed_controller_leaves_the_move_to_the_next_one(
     assert b"reassignment of" in six.brokers[new].log_file.read_bytes()
     got = consume_all(six, topic, 3)
     assert sum(len(v) for v in got.values()) == 3000
+
+
+def throttled_topic(cluster: Cluster) -> str:
+    """A topic whose catching-up replicas are throttled (400 kB/s per broker and side), with
+    ~3 MB in it: a move takes seconds."""
+    topic = new_topic(cluster, **{"leader.replication.throttled.replicas": "*",
+                                  "follower.replication.throttled.replicas": "*"})  # fmt: skip
+    preload(cluster, topic, 3000, 1000)
+    return topic
+
+
+def test_cancelling_a_move_reverts_to_the_original_replicas(
+    six: Cluster, store: ZooKeeperStore
+) -> None:
+    topic = throttled_topic(six)
+    alter(six, {(topic, p): r for p, r in PLAN.items()})
+    wait_until(lambda: stored(store, topic)[0].adding_replicas != {}, 20, "the move to start")
+    alter(six, dict.fromkeys([(topic, p) for p in PLAN]))  # None: cancel
+    wait_until(lambda: moves_done(six, store), 60, "the cancellation to finish")
+    assignment, states = stored(store, topic)
+    assert assignment.partitions == BEFORE and assignment.adding_replicas == {}
+    for p, replicas in BEFORE.items():
+        assert states[p].leader in replicas and sorted(states[p].isr) == sorted(replicas)
+    for p, target in PLAN.items():
+        for broker_id in target:
+            directory = six.brokers[broker_id].data_dir / f"{topic}-{p}"
+            wait_until(lambda d=directory: not d.exists(), 20, f"{directory} deleted")
+    assert sum(len(v) for v in consume_all(six, topic, 3).values()) == 3000
+
+
+def test_kafka_python_admin_changes_the_replication_factor(
+    six: Cluster, store: ZooKeeperStore
+) -> None:
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
+
+    topic = new_topic(six)
+    client = KafkaAdminClient(bootstrap_servers=six.bootstrap_servers)
+    try:
+        tp0, tp1 = KafkaTopicPartition(topic, 0), KafkaTopicPartition(topic, 1)
+        answer = client.alter_partition_reassignments({tp0: [1, 2], tp1: [2, 3, 1, 4, 5]})
+        assert answer == {tp0: None, tp1: None}
+        wait_until(lambda: moves_done(six, store), 60, "the moves to finish")
+        assert client.list_partition_reassignments() == {}
+        refused = client.alter_partition_reassignments({tp0: [1, 1], tp1: None})
+        assert refused[tp0] is InvalidReplicationAssignmentError
+        assert refused[tp1] is NoReassignmentInProgressError
+    finally:
+        client.close()
+    assignment, states = stored(store, topic)
+    assert assignment.partitions[0] == [1, 2] and sorted(states[0].isr) == [1, 2]
+    assert assignment.partitions[1] == [2, 3, 1, 4, 5]
+    assert sorted(states[1].isr) == [1, 2, 3, 4, 5] and states[1].leader == 2

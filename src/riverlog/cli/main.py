@@ -16,6 +16,7 @@ from riverlog.cli import cluster as cli_cluster
 from riverlog.cli import console as cli_console
 from riverlog.cli import consumer_groups as cli_groups
 from riverlog.cli import perf as cli_perf
+from riverlog.cli import reassign_partitions as cli_reassign
 from riverlog.cli import server as cli_server
 from riverlog.cli import topics as cli_topics
 
@@ -90,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_groups.add_arguments(groups)
     groups.set_defaults(run=cli_groups.run)
+    reassign = sub.add_parser(
+        "reassign-partitions",
+        help="move partitions to other brokers, change replication factors "
+        "(kafka-reassign-partitions.sh)",
+    )
+    cli_reassign.add_arguments(reassign)
+    reassign.set_defaults(run=cli_reassign.run)
 
     cluster = sub.add_parser("cluster", help="start or stop ZooKeeper + N brokers on loopback")
     cli_cluster.add_arguments(cluster)

@@ -92,6 +92,13 @@ async def describe_topics(conn: Connection, names: list[str] | None = None) -> l
     return sorted(out, key=lambda t: t.name)
 
 
+async def broker_racks(conn: Connection) -> dict[int, str | None]:
+    """Every live broker's id and `broker.rack` (None: none set), from Metadata."""
+    response = await conn.send(MetadataRequest(topics=[], allow_auto_topic_creation=False))
+    assert isinstance(response, MetadataResponse)
+    return {b.node_id: b.rack for b in response.brokers}
+
+
 async def create_topic(
     conn: Connection,
     name: str,
