@@ -11,16 +11,20 @@ which finishes it. kafka-python's admin client drives the same APIs.
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from riverlog.client.admin_client import AsyncAdmin
+from riverlog.client.admin_client import TOPIC, AsyncAdmin
 from riverlog.devcluster import ZooKeeperServer
 from riverlog.metadata import layout
 from riverlog.metadata.zookeeper import ZooKeeperStore
@@ -262,3 +266,90 @@ def test_kafka_python_admin_changes_the_replication_factor(
     assert assignment.partitions[0] == [1, 2] and sorted(states[0].isr) == [1, 2]
     assert assignment.partitions[1] == [2, 3, 1, 4, 5]
     assert sorted(states[1].isr) == [1, 2, 3, 4, 5] and states[1].leader == 2
+
+
+def reassign(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "riverlog", "reassign-partitions", "--bootstrap-server",
+         cluster.bootstrap_servers, *args],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def topic_configs(cluster: Cluster, topic: str) -> dict[str, str | None]:
+    async def run() -> dict[str, str | None]:
+        async with AsyncAdmin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            return await admin.describe_configs(TOPIC, topic)
+
+    return asyncio.run(run())
+
+
+def test_the_cli_generates_executes_verifies_and_cancels(
+    six: Cluster, store: ZooKeeperStore, tmp_path: Path
+) -> None:
+    topic = throttled_topic(six)
+    to_move = tmp_path / "topics-to-move.json"
+    to_move.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    generated = reassign(six, "--generate", "--topics-to-move-json-file", str(to_move),
+                         "--broker-list", "4,5,6")  # fmt: skip
+    assert generated.returncode == 0, generated.stderr
+    lines = generated.stdout.splitlines()
+    assert lines[0] == "Current partition replica assignment"
+    assert lines[3] == "Proposed partition reassignment configuration"
+    current = {p["partition"]: p["replicas"] for p in json.loads(lines[1])["partitions"]}
+    assert current == BEFORE
+    proposed = json.loads(lines[4])
+    replicas = {p["partition"]: p["replicas"] for p in proposed["partitions"]}
+    assert all(sorted(r) == [4, 5, 6] for r in replicas.values())
+    assert sorted(r[0] for r in replicas.values()) == [4, 5, 6]  # leaders balanced
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(lines[4])
+    executed = reassign(six, "--execute", "--reassignment-json-file", str(plan),
+                        "--throttle", "400000")  # fmt: skip
+    assert executed.returncode == 0, executed.stderr
+    assert "Save this to use as the --reassignment-json-file option during rollback" in (
+        executed.stdout)  # fmt: skip
+    assert executed.stdout.splitlines()[-1] == (
+        f"Successfully started partition reassignments for {topic}-0,{topic}-1,{topic}-2")
+    assert "static" in executed.stderr  # the brokers' rates come from their config
+    configs = topic_configs(six, topic)
+    assert configs["follower.replication.throttled.replicas"] == ",".join(
+        f"{p}:{b}" for p in range(3) for b in replicas[p])  # fmt: skip
+    again = reassign(six, "--execute", "--reassignment-json-file", str(plan))  # throttled:
+    assert again.returncode == 1 and "--additional" in again.stderr  # still moving
+    verified = reassign(six, "--verify", "--reassignment-json-file", str(plan))
+    while verified.returncode != 0:
+        assert "is still in progress." in verified.stdout, verified.stdout + verified.stderr
+        assert "new replicas" in verified.stdout
+        time.sleep(0.5)
+        verified = reassign(six, "--verify", "--reassignment-json-file", str(plan))
+    assert verified.stdout.splitlines()[:4] == ["Status of partition reassignment:"] + [
+        f"Reassignment of partition {topic}-{p} is completed." for p in range(3)]
+    assert f"Clearing topic-level throttles on topic {topic}" in verified.stdout
+    configs = topic_configs(six, topic)
+    assert configs["leader.replication.throttled.replicas"] == ""
+    assert configs["follower.replication.throttled.replicas"] == ""
+
+    rollback = tmp_path / "rollback.json"
+    rollback.write_text(executed.stdout.splitlines()[2])
+    stale = reassign(six, "--verify", "--reassignment-json-file", str(rollback))
+    assert stale.returncode == 1
+    assert (f"There is no active reassignment of partition {topic}-0, but replica set is "
+            f"{','.join(map(str, replicas[0]))} rather than 1,2,3.") in stale.stdout
+
+    assert reassign(six, "--execute", "--reassignment-json-file", str(rollback),
+                    "--throttle", "400000").returncode == 0  # fmt: skip
+    listed = reassign(six, "--list")
+    cancelled = reassign(six, "--cancel", "--reassignment-json-file", str(rollback))
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.splitlines()[0] == (  # the throttled move was under way
+        f"Successfully cancelled partition reassignments for: {topic}-0,{topic}-1,{topic}-2")
+    assert listed.stdout.splitlines()[1] == (
+        f"{topic}-0: replicas: 1,2,3,{','.join(map(str, replicas[0]))}. adding: 1,2,3. "
+        f"removing: {','.join(map(str, replicas[0]))}.")  # fmt: skip
+    wait_until(lambda: moves_done(six, store), 60, "the cancellation to finish")
+    assert stored(store, topic)[0].partitions == replicas
+    assert reassign(six, "--list").stdout == "No partition reassignments found.\n"
+    bad = reassign(six, "--execute", "--reassignment-json-file", str(tmp_path / "missing.json"))
+    assert bad.returncode == 1 and bad.stderr.startswith("Error: cannot read")
