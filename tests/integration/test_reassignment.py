@@ -97,20 +97,25 @@ def stored(
     return assignment, states  # fmt: skip
 
 
-def assert_moved(cluster: Cluster, store: ZooKeeperStore, topic: str) -> None:
-    """AR, leader and ISR as planned, in ZooKeeper and in Metadata; no move left."""
+def assert_moved(
+    cluster: Cluster, store: ZooKeeperStore, topic: str, *, leaders: dict[int, int] | None = None
+) -> None:
+    """AR, leader and ISR as planned, in ZooKeeper and in Metadata; no move left. The leader
+    is the plan's first replica, as the reassignment elects it — unless a failover elected
+    another member of the plan meanwhile (`leaders`: the leaders to expect then)."""
     assert not store.exists(layout.REASSIGN_PARTITIONS)
     assignment, states = stored(store, topic)
     assert assignment.partitions == PLAN
     assert assignment.adding_replicas == {} and assignment.removing_replicas == {}
+    expected = leaders or {p: target[0] for p, target in PLAN.items()}
     for p, target in PLAN.items():
-        assert states[p].leader == target[0]
+        assert states[p].leader == expected[p] and expected[p] in target
         assert sorted(states[p].isr) == sorted(target)
 
     def metadata_shows_plan() -> bool:
         shown = {p: (leader, replicas, sorted(isr))
                  for p, (leader, replicas, isr) in partitions_of(cluster, topic).items()}
-        return shown == {p: (t[0], t, sorted(t)) for p, t in PLAN.items()}  # fmt: skip
+        return shown == {p: (expected[p], t, sorted(t)) for p, t in PLAN.items()}  # fmt: skip
 
     wait_until(metadata_shows_plan, 20, "Metadata showing the plan")
 
@@ -208,7 +213,8 @@ def test_a_killed_controller_leaves_the_move_to_the_next_one(
     wait_until(lambda: moves_done(six, store), 120, "the moves to finish")
     print(f"controller {old} killed, {new} finished the move; "
           f"{time.monotonic() - started:.1f} s in all")
-    assert_moved(six, store, topic)
+    elected = {p: state.leader for p, state in stored(store, topic)[1].items()}
+    assert_moved(six, store, topic, leaders=elected)  # a failover may have picked others
     assert b"reassignment of" in six.brokers[new].log_file.read_bytes()
     got = consume_all(six, topic, 3)
     assert sum(len(v) for v in got.values()) == 3000
@@ -353,3 +359,19 @@ def test_the_cli_generates_executes_verifies_and_cancels(
     assert reassign(six, "--list").stdout == "No partition reassignments found.\n"
     bad = reassign(six, "--execute", "--reassignment-json-file", str(tmp_path / "missing.json"))
     assert bad.returncode == 1 and bad.stderr.startswith("Error: cannot read")
+
+
+def test_a_plan_written_to_zookeeper_is_carried_out_and_bad_entries_dropped(
+    six: Cluster, store: ZooKeeperStore
+) -> None:
+    """The pre-API way: a tool writes Kafka's JSON to `/admin/reassign_partitions` itself."""
+    topic = new_topic(six)
+    store.create(layout.REASSIGN_PARTITIONS, json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [3, 4, 5], "log_dirs": ["any"] * 3},
+        {"topic": topic, "partition": 1, "replicas": [2, 99]},
+        {"topic": "no-such-topic", "partition": 0, "replicas": [1]},
+    ]}).encode())  # fmt: skip
+    wait_until(lambda: not store.exists(layout.REASSIGN_PARTITIONS), 30, "the node to go")
+    assignment, states = stored(store, topic)
+    assert assignment.partitions == {0: [3, 4, 5], 1: BEFORE[1], 2: BEFORE[2]}
+    assert states[0].leader == 3 and sorted(states[0].isr) == [3, 4, 5]

@@ -74,24 +74,27 @@ class Reassignments:
         assert ctx is not None
         self.service._watch(layout.REASSIGN_PARTITIONS, "reassign")
         try:
-            data = self.store.get(layout.REASSIGN_PARTITIONS).data
+            wanted = layout.reassignments_from_json(self.store.get(layout.REASSIGN_PARTITIONS).data)
         except NoNodeError:
-            self.targets.clear()
-            return
-        try:
-            wanted = layout.reassignments_from_json(data)
+            wanted = {}
         except ValueError as e:
             log.error("controller: ignoring unreadable %s: %s", layout.REASSIGN_PARTITIONS, e)
             return
+        registered = self._registered()
         valid: dict[TopicPartition, list[int]] = {}
+        invalid: dict[TopicPartition, list[int]] = {}
         for tp, target in wanted.items():
-            problem = (
-                f"{tp[0]}-{tp[1]} does not exist" if not ctx.replicas(tp) or tp[0] in ctx.deleting
-                else invalid_target(target, self._registered())
-            )  # fmt: skip
+            # Brokers must be registered when a move starts (as in Kafka before KIP-455); a
+            # move under way waits for a target broker that is down (restarting, say).
+            if not ctx.replicas(tp) or tp[0] in ctx.deleting:
+                problem: str | None = f"{tp[0]}-{tp[1]} does not exist"
+            else:
+                under_way = self._assignment(tp).moving and self._assignment(tp).target == target
+                problem = invalid_target(target, set(target) if under_way else registered)
             if problem is None:
                 valid[tp] = target
             else:
+                invalid[tp] = target
                 log.error("controller: reassignment of %s-%d to %s dropped: %s",
                           tp[0], tp[1], target, problem)  # fmt: skip
         for tp in ctx.partitions():  # a move whose entry went away is cancelled
@@ -101,8 +104,8 @@ class Reassignments:
         for tp in set(self.targets) - set(valid):
             log.info("controller: reassignment of %s-%d withdrawn", *tp)
         self.targets = valid
-        if len(valid) < len(wanted):
-            self._forget({tp: r for tp, r in wanted.items() if tp not in valid})
+        if invalid:
+            self._forget(invalid)
         self.progress(list(valid))
 
     def _registered(self) -> set[int]:
