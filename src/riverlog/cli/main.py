@@ -18,6 +18,7 @@ from riverlog.cli import console as cli_console
 from riverlog.cli import consumer_groups as cli_groups
 from riverlog.cli import leader_election as cli_leader_election
 from riverlog.cli import perf as cli_perf
+from riverlog.cli import reassign_partitions as cli_reassign
 from riverlog.cli import replica_verification as cli_replica_verification
 from riverlog.cli import server as cli_server
 from riverlog.cli import state_change_log_merger as cli_merger
@@ -94,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_groups.add_arguments(groups)
     groups.set_defaults(run=cli_groups.run)
+    reassign = sub.add_parser(
+        "reassign-partitions",
+        help="move partitions to other brokers, change replication factors "
+        "(kafka-reassign-partitions.sh)",
+    )
+    cli_reassign.add_arguments(reassign)
+    reassign.set_defaults(run=cli_reassign.run)
 
     configs = sub.add_parser(
         "configs", help="describe and alter topic and broker configs (kafka-configs.sh)"

@@ -1,7 +1,7 @@
 """Admin operations over one connection: the cluster (brokers, controller, every partition),
-topics (list, describe, create, delete, grow),
-topic and broker configs, offsets by time (ListOffsets) and leader elections (ElectLeaders).
-Errors come back as `KafkaError`s carrying the broker's code and message.
+topics (list, describe, create, delete, grow), topic and broker configs, offsets by time
+(ListOffsets), leader elections (ElectLeaders) and partition reassignments. Errors come
+back as `KafkaError`s carrying the broker's code and message.
 
 The connection should go to the controller for changes; on a single broker (and until the
 cluster issue adds controller routing) any broker will do.
@@ -17,6 +17,8 @@ from riverlog.client.connection import Connection
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
 from riverlog.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -31,6 +33,8 @@ from riverlog.protocol.messages import (
     IncrementalAlterConfigsResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -121,6 +125,13 @@ def _topics(response: MetadataResponse) -> list[TopicInfo]:
             )
         )
     return sorted(out, key=lambda t: t.name)
+
+
+async def broker_racks(conn: Connection) -> dict[int, str | None]:
+    """Every live broker's id and `broker.rack` (None: none set), from Metadata."""
+    response = await conn.send(MetadataRequest(topics=[], allow_auto_topic_creation=False))
+    assert isinstance(response, MetadataResponse)
+    return {b.node_id: b.rack for b in response.brokers}
 
 
 async def create_topic(
@@ -314,3 +325,70 @@ async def elect_leaders(
                 None if p.error_code == 0 else KafkaError(for_code(p.error_code), p.error_message)
             )
     return out
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """A partition being moved: all its replicas now, and those being added and removed."""
+
+    replicas: list[int]
+    adding: list[int]
+    removing: list[int]
+
+
+async def alter_partition_reassignments(
+    conn: Connection, targets: Mapping[tuple[str, int], list[int] | None]
+) -> dict[tuple[str, int], KafkaError | None]:
+    """Start (replicas) or cancel (None) partition moves; each partition's error or None."""
+    by_topic: dict[str, list[AlterPartitionReassignmentsRequest.ReassignablePartition]] = {}
+    for (topic, index), replicas in targets.items():
+        by_topic.setdefault(topic, []).append(
+            AlterPartitionReassignmentsRequest.ReassignablePartition(
+                partition_index=index, replicas=None if replicas is None else list(replicas)
+            )
+        )
+    request = AlterPartitionReassignmentsRequest(
+        timeout_ms=30_000,
+        topics=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic(name=t, partitions=ps)
+            for t, ps in by_topic.items()
+        ],
+    )
+    response = await conn.send(request)
+    assert isinstance(response, AlterPartitionReassignmentsResponse)
+    _check(response.error_code, response.error_message)
+    return {
+        (t.name, p.partition_index): (
+            KafkaError(error_codes.for_code(p.error_code), p.error_message)
+            if p.error_code else None
+        )
+        for t in response.responses
+        for p in t.partitions
+    }  # fmt: skip
+
+
+async def list_partition_reassignments(
+    conn: Connection, partitions: Iterable[tuple[str, int]] | None = None
+) -> dict[tuple[str, int], PartitionReassignment]:
+    """The moves in progress (of `partitions`; None: all)."""
+    topics = None
+    if partitions is not None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        topics = [
+            ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(
+                name=t, partition_indexes=ps
+            )
+            for t, ps in by_topic.items()
+        ]
+    response = await conn.send(ListPartitionReassignmentsRequest(timeout_ms=30_000, topics=topics))
+    assert isinstance(response, ListPartitionReassignmentsResponse)
+    _check(response.error_code, response.error_message)
+    return {
+        (t.name, p.partition_index): PartitionReassignment(
+            list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)
+        )
+        for t in response.topics
+        for p in t.partitions
+    }

@@ -1,4 +1,5 @@
-"""`AsyncAdmin`: the admin client — topics, configs, consumer groups, records, the cluster.
+"""`AsyncAdmin`: the admin client — topics, configs, consumer groups, records, the cluster,
+partition reassignments.
 
 Built on the request functions of `admin.py` and `groups.py`: topic changes go to the
 controller (from Metadata; retried on NOT_CONTROLLER), group operations to the group's
@@ -149,6 +150,33 @@ class AsyncAdmin:
             await self.cluster.refresh()
             return await self.cluster.connection(int(name))
         return await self.cluster.any_connection()
+
+    # -- partition reassignments ---------------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Move partitions to new replica lists, or cancel their moves (None); the error of
+        each partition (None: accepted)."""
+        out: dict[TopicPartition, KafkaError | None] = {}
+
+        async def alter(conn: Connection) -> None:
+            out.update(await admin.alter_partition_reassignments(conn, targets))
+
+        await self._on_controller(alter)
+        return out
+
+    async def list_partition_reassignments(
+        self, partitions: list[TopicPartition] | None = None
+    ) -> dict[TopicPartition, admin.PartitionReassignment]:
+        """The moves in progress (of `partitions`; None: all)."""
+        out: dict[TopicPartition, admin.PartitionReassignment] = {}
+
+        async def list_them(conn: Connection) -> None:
+            out.update(await admin.list_partition_reassignments(conn, partitions))
+
+        await self._on_controller(list_them)
+        return out
 
     # -- records -------------------------------------------------------------------------
 

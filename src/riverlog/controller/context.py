@@ -39,6 +39,9 @@ TopicPartition = tuple[str, int]
 class TopicInfo:
     topic_id: uuid.UUID
     assignment: dict[int, list[int]]
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
+    """Replicas a running reassignment adds and removes (`controller/reassignment.py`)."""
 
 
 @dataclass

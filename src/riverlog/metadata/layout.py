@@ -11,6 +11,7 @@
     /admin/preferred_replica_election          partitions to give back to their preferred
                                                replica (written by tools, deleted by the
                                                controller once done)
+    /admin/reassign_partitions                 pending partition reassignments (targets)
 
 JSON formats follow Kafka's (field names, `"version"` numbers, topic ids as Kafka's 22-char
 URL-safe base64), so tools that read a Kafka ZooKeeper tree read ours.
@@ -31,6 +32,7 @@ BROKER_CONFIGS = "/config/brokers"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 CLUSTER_ID = "/cluster/id"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
@@ -216,3 +218,23 @@ def preferred_replica_election_from_json(data: bytes) -> list[tuple[str, int]]:
     except (ValueError, TypeError, KeyError) as e:
         raise ValueError(f"not a preferred replica election: {e!r}") from None
     return list(dict.fromkeys(found))
+
+
+def reassignments_json(targets: dict[tuple[str, int], list[int]]) -> bytes:
+    """`/admin/reassign_partitions`: Kafka's
+    `{"version":1,"partitions":[{"topic":T,"partition":P,"replicas":[...]}]}`."""
+    return _dump({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r)}
+        for (t, p), r in sorted(targets.items())
+    ]})  # fmt: skip
+
+
+def reassignments_from_json(data: bytes) -> dict[tuple[str, int], list[int]]:
+    """The targets of `/admin/reassign_partitions` (Kafka's optional `log_dirs` ignored);
+    ValueError when it is not that format."""
+    try:
+        raw = json.loads(data) if data else {"partitions": []}
+        return {(str(e["topic"]), int(e["partition"])): [int(r) for r in e["replicas"]]
+                for e in raw["partitions"]}  # fmt: skip
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"not a partition reassignment: {e!r}") from None

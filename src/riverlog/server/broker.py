@@ -65,6 +65,7 @@ from riverlog.server.handlers import (
     offsets,
     produce,
     producers,
+    reassignments,
 )
 from riverlog.server.metadata_cache import MetadataCache
 from riverlog.server.network import NetworkServer
@@ -72,6 +73,7 @@ from riverlog.server.producer_ids import ProducerIdAllocator
 from riverlog.server.purgatory import Purgatory
 from riverlog.server.replica_fetcher import ReplicaFetchers
 from riverlog.server.replica_manager import ReplicaManager
+from riverlog.server.replication_quota import ReplicationQuota
 from riverlog.server.topics import Topic, TopicRegistry
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 from riverlog.storage.manager import LogManager
@@ -115,6 +117,8 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.StopReplicaRequest, cluster.handle_stop_replica),
     (m.ControlledShutdownRequest, cluster.handle_controlled_shutdown),
     (m.ElectLeadersRequest, elections.handle_elect_leaders),
+    (m.AlterPartitionReassignmentsRequest, reassignments.handle_alter_partition_reassignments),
+    (m.ListPartitionReassignmentsRequest, reassignments.handle_list_partition_reassignments),
 ]
 
 
@@ -185,7 +189,11 @@ class Broker:
         self.replicas = ReplicaManager(
             self.broker_id, self.logs, self.fetch_purgatory, self.produce_purgatory, self.store
         )
-        self.fetchers = ReplicaFetchers(self.broker_id)
+        self.leader_quota = ReplicationQuota(config["leader.replication.throttled.rate"])
+        self.fetchers = ReplicaFetchers(
+            self.broker_id,
+            quota=ReplicationQuota(config["follower.replication.throttled.rate"]),
+        )
         self.controller = ControllerService(self)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self._isr_task: asyncio.Task[None] | None = None
@@ -325,7 +333,7 @@ class Broker:
         return topic
 
     def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
-        topic = self.topics.get(name)
+        topic = self.topics.refresh(name)  # a reassignment may have changed its replicas
         if topic is None:
             raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
         current = len(topic.partitions)
@@ -394,6 +402,8 @@ class Broker:
         defaults to every log not overriding them."""
         self.config = self.dynamic_configs.reload()
         self.topic_defaults = self.config.topic_defaults()
+        self.leader_quota.rate = self.config["leader.replication.throttled.rate"]
+        self.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
         self.logs.update_defaults(self.topic_defaults,
                                   {t.name: t.config for t in self.topics.all()})  # fmt: skip
 

@@ -7,7 +7,8 @@ have none, and sends every live broker UpdateMetadata and LeaderAndIsr for all p
 Then it takes one event at a time from its queue: brokers joining or leaving
 (`/brokers/ids`), topics created or given partitions (`/brokers/topics`, each topic's node),
 ISR changes made by leaders (`/isr_change_notification`), topic deletions
-(`/admin/delete_topics`), controlled shutdowns, and leader elections
+(`/admin/delete_topics`), partition reassignments (`/admin/reassign_partitions`,
+`server/controller_reassignment.py`), controlled shutdowns, and leader elections
 (`server/controller_elections.py`, through `submit`). Store watches are one-shot and fire on
 the store's thread: each re-arms itself and queues its event onto the loop.
 
@@ -52,6 +53,7 @@ from riverlog.metadata.store import (
 from riverlog.server import state_change_log
 from riverlog.server.controller_channel import ControllerChannel
 from riverlog.server.controller_elections import LeaderElections
+from riverlog.server.controller_reassignment import Reassignments
 from riverlog.server.replica_manager import ISR_CHANGE_NOTIFICATION
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ class ControllerService:
         self.channel = ControllerChannel(broker.broker_id)
         self._live_before_resync: set[int] | None = None
         self.elections = LeaderElections(self)
+        self.reassignments = Reassignments(self)
 
     @property
     def active(self) -> bool:
@@ -185,6 +188,7 @@ class ControllerService:
 
     def _failover(self) -> None:
         ctx = self._context()
+        self.reassignments.reset()
         self._watch(layout.BROKER_IDS, "brokers")
         self._watch(layout.TOPICS, "topics")
         self._watch(ISR_CHANGE_NOTIFICATION, "isr_change")
@@ -206,6 +210,7 @@ class ControllerService:
         self._on_delete_topics(None)
         self._on_isr_change(None)
         self.elections.failover()
+        self._on_reassign(None)
 
     # --- reading the store --------------------------------------------------------------
 
@@ -240,7 +245,8 @@ class ControllerService:
             return []
         known = ctx.topics.get(name)
         before = set() if known is None else set(known.assignment)
-        ctx.topics[name] = TopicInfo(assignment.topic_id, assignment.partitions)
+        ctx.topics[name] = TopicInfo(assignment.topic_id, assignment.partitions,
+                                     assignment.adding_replicas, assignment.removing_replicas)
         existing = self._partition_nodes(name) or set()  # one call, not one per partition
         found = self.store.get_many([layout.partition_state_path(name, i)
                                      for i in assignment.partitions if i in existing])  # fmt: skip
@@ -437,6 +443,8 @@ class ControllerService:
             mine = [tp for tp in ctx.partitions() if any(b in ctx.replicas(tp) for b in born)]
             self._send_leader_and_isr(mine, only=born)
             self._announce(self._decide(self._elect_offline, mine))
+        if dead or born:
+            self.reassignments.progress()
 
     def _registration_changed(self, broker_id: int) -> bool:
         reg = self._registration(broker_id)
@@ -482,6 +490,10 @@ class ControllerService:
             self._read_state(tp)
         if known:
             self._send_metadata(ctx.live, known)
+            self.reassignments.progress(known)
+
+    def _on_reassign(self, _arg: object) -> None:
+        self.reassignments.on_change()
 
     def _on_delete_topics(self, _arg: object) -> None:
         ctx = self._context()

@@ -10,6 +10,10 @@ set, from each partition's log end offset, carrying the leader epoch it follows 
 leader refuses) and appends what comes back as is: batches keep the leader's offsets and
 epochs. The follower's high watermark is the leader's, capped at its own end.
 
+Throttling. Partitions named in their topic's `follower.replication.throttled.replicas` for
+this broker, while catching up, are left out of fetch requests whenever the broker's
+follower replication quota is used up (`server/replication_quota.py`).
+
 Errors. A lost connection is retried with backoff; partition errors (the leader moved, a
 newer epoch) leave the partition in place until the controller's next LeaderAndIsr moves it.
 Runs on the event loop; the only I/O is the fetcher's connection to its leader.
@@ -21,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+import time
 from dataclasses import dataclass
 
 from riverlog.client.connection import Connection
@@ -33,6 +38,7 @@ from riverlog.protocol.messages import (
 )
 from riverlog.server.background import BackgroundLoop, stop_all
 from riverlog.server.partition import HostedPartition, TopicPartition
+from riverlog.server.replication_quota import UNLIMITED, ReplicationQuota, throttled
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +69,8 @@ class _Followed:
     hosted: HostedPartition
     epoch: int
     reconciled: bool = False
+    caught_up: bool = False
+    """At the leader's high watermark after the last fetch (never throttled then)."""
 
 
 class _Fetcher(BackgroundLoop):
@@ -186,8 +194,24 @@ class _Fetcher(BackgroundLoop):
 
     # --- fetching ----------------------------------------------------------------------
 
+    def _throttled(self, followed: _Followed) -> bool:
+        """Catching up on a partition throttled on this follower."""
+        hosted = followed.hosted
+        return (
+            self.owner.quota.limited
+            and not followed.caught_up
+            and self.owner.broker_id not in hosted.isr
+            and throttled(hosted.log.config.follower_replication_throttled_replicas,
+                          hosted.index, self.owner.broker_id)
+        )  # fmt: skip
+
     async def _fetch(self, conn: Connection) -> None:
-        sent = dict(self.partitions)
+        quota = self.owner.quota
+        held = quota.exceeded(time.monotonic())
+        sent = {k: f for k, f in self.partitions.items() if not (held and self._throttled(f))}
+        if not sent:  # all throttled: wait for the quota
+            await asyncio.sleep(min(1.0, max(0.01, quota.delay_s(time.monotonic()))))
+            return
         topics: dict[str, FetchRequest.FetchTopic] = {}
         for (topic, index), followed in sent.items():
             plog = followed.hosted.log
@@ -224,7 +248,11 @@ class _Fetcher(BackgroundLoop):
                 if data.error_code != 0:
                     failed += 1
                     continue
+                records = data.records
+                if self._throttled(current) and isinstance(records, bytes | bytearray | memoryview):
+                    quota.record(len(records), time.monotonic())
                 self._append(current.hosted, data)
+                current.caught_up = current.hosted.log.log_end_offset >= data.high_watermark
         if failed and failed == len(sent):
             await asyncio.sleep(BACKOFF_S)
 
@@ -256,8 +284,10 @@ class ReplicaFetchers:
         max_wait_ms: int = 500,
         max_bytes: int = 10 * 1024 * 1024,
         partition_max_bytes: int = 1024 * 1024,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.quota = quota or ReplicationQuota(UNLIMITED)
         self.max_wait_ms = max_wait_ms
         self.max_bytes = max_bytes
         self.partition_max_bytes = partition_max_bytes

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 
 from riverlog.metadata import layout
-from riverlog.metadata.store import MetadataStore, NodeExistsError, NoNodeError
+from riverlog.metadata.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 
@@ -162,7 +162,15 @@ class TopicRegistry:
     def add_partitions(
         self, name: str, new_partitions: dict[int, list[int]], *, validate_only: bool = False
     ) -> Topic:
-        topic = self._require(name)
+        """Grow a topic: read from the store (the controller changes assignments by
+        reassignment), refused while a reassignment moves its replicas, as Kafka does."""
+        self._require(name)
+        node = self._store.get(layout.topic_path(name))
+        stored = layout.TopicAssignment.from_json(node.data)
+        if stored.adding_replicas or stored.removing_replicas:
+            raise KafkaError(error_codes.REASSIGNMENT_IN_PROGRESS,
+                             f"A partition reassignment of topic '{name}' is in progress.")
+        topic = self.refresh(name) or self._require(name)
         expected_first = len(topic.partitions)
         if not new_partitions or min(new_partitions) != expected_first:
             raise KafkaError(
@@ -172,10 +180,15 @@ class TopicRegistry:
             )
         updated = Topic(name, topic.topic_id, {**topic.partitions, **new_partitions}, topic.config)
         if not validate_only:
-            self._store.set(
-                layout.topic_path(name),
-                layout.TopicAssignment(updated.topic_id, updated.partitions).to_json(),
-            )
+            try:
+                self._store.set(
+                    layout.topic_path(name),
+                    layout.TopicAssignment(updated.topic_id, updated.partitions).to_json(),
+                    expected_version=node.version,
+                )
+            except BadVersionError:
+                raise KafkaError(error_codes.REASSIGNMENT_IN_PROGRESS,
+                                 f"Topic '{name}' changed meanwhile; try again.") from None
             self._cache(updated)
         return updated
 

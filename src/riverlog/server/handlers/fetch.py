@@ -11,6 +11,8 @@ with what there is after `max_wait_ms`.
 Topics are named by name up to v12 and by id from v13; an unknown id is UNKNOWN_TOPIC_ID.
 Only the leader answers, except to the debugging consumer (replica id -2), which any replica
 answers from its own log up to its own high watermark.
+Followers catching up on throttled partitions get data only while the broker's leader
+replication quota allows (`server/replication_quota.py`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from riverlog.server.fetch_session import (
     PartitionState,
 )
 from riverlog.server.partition import HostedPartition
+from riverlog.server.replication_quota import throttled
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -139,6 +142,21 @@ class _Fetch:
                     else error_codes.UNKNOWN_LEADER_EPOCH).code  # fmt: skip
         return hosted
 
+    def _throttled(self, hosted: HostedPartition) -> bool:
+        """A follower catching up on a partition throttled on this leader
+        (`server/replication_quota.py`)."""
+        return (
+            self.replica_id >= 0
+            and self.broker.leader_quota.limited
+            and self.replica_id not in hosted.isr
+            and throttled(hosted.log.config.leader_replication_throttled_replicas,
+                          hosted.index, self.broker.broker_id)
+        )  # fmt: skip
+
+    def _held(self, hosted: HostedPartition) -> bool:
+        """Throttled while the leader's replication quota is used up: no data this time."""
+        return self._throttled(hosted) and self.broker.leader_quota.exceeded(time.monotonic())
+
     def limit(self, hosted: HostedPartition) -> int:
         """Followers read up to the log end, consumers up to the (local) high watermark."""
         plog = hosted.log
@@ -155,7 +173,7 @@ class _Fetch:
             if fetch.fetch_offset > log.log_end_offset or fetch.fetch_offset < log.log_start_offset:
                 return self.request.min_bytes
             limit = self.limit(hosted)
-            if limit > fetch.fetch_offset:
+            if limit > fetch.fetch_offset and not self._held(hosted):
                 read = log.read(fetch.fetch_offset, fetch.max_bytes, max_offset=limit)
                 total += read.records.length if read.records is not None else 0
                 if total >= self.request.min_bytes:
@@ -184,7 +202,7 @@ class _Fetch:
             else:
                 log = hosted.log
                 try:
-                    read = log.read(
+                    read = None if self._held(hosted) else log.read(
                         fetch.fetch_offset,
                         min(fetch.max_bytes, remaining),
                         max_offset=self.limit(hosted),
@@ -193,7 +211,10 @@ class _Fetch:
                 except KafkaError as e:
                     error = e.code
                 else:
-                    if read.records is not None:
+                    if read is not None and read.records is not None:
+                        if self._throttled(hosted):
+                            self.broker.leader_quota.record(read.records.length,
+                                                            time.monotonic())  # fmt: skip
                         remaining -= read.records.length
                         first_data = False
                         if self.version < V2_RECORDS_FROM:
