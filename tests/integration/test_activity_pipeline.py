@@ -29,7 +29,7 @@ from events import CLOSING_USER, COUNTS, PAGE_VIEWS, closing_event, generate  # 
 from generator import ensure_topics, produce, recent_start_ms  # noqa: E402
 from jobs import committed_parquet_files, load_range  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 EVENTS = 6000
 PER_TRIGGER = 1500
 
@@ -63,6 +63,15 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the job's process group: its Python driver, JVM and Python workers."""
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+
+
+def diagnostics(work: Path, done_before_kill: list[int]) -> str:
+    """What a failure needs: the batches' offsets, what ran before the kill, the job's log."""
+    folder = work / "ck" / "pageview_counts" / "offsets"
+    batches = [f"{p.name}: {p.read_text().splitlines()[-1]}" for p in sorted(folder.iterdir())
+               if p.name.isdigit()]  # fmt: skip
+    log = (work / "streaming.log").read_text()[-4000:]
+    return f"committed before the kill: {done_before_kill}\n" + "\n".join(batches) + "\n" + log
 
 
 def commits(work: Path) -> list[int]:
@@ -110,7 +119,7 @@ def test_killed_streaming_job_resumes_exactly_once_and_load_job_is_idempotent(
         for minute, views in zip(*(table[c].to_pylist() for c in table.column_names), strict=True):
             assert int(minute.timestamp()) not in got, f"minute {minute} written twice"
             got[int(minute.timestamp())] = views
-    assert got == dict(want)
+    assert got == dict(want), diagnostics(tmp_path, done_before_kill)
 
     per_user: collections.Counter[str] = collections.Counter()
     for f in committed_parquet_files(tmp_path / "out" / "sessions"):
