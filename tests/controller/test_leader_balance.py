@@ -180,6 +180,9 @@ def test_rebalance_only_above_the_per_broker_threshold() -> None:
     assert rebalance_candidates(ctx, 25) == [(T, 4)]  # broker 2: 1 of 1
     ctx.written((T, 4), PartitionState(1, 2, [1], 1))  # ... but out of the ISR
     assert rebalance_candidates(ctx, 25) == []
+    ctx.written((T, 4), PartitionState(1, 3, [1, 2], 1))
+    ctx.topics[T].adding[4] = [3]  # ... or being reassigned: the move picks its leader
+    assert rebalance_candidates(ctx, 25) == []
 
 
 replicas = st.lists(st.integers(1, 6), min_size=1, max_size=4, unique=True)

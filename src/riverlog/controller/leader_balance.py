@@ -146,8 +146,10 @@ def preferred_partitions(ctx: ControllerContext) -> dict[int, list[TopicPartitio
 
 def rebalance_candidates(ctx: ControllerContext, percentage: int) -> list[TopicPartition]:
     """Partitions to give back to their preferred replica: those of each broker whose
-    imbalance ratio is above `percentage`, where that replica is usable and in the ISR."""
+    imbalance ratio is above `percentage`, where that replica is usable and in the ISR, and
+    the partition is not being reassigned (the move picks its leader, as in Kafka)."""
     usable = ctx.usable()
+    moving = {(t, p) for t, info in ctx.topics.items() for p in (*info.adding, *info.removing)}
     out = []
     for broker, preferred in sorted(preferred_partitions(ctx).items()):
         drifted = [
@@ -160,6 +162,7 @@ def rebalance_candidates(ctx: ControllerContext, percentage: int) -> list[TopicP
         out += [
             tp
             for tp, state in drifted
-            if preferred_election(ctx.replicas(tp), state.isr, usable) is not None
+            if tp not in moving
+            and preferred_election(ctx.replicas(tp), state.isr, usable) is not None
         ]
     return out
