@@ -157,7 +157,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         reports = [m for m in messages if isinstance(m, Written)]
-        topics = set((self.options.topic and [self.options.topic]) or [])
+        topics = {self.options.topic} if self.options.topic else set()
         for m in reports:
             topics |= m.topics
         query_ids = {m.query_id for m in reports if m.query_id}
