@@ -9,10 +9,12 @@ cluster issue adds controller routing) any broker will do.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from riverlog.client.cluster import Cluster
 from riverlog.client.connection import Connection
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
@@ -284,6 +286,35 @@ async def list_offsets(
             else:
                 out[(t.name, p.partition_index)] = p.offset
     return out
+
+
+async def leader_offsets(
+    cluster: Cluster,
+    partitions: Iterable[tuple[str, int]],
+    timestamp: int,
+    retry_backoff_ms: int,
+    attempts: int = 10,
+) -> dict[tuple[str, int], int]:
+    """`list_offsets` for partitions of many leaders: one request per leader, retried (after
+    marking the partitions stale) while the errors are retriable."""
+    wanted = sorted(set(partitions))
+    out: dict[tuple[str, int], int] = {}
+    for attempt in range(attempts):
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        try:
+            for tp in wanted:
+                if tp not in out:
+                    by_leader.setdefault(await cluster.leader_of(*tp), []).append(tp)
+            for leader, tps in by_leader.items():
+                out.update(await list_offsets(await cluster.connection(leader), tps, timestamp))
+            return out
+        except (KafkaError, ConnectionError) as e:
+            if (isinstance(e, KafkaError) and not e.retriable) or attempt == attempts - 1:
+                raise
+            for tp in wanted:
+                cluster.mark_stale(tp)
+            await asyncio.sleep(retry_backoff_ms / 1000)
+    raise AssertionError("unreachable")
 
 
 PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from riverlog.client import fetcher
-from riverlog.client.admin import list_offsets
+from riverlog.client.admin import leader_offsets
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
 from riverlog.client.fetcher import ConsumerRecord, FetchedPartition, TopicPartition
@@ -42,15 +42,6 @@ _T = TypeVar("_T")
 EARLIEST = -2
 LATEST = -1
 Listener = Callable[[set[TopicPartition]], Awaitable[None] | None]
-_STALE = {
-    error_codes.NOT_LEADER_OR_FOLLOWER.code,
-    error_codes.UNKNOWN_TOPIC_OR_PARTITION.code,
-    error_codes.LEADER_NOT_AVAILABLE.code,
-    error_codes.FENCED_LEADER_EPOCH.code,
-    error_codes.UNKNOWN_LEADER_EPOCH.code,
-    error_codes.KAFKA_STORAGE_ERROR.code,
-    error_codes.NETWORK_EXCEPTION.code,
-}
 
 __all__ = ["EARLIEST", "LATEST", "AsyncConsumer", "ConsumerRecord"]
 
@@ -213,16 +204,8 @@ class AsyncConsumer:
         return await self._membership().committed(list(partitions))
 
     async def _offset_at(self, tp: TopicPartition, timestamp: int) -> int:
-        for attempt in range(10):
-            try:
-                conn = await self.cluster.leader_connection(*tp)
-                return (await list_offsets(conn, [tp], timestamp))[tp]
-            except (KafkaError, ConnectionError) as e:
-                if (isinstance(e, KafkaError) and not e.retriable) or attempt == 9:
-                    raise
-                self.cluster.mark_stale(tp)
-                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
-        raise AssertionError("unreachable")
+        offsets = await leader_offsets(self.cluster, [tp], timestamp, self.config.retry_backoff_ms)
+        return offsets[tp]
 
     async def _reset(self, tp: TopicPartition) -> None:
         policy = self.config.auto_offset_reset
@@ -391,7 +374,7 @@ class AsyncConsumer:
             if code == error_codes.OFFSET_OUT_OF_RANGE.code:
                 self._positions[tp] = None
                 self._needs_reset.add(tp)
-            elif code in _STALE or for_code(code).retriable:
+            elif code in fetcher.STALE_METADATA_ERRORS or for_code(code).retriable:
                 self.cluster.mark_stale(tp)
             else:
                 raise KafkaError(for_code(code), f"fetching {tp[0]}-{tp[1]} failed")

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
+from riverlog.protocol import error_codes
 from riverlog.protocol.exceptions import CorruptRecordError, ProtocolError
 from riverlog.protocol.messages import FetchRequest, FetchResponse
 from riverlog.protocol.records import convert
@@ -38,6 +39,16 @@ from riverlog.protocol.records.v2 import decode_records as decode_v2_records
 TopicPartition = tuple[str, int]
 MAX_FETCH_VERSION = 12  # v13 addresses topics by id only
 READ_COMMITTED = 1
+# Fetch errors that mean the client's idea of the leader is out of date: refresh metadata.
+STALE_METADATA_ERRORS = {
+    error_codes.NOT_LEADER_OR_FOLLOWER.code,
+    error_codes.UNKNOWN_TOPIC_OR_PARTITION.code,
+    error_codes.LEADER_NOT_AVAILABLE.code,
+    error_codes.FENCED_LEADER_EPOCH.code,
+    error_codes.UNKNOWN_LEADER_EPOCH.code,
+    error_codes.KAFKA_STORAGE_ERROR.code,
+    error_codes.NETWORK_EXCEPTION.code,
+}
 
 
 class ConsumerRecord(NamedTuple):

@@ -14,17 +14,12 @@ passed through for the reader to check (out of range is data loss, reported ther
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 
 from riverlog.client import admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
-from riverlog.protocol.error_codes import KafkaError
 from riverlog.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, TopicPartition
-
-_ATTEMPTS = 10
-
 
 # A task reads one partition: fetch more of it per request than a consumer of many would
 # (fewer round trips, bigger Arrow batches for Spark). `kafka.*` options override these.
@@ -72,25 +67,9 @@ class OffsetLookup:
         self, partitions: Iterable[TopicPartition], timestamp: int
     ) -> dict[TopicPartition, int]:
         """Earliest (-2), latest (-1) or first-at-`timestamp` offsets (-1: none that new)."""
-        wanted = sorted(set(partitions))
-        out: dict[TopicPartition, int] = {}
-        for attempt in range(_ATTEMPTS):
-            by_leader: dict[int, list[TopicPartition]] = {}
-            try:
-                for tp in wanted:
-                    if tp not in out:
-                        by_leader.setdefault(await self.cluster.leader_of(*tp), []).append(tp)
-                for leader, tps in by_leader.items():
-                    conn = await self.cluster.connection(leader)
-                    out.update(await admin.list_offsets(conn, tps, timestamp))
-                return out
-            except (KafkaError, ConnectionError) as e:
-                if (isinstance(e, KafkaError) and not e.retriable) or attempt == _ATTEMPTS - 1:
-                    raise
-                for tp in wanted:
-                    self.cluster.mark_stale(tp)
-                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
-        raise AssertionError("unreachable")
+        return await admin.leader_offsets(
+            self.cluster, partitions, timestamp, self.config.retry_backoff_ms
+        )
 
     async def resolve(
         self, spec: OffsetSpec, partitions: list[TopicPartition], *, ending: bool

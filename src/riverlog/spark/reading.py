@@ -24,25 +24,18 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from riverlog.client import arrow, fetcher
+from riverlog.client import admin, arrow, fetcher
 from riverlog.client.cluster import Cluster
 from riverlog.client.sync import run_blocking
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
-from riverlog.spark.offsets import OffsetLookup, consumer_config
+from riverlog.spark.offsets import consumer_config
 from riverlog.spark.options import EARLIEST, LATEST, SourceOptions
 from riverlog.spark.ranges import OffsetRange
 
 log = logging.getLogger(__name__)
 
 SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
-_STALE = {
-    error_codes.NOT_LEADER_OR_FOLLOWER.code,
-    error_codes.UNKNOWN_TOPIC_OR_PARTITION.code,
-    error_codes.LEADER_NOT_AVAILABLE.code,
-    error_codes.FENCED_LEADER_EPOCH.code,
-    error_codes.UNKNOWN_LEADER_EPOCH.code,
-}
 DATA_LOSS_ADVICE = (
     "Some data may have been lost because they are not available any more; either the data "
     "was aged out by retention or the topic may have been deleted before all the data in the "
@@ -126,7 +119,11 @@ class _RangeFetcher:
             if code == error_codes.OFFSET_OUT_OF_RANGE.code:
                 await self._out_of_range()
                 continue
-            if code in _STALE or code == -1 or (code and for_code(code).retriable):
+            if (
+                code in fetcher.STALE_METADATA_ERRORS
+                or code == -1
+                or (code and for_code(code).retriable)
+            ):
                 self._give_up_after(waited_since, f"cannot fetch (error {code})")
                 self.cluster.mark_stale(self.tp)
                 await asyncio.sleep(self.config.retry_backoff_ms / 1000)
@@ -156,12 +153,11 @@ class _RangeFetcher:
             raise KafkaError(error_codes.REQUEST_TIMED_OUT, f"{self.tp[0]}-{self.tp[1]}: {what}")
 
     async def _out_of_range(self) -> None:
-        lookup = OffsetLookup(self.options)
-        try:
-            earliest = (await lookup.list_offsets([self.tp], EARLIEST))[self.tp]
-            latest = (await lookup.list_offsets([self.tp], LATEST))[self.tp]
-        finally:
-            await lookup.close()
+        async def offset(which: int) -> int:
+            retry_ms = self.config.retry_backoff_ms
+            return (await admin.leader_offsets(self.cluster, [self.tp], which, retry_ms))[self.tp]
+
+        earliest, latest = await offset(EARLIEST), await offset(LATEST)
         if self.position < earliest:
             self._lost(
                 f"offsets {self.position} to {earliest - 1} are gone (log starts at {earliest})"
