@@ -25,6 +25,7 @@ from tests.cluster_harness import (
     controller_of,
     create_topic,
     isr_full,
+    partitions_of,
     wait_until,
 )
 
@@ -78,6 +79,34 @@ def test_a_killed_controller_is_replaced_within_the_session_timeout(cluster: Clu
     wait_until(lambda: controller_of(cluster) not in (second, -1), SESSION_TIMEOUT_S,
                "a controller after a clean stop")  # fmt: skip
     print(f"controller failover after a clean stop: {time.monotonic() - stopped_at:.1f} s")
+
+
+def test_brokers_that_died_with_the_controller_leave_every_isr(
+    zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """A follower SIGKILLed together with the controller: no controller saw it go, so the
+    next one takes it out of every ISR when it takes over — here the leaders would keep it for
+    a minute (`replica.lag.time.max.ms`). Left in, a restarted broker could be elected before
+    it had caught up again."""
+    settings = {"replica.lag.time.max.ms": "60000"}
+    cluster = Cluster(zookeeper, tmp_path, settings=settings).start()
+    try:
+        topic = create_topic(cluster)
+        wait_until(lambda: isr_full(cluster, topic), 30, "a full ISR")
+        controller = controller_of(cluster)
+        follower, survivor = (b for b in cluster.brokers if b != controller)
+        cluster.brokers[controller].kill()
+        cluster.brokers[follower].kill()
+        wait_until(lambda: controller_of(cluster) == survivor, 2 * SESSION_TIMEOUT_S + 5,
+                   "the survivor to be the controller")  # fmt: skip
+
+        def only_the_survivor() -> bool:
+            shown = partitions_of(cluster, topic).values()
+            return all(leader == survivor and isr == [survivor] for leader, _, isr in shown)
+
+        wait_until(only_the_survivor, 10, "the dead out of every ISR")
+    finally:
+        cluster.stop()
 
 
 def test_a_broker_whose_session_expired_registers_again(cluster: Cluster) -> None:

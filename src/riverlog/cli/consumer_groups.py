@@ -49,6 +49,7 @@ SCENARIOS = (
     "by_duration",
 )  # fmt: skip
 INACTIVE = ("Empty", "Dead")
+RETRY_BACKOFF_MS = 100  # between ListOffsets attempts that met a leader change
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,15 +125,7 @@ class Command:
     async def log_offsets(
         self, partitions: list[TopicPartition], timestamp: int
     ) -> dict[TopicPartition, int]:
-        by_leader: dict[int, list[TopicPartition]] = {}
-        for tp in partitions:
-            await self.cluster.leader_connection(*tp)
-            by_leader.setdefault(self.cluster.leaders[tp], []).append(tp)
-        out: dict[TopicPartition, int] = {}
-        for tps in by_leader.values():
-            conn = await self.cluster.leader_connection(*tps[0])
-            out.update(await admin.list_offsets(conn, tps, timestamp))
-        return out
+        return await admin.leader_offsets(self.cluster, partitions, timestamp, RETRY_BACKOFF_MS)
 
     # --- actions ---------------------------------------------------------------------
 

@@ -223,12 +223,11 @@ class AsyncAdmin:
     async def list_offsets(
         self, partitions: list[TopicPartition], timestamp: int
     ) -> dict[TopicPartition, int]:
-        """Per partition: the earliest (-2), latest (-1), or first offset at `timestamp`."""
-        out: dict[TopicPartition, int] = {}
-        for tp in partitions:
-            conn = await self.cluster.leader_connection(*tp)
-            out.update(await admin.list_offsets(conn, [tp], timestamp))
-        return out
+        """Per partition: the earliest (-2), latest (-1), or first offset at `timestamp`
+        (one request per leader, retried while the errors are retriable)."""
+        return await admin.leader_offsets(
+            self.cluster, partitions, timestamp, self.config.retry_backoff_ms
+        )
 
     # -- consumer groups -----------------------------------------------------------------
 

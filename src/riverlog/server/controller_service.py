@@ -149,8 +149,11 @@ class ControllerService:
         self._queue.put_nowait(("resync", None))
 
     def _resync(self) -> None:
-        """Failover onto a fresh context; brokers known before and gone now are handled as
-        failed, as if their departure had been watched."""
+        """Failover onto a fresh context; brokers known before and gone now, and brokers
+        holding replicas but not registered, are handled as failed, as if their departure
+        had been watched: they leave every ISR (Kafka's offline replicas at failover). A
+        broker that died with the previous controller must not stay in an ISR: restarted, it
+        could be elected before it caught up again."""
         if self._live_before_resync is None:  # kept until a resync completes
             self._live_before_resync = set(self._context().live)
         before = self._live_before_resync
@@ -161,16 +164,7 @@ class ControllerService:
             with contextlib.suppress(NodeExistsError):
                 if not self.store.exists(path):
                     self.store.create(path, b"")
-        self._failover()
-        ctx = self._context()
-        gone = before - set(ctx.live)
-        self.channel.keep_only(ctx.live)
-        if gone:
-            log.info("controller: brokers %s left", sorted(gone))
-            unclean = self._unclean_allowed
-            failed = self._decide(lambda c, _ps: on_brokers_failed(c, gone, unclean),
-                                  ctx.partitions())  # fmt: skip
-            self._announce(failed)
+        self._failover(before)
         self._live_before_resync = None
 
     def _watch(self, path: str, kind: str, arg: object = None) -> None:
@@ -186,7 +180,7 @@ class ControllerService:
         assert self.ctx is not None
         return self.ctx
 
-    def _failover(self) -> None:
+    def _failover(self, live_before: set[int]) -> None:
         ctx = self._context()
         self.reassignments.reset()
         self._watch(layout.BROKER_IDS, "brokers")
@@ -203,6 +197,13 @@ class ControllerService:
         )  # fmt: skip
         for name in list(ctx.topics):
             self._write(initial_states(ctx, name))
+        self.channel.keep_only(ctx.live)
+        hosting = {b for tp in ctx.partitions() for b in ctx.replicas(tp)}
+        gone = (live_before | hosting) - set(ctx.live)
+        if gone:
+            log.info("controller: brokers %s are not live", sorted(gone))
+            unclean = self._unclean_allowed
+            self._decide(lambda c, _ps: on_brokers_failed(c, gone, unclean), ctx.partitions())
         self._decide(self._elect_offline, ctx.partitions())
         everything = ctx.partitions()
         self._send_metadata(ctx.live, everything)

@@ -2,13 +2,17 @@
 
 ListOffsets answers earliest (-2), latest (-1), max timestamp (-3) and by timestamp (first
 record at or after it, or -1 when none); v0 answers in its old list form. Consumers
-(replica id -1) see offsets only up to the high watermark.
+(replica id -1) see offsets only up to the high watermark. A new leader learns the high
+watermark from its followers' first fetches; until it reaches the start of the leader's epoch,
+consumers asking v2+ for the latest offset, or for a timestamp not found below it, get the
+retriable OFFSET_NOT_AVAILABLE (as Kafka answers), never an end offset that went backwards.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import (
     DeleteRecordsRequest,
@@ -23,6 +27,7 @@ from riverlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
+    from riverlog.server.partition import HostedPartition
 
 PartitionAnswer = ListOffsetsResponse.ListOffsetsPartitionResponse
 
@@ -34,22 +39,39 @@ def _list_one(
     version: int,
     consumer: bool,
 ) -> PartitionAnswer:
-    answer = PartitionAnswer(partition_index=p.partition_index, timestamp=-1, offset=-1)
     try:
         hosted = broker.replicas.leader(topic, p.partition_index)
     except KafkaError as e:
-        answer.error_code = e.code
-        return answer
+        return PartitionAnswer(partition_index=p.partition_index, timestamp=-1, offset=-1,
+                               error_code=e.code)  # fmt: skip
+    return offsets_answer(hosted, p, version, consumer)
+
+
+def offsets_answer(
+    hosted: HostedPartition,
+    p: ListOffsetsRequest.ListOffsetsPartition,
+    version: int,
+    consumer: bool,
+) -> PartitionAnswer:
+    """The answer of the leader replica `hosted` to one partition of a ListOffsets request
+    (`consumer`: asked by a consumer, not a replica)."""
+    answer = PartitionAnswer(partition_index=p.partition_index, timestamp=-1, offset=-1)
     log = hosted.log
+    lagging = consumer and version >= 2 and hosted.leader_epoch_start > log.high_watermark
     found: tuple[int, int] | None
     if p.timestamp == LATEST_TIMESTAMP:
         found = (log.high_watermark if consumer else log.log_end_offset, -1)
     elif p.timestamp == EARLIEST_TIMESTAMP:
         found = (log.log_start_offset, -1)
+        lagging = False
     else:
         found = log.offset_for_timestamp(p.timestamp)
         if found is not None and consumer and found[0] >= log.high_watermark:
             found = None
+        lagging = lagging and found is None
+    if lagging:
+        answer.error_code = error_codes.OFFSET_NOT_AVAILABLE.code
+        return answer
     if version == 0:
         answer.old_style_offsets = [] if found is None else [found[0]][: max(p.max_num_offsets, 0)]
         return answer
