@@ -1,16 +1,20 @@
-"""Pure logic of the client: config parsing, murmur2, the accumulator, read_committed filtering."""
+"""Pure logic of the client: config parsing, murmur2, the accumulator, the producer's flow
+control, read_committed filtering."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from riverlog.client.accumulator import RecordAccumulator
+from riverlog.client.accumulator import RecordAccumulator, TopicPartition
 from riverlog.client.config import ConsumerConfig, ProducerConfig
 from riverlog.client.fetcher import data_batches, decode_records
 from riverlog.client.partitioner import DefaultPartitioner, key_partition, murmur2
+from riverlog.client.producer import AsyncProducer
 from riverlog.protocol.records import compression
 from riverlog.protocol.records.v2 import (
     Record,
@@ -111,6 +115,35 @@ def test_a_full_batch_is_ready_before_its_linger_and_lingering_ones_after() -> N
     assert acc.ready(10, lambda tp: False) == [("t", 0)]  # a second batch exists
     assert sorted(acc.ready(50, lambda tp: False)) == [("t", 0), ("t", 1)]
     assert acc.ready(50, lambda tp: tp == ("t", 0)) == [("t", 1)]
+
+
+def test_an_idempotent_partitions_first_batch_travels_alone() -> None:
+    """A leader accepts an unknown producer at any sequence, so while a partition's first
+    batch under a producer id is unanswered no second one may go (it could be written ahead
+    of a first one refused with a retriable error). Flow control only: no I/O happens."""
+
+    async def run(idempotent: bool) -> list[list[TopicPartition]]:
+        producer = AsyncProducer({**BS, "enable.idempotence": idempotent, "linger.ms": 0})
+        producer._producer_id, producer._producer_epoch = 7, 0
+        acc = producer._accumulator
+
+        def add(partition: int) -> None:  # what `enqueue` does, with nobody to tell
+            batch, _ = acc.append("t", partition, 1, None, b"x", (), now_ms=0)
+            batch.futures.append(None)
+
+        add(0)
+        add(1)
+        seen = []
+        first = acc.pop(("t", 0))
+        producer._prepare(first)  # sent: in flight, unanswered
+        add(0)
+        seen.append(sorted(acc.ready(10, producer._held)))
+        producer._handle(first, 0, 0, -1, None)  # answered: the leader knows the producer
+        seen.append(sorted(acc.ready(10, producer._held)))
+        return seen
+
+    assert asyncio.run(run(True)) == [[("t", 1)], [("t", 0), ("t", 1)]]
+    assert asyncio.run(run(False)) == [[("t", 0), ("t", 1)], [("t", 0), ("t", 1)]]
 
 
 def _txn(base: int, pid: int, values: list[bytes], *, control: int | None = None) -> bytes:

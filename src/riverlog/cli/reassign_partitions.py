@@ -48,6 +48,7 @@ LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
+SETTLE_ATTEMPTS, SETTLE_PAUSE_S = 10, 0.3  # --verify re-reading Metadata behind a finished move
 
 
 class ReassignError(Exception):
@@ -291,6 +292,11 @@ async def _verify(client: AsyncAdmin, args: argparse.Namespace) -> bool:
     plan = parse_plan(_load_json(args.reassignment_json_file, "--reassignment-json-file"))
     moving = await client.list_partition_reassignments(list(plan))
     current = await _current(client, {t for t, _ in plan})
+    for _ in range(SETTLE_ATTEMPTS):  # a move just finished: Metadata may not show it yet
+        if all(tp in moving or current.get(tp) == target for tp, target in plan.items()):
+            break
+        await asyncio.sleep(SETTLE_PAUSE_S)
+        current = await _current(client, {t for t, _ in plan})
     isr = {(t.name, p.partition): p.isr for t in await client.describe_topics(
         sorted({t for t, _ in plan})) for p in t.partitions}  # fmt: skip
     print("Status of partition reassignment:")

@@ -9,7 +9,9 @@ from the answers.
 Idempotence (on by default, as in the Java client): the producer gets a producer id from
 InitProducerId and numbers each partition's batches with sequences when they are first sent;
 the broker drops a duplicate (answering with the original offset) and refuses a gap, so retries
-never write a record twice and never reorder. Retries: a retriable error or a lost connection
+never write a record twice and never reorder. A leader refuses gaps only from producers it
+knows, so a partition's first batch under a producer id travels alone; the rest follow once it
+is answered. Retries: a retriable error or a lost connection
 marks the partition; once none of its batches is in flight, the failed ones go back, in
 sequence order, in front of everything not yet sent (so ordering holds even with 5 requests in
 flight), after `retry.backoff.ms` and a metadata refresh. A batch that is refused for good
@@ -68,6 +70,9 @@ class _PartitionState:
     next_sequence: int = 0
     retry_at: float = 0.0
     """When the failed batches may be retried (time.monotonic)."""
+    acked: bool = False
+    """A batch was acknowledged under the current producer id: the leader knows the producer
+    and refuses a sequence gap from now on."""
 
 
 def _as_bytes(data: Bytes | None) -> bytes | None:
@@ -303,10 +308,16 @@ class AsyncProducer:
 
     def _held(self, tp: TopicPartition) -> bool:
         """Whether a partition's next batch must wait: a retry is pending, or it has as many
-        batches in flight as a connection may carry."""
+        batches in flight as a connection may carry — or, with idempotence, its first batch
+        under this producer id is not answered yet. A leader accepts a producer it does not
+        know at any sequence (Kafka's rule, for producers whose state expired), so a second
+        batch in flight could be written ahead of a first one refused with a retriable error
+        (a partition just created, say), and that one could then only go in behind it."""
         state = self._partitions.get(tp)
         return state is not None and (
-            bool(state.failed) or state.in_flight >= self.config.max_in_flight
+            bool(state.failed)
+            or state.in_flight >= self.config.max_in_flight
+            or (state.in_flight > 0 and not state.acked and self.config.enable_idempotence)
         )
 
     async def _send_ready(self, ready: list[TopicPartition]) -> bool:
@@ -416,6 +427,7 @@ class AsyncProducer:
         state = self._partitions[tp]
         state.in_flight -= 1
         if code in (0, error_codes.DUPLICATE_SEQUENCE_NUMBER.code):
+            state.acked = batch.producer_id == self._producer_id
             self._finish(batch, base_offset if code == 0 else -1, append_time, None)
             return
         error = KafkaError(for_code(code), message)
@@ -504,5 +516,5 @@ class AsyncProducer:
             return
         self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
         for state in self._partitions.values():
-            state.next_sequence = 0
+            state.next_sequence, state.acked = 0, False
         self._need_producer_id = False
