@@ -88,6 +88,10 @@ class Producer:
         run_blocking(self._async.start())
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._draining = False
+        """Set by `send` (any thread) when it asked the loop for a drain; cleared by the drain."""
+        self._drain_task: asyncio.Task[None] | None = None
+        """The one task that moves queued records into the producer (loop thread only: two
+        at once could reorder records while one of them waits in `send`)."""
         self._room = threading.Condition()
         self._loop = _client_loop()
 
@@ -112,7 +116,8 @@ class Producer:
             self._loop.call_soon_threadsafe(self._start_drain)
 
     def _start_drain(self) -> None:
-        self._loop.create_task(self._drain())
+        if self._drain_task is None or self._drain_task.done():
+            self._drain_task = self._loop.create_task(self._drain())
 
     async def _drain(self) -> None:
         producer, queue = self._async, self._queue
@@ -148,7 +153,7 @@ class Producer:
                 self._room.notify_all()
             if queue:  # a send raced with the end of the loop above
                 self._draining = True
-                self._loop.create_task(self._drain())
+                self._loop.call_soon(self._start_drain)  # runs once this task is done
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Wait until every record sent so far is answered; raise the first failure of a
