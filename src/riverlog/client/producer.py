@@ -27,10 +27,12 @@ not used — v12 at most, by topic name.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from time import time_ns
 from typing import NamedTuple
 
 from riverlog.client.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
@@ -51,6 +53,11 @@ Headers = Sequence[tuple[str, bytes | None]]
 DeliveryCallback = Callable[[BaseException | None, "RecordMetadata | None"], None]
 Waiter = asyncio.Future["RecordMetadata"] | DeliveryCallback | None
 Bytes = bytes | bytearray | memoryview | str
+QueuedRecord = tuple[
+    str, "Bytes | None", "Bytes | None", "int | None", "int | None", "Headers | None", Waiter
+]
+"""A record as `enqueue` takes it: topic, value, key, partition, timestamp_ms, headers and
+who hears how it went."""
 
 
 class RecordMetadata(NamedTuple):
@@ -168,6 +175,35 @@ class AsyncProducer:
             and self._accumulator.buffered_bytes < self.config.buffer_memory
         )
 
+    def enqueue_queued(self, queue: collections.deque[QueuedRecord], limit: int) -> bool:
+        """`enqueue` records from the left of `queue` (the blocking facade's) while their
+        topic's metadata is known and the buffer has room, up to `limit` and until one starts
+        a new batch; a record refused goes to its waiter. Whether a batch was started (the
+        caller then lets the sender run)."""
+        counts, accumulator = self.cluster.partition_counts, self._accumulator
+        memory, enqueue = self.config.buffer_memory, self.enqueue
+        now = time_ns() // 1_000_000  # one clock reading: the records were queued just now
+        for _ in range(min(limit, len(queue))):
+            if queue[0][0] not in counts or accumulator.buffered_bytes >= memory:
+                return False
+            record = queue.popleft()
+            try:
+                if enqueue(*record, now):
+                    return True
+            except Exception as e:  # a bad partition, say: the record's own failure
+                self.report(record[6], e)
+        return False
+
+    def report(self, waiter: Waiter, error: BaseException) -> None:
+        """Tell `waiter` (a future, a callback, or None: `unreported_errors`) of a failure."""
+        if isinstance(waiter, asyncio.Future):
+            if not waiter.done():
+                waiter.set_exception(error)
+        elif waiter is not None:
+            waiter(error, None)
+        elif len(self.unreported_errors) < 100:
+            self.unreported_errors.append(error)
+
     def enqueue(
         self,
         topic: str,
@@ -177,10 +213,12 @@ class AsyncProducer:
         timestamp_ms: int | None,
         headers: Headers | None,
         waiter: Waiter,
+        now_ms: int | None = None,
     ) -> bool:
         """`send` without waiting, for callers that did the waiting (the topic's metadata is
         known, the buffer has room): append the record, `waiter` hears how it went (a future,
-        a callback `(error, metadata)`, or None: errors then go to `unreported_errors`).
+        a callback `(error, metadata)`, or None: errors then go to `unreported_errors`);
+        `now_ms`: the clock, if the caller read it already (the record's time by default).
         Returns whether the record started a new batch."""
         if key is not None and type(key) is not bytes:
             key = _as_bytes(key)
@@ -196,7 +234,7 @@ class AsyncProducer:
                 partition = self.partitioner.partition(topic, key, count, available)
         if not 0 <= partition < count:
             raise KafkaError(for_code(3), f"Partition {partition} of '{topic}' does not exist.")
-        now = int(time.time() * 1000)
+        now = time_ns() // 1_000_000 if now_ms is None else now_ms
         batch, started = self._accumulator.append(
             topic,
             partition,
@@ -456,6 +494,9 @@ class AsyncProducer:
         self._accumulator.release(batch)
         self._unsent -= batch.count
         topic, partition = batch.topic, batch.partition
+        if error is None and not any(batch.futures):  # nobody to tell (the blocking facade)
+            self._space.set()
+            return
         for i, (waiter, timestamp) in enumerate(zip(batch.futures, batch.timestamps, strict=True)):
             if waiter is None:
                 if error is not None and len(self.unreported_errors) < 100:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 TopicPartition = tuple[str, int]
 _QUEUE_LIMIT = 100_000  # records queued by `send` before it waits for the loop
+_BURST = 1_000  # records the loop moves into the producer at most between two yields
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -123,9 +124,14 @@ class Producer:
         producer, queue = self._async, self._queue
         try:
             while queue:
-                topic, value, key, partition, timestamp, headers, on_delivery = queue.popleft()
-                try:
-                    if not producer.can_enqueue(topic):
+                before = len(queue)
+                if producer.can_enqueue(queue[0][0]):
+                    # A batch started: let the sender send full batches and answers come in.
+                    if producer.enqueue_queued(queue, _BURST):
+                        await asyncio.sleep(0)
+                else:  # the topic's metadata or room in the buffer is awaited
+                    topic, value, key, partition, timestamp, headers, on_delivery = queue.popleft()
+                    try:
                         future = await producer.send(
                             topic,
                             value,
@@ -135,16 +141,9 @@ class Producer:
                             headers=headers,
                         )
                         future.add_done_callback(_reporter(on_delivery, producer))
-                    elif producer.enqueue(
-                        topic, value, key, partition, timestamp, headers, on_delivery
-                    ):
-                        await asyncio.sleep(0)
-                except Exception as e:
-                    if on_delivery is not None:
-                        on_delivery(e, None)
-                    else:
-                        producer.unreported_errors.append(e)
-                if len(queue) == _QUEUE_LIMIT // 2:
+                    except Exception as e:
+                        producer.report(on_delivery, e)
+                if before >= _QUEUE_LIMIT // 2 > len(queue):  # `send` may wait for room
                     with self._room:
                         self._room.notify_all()
         finally:
