@@ -186,10 +186,10 @@ def _reporter(
 ) -> Callable[[asyncio.Future[RecordMetadata]], None]:
     def report(future: asyncio.Future[RecordMetadata]) -> None:
         error = future.exception()
-        if on_delivery is not None:
-            on_delivery(error, None if error is not None else future.result())
-        elif error is not None:
-            producer.unreported_errors.append(error)
+        if error is not None:
+            producer.report(on_delivery, error)
+        elif on_delivery is not None:
+            on_delivery(None, future.result())
 
     return report
 
