@@ -110,3 +110,17 @@ def isr_full(cluster: Cluster, topic: str) -> bool:
                    for leader, _, isr in partitions_of(cluster, topic).values())  # fmt: skip
     except KafkaException:
         return False
+
+
+def create_assigned_topic(
+    cluster: Cluster, plan: list[list[int]], prefix: str = "t", **config: str
+) -> str:
+    """A new RF=3 topic whose partition i lives on `plan[i]` (the first its preferred
+    leader); its name, once every partition has a leader and a full ISR."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})  # alive until done
+    admin.create_topics([NewTopic(name, len(plan), replica_assignment=plan, config=config)])[
+        name
+    ].result(30)
+    wait_until(lambda: isr_full(cluster, name), 30, "the new topic's ISRs full")
+    return name

@@ -16,19 +16,23 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from riverlog.client.admin_client import TOPIC, AsyncAdmin
 from riverlog.devcluster import ZooKeeperServer
 from riverlog.metadata import layout
 from riverlog.metadata.zookeeper import ZooKeeperStore
-from tests.cluster_harness import Cluster, controller_of, partitions_of, wait_until
+from tests.cluster_harness import (
+    Cluster,
+    controller_of,
+    create_assigned_topic,
+    partitions_of,
+    wait_until,
+)
 from tests.integration.test_cluster import Load, check_nothing_lost, consume_all
 
 pytestmark = pytest.mark.timeout(300)
@@ -60,15 +64,7 @@ def store(six: Cluster) -> Iterator[ZooKeeperStore]:
 
 
 def new_topic(cluster: Cluster, **config: str) -> str:
-    name = f"move-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    created = admin.create_topics([NewTopic(name, num_partitions=len(BEFORE),
-                                            replica_assignment=list(BEFORE.values()),
-                                            config=config)])  # fmt: skip
-    created[name].result(30)
-    wait_until(lambda: all(len(isr) == 3 for _, _, isr in partitions_of(cluster, name).values()),
-               30, "the new topic's ISRs full")  # fmt: skip
-    return name
+    return create_assigned_topic(cluster, list(BEFORE.values()), "move", **config)
 
 
 def alter(cluster: Cluster, targets: dict[tuple[str, int], list[int] | None]) -> None:

@@ -14,12 +14,10 @@ import asyncio
 import re
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from riverlog.cli.replica_verifier import batch_headers
 from riverlog.client.connection import Connection
@@ -27,7 +25,14 @@ from riverlog.protocol.messages import FetchRequest, FetchResponse
 from riverlog.protocol.records.batch_header import BatchHeader
 from riverlog.protocol.records.v2 import Record, encode_batch
 from riverlog.storage.manager import LogManager
-from tests.cluster_harness import Cluster, controller_of, isr_full, partitions_of, wait_until
+from tests.cluster_harness import (
+    Cluster,
+    controller_of,
+    create_assigned_topic,
+    isr_full,
+    partitions_of,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(180)
 LAG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}: max lag is (-?\d+) for partition "
@@ -102,11 +107,8 @@ def test_zero_divergence_when_healthy_lag_and_a_forged_replica_found(cluster: Cl
     wait_until(lambda: controller_of(cluster) > 0, 15, "a controller")
     controller = controller_of(cluster)
     leader, follower = [b for b in cluster.brokers if b != controller]
-    topic = f"t-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     plan = [[leader, follower, controller], [controller, leader, follower]]
-    admin.create_topics([NewTopic(topic, 2, replica_assignment=plan)])[topic].result(30)
-    wait_until(lambda: isr_full(cluster, topic), 30, "a full ISR")
+    topic = create_assigned_topic(cluster, plan)
     for partition in (0, 1):
         produce(cluster, topic, partition, 50, "healthy")
     wait_until(lambda: isr_full(cluster, topic), 30, "a full ISR")

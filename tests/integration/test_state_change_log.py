@@ -12,13 +12,18 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 from datetime import datetime
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.cluster_harness import Cluster, controller_of, isr_full, partitions_of, wait_until
+from tests.cluster_harness import (
+    Cluster,
+    controller_of,
+    create_assigned_topic,
+    isr_full,
+    partitions_of,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -44,11 +49,8 @@ def test_a_failover_reads_as_one_ordered_story(cluster: Cluster) -> None:
     wait_until(lambda: controller_of(cluster) > 0, 15, "a controller")
     controller = controller_of(cluster)
     victim, survivor = [b for b in cluster.brokers if b != controller]
-    topic = f"t-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     plan = [[victim, survivor, controller], [survivor, controller, victim]]
-    admin.create_topics([NewTopic(topic, 2, replica_assignment=plan)])[topic].result(30)
-    wait_until(lambda: isr_full(cluster, topic), 30, "a full ISR")
+    topic = create_assigned_topic(cluster, plan)
 
     before_kill = datetime.now().strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
     time.sleep(0.01)
