@@ -91,7 +91,14 @@ def produce_riverlog_blocking(bootstrap: str, topic: str, size: int, count: int)
 
 def consume_confluent(bootstrap: str, topic: str, count: int, arrow: bool) -> float:
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": uuid.uuid4().hex,
+            "enable.auto.commit": False,
+            # librdkafka (>= 2.2) waits this long before fetching again whenever its local
+            # queue holds queued.min.messages; at the default (1 s) that wait set its rate.
+            "fetch.queue.backoff.ms": 1,
+        }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(4)])
     got = 0

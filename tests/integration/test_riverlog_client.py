@@ -121,9 +121,14 @@ async def test_keys_land_where_librdkafka_puts_them_and_back(broker: BrokerProce
     async with AsyncProducer({"bootstrap.servers": bs}) as producer:
         for k in keys:
             await producer.send(ours, k, key=k)
+    blocking = await new_topic(bs, 7)
+    with Producer({"bootstrap.servers": bs}) as blocking_producer:  # its own path for keys
+        for k in keys:
+            blocking_producer.send(blocking, k, k)
     placed_by_them = {r.key: r.partition for r in await read_all(bs, theirs, 7, len(keys))}
     placed_by_us = {r.key: r.partition for r in await read_all(bs, ours, 7, len(keys))}
     assert placed_by_them == placed_by_us
+    assert {r.key: r.partition for r in await read_all(bs, blocking, 7, len(keys))} == placed_by_us
     assert len(set(placed_by_us.values())) == 7
 
 

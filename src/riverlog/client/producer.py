@@ -181,17 +181,31 @@ class AsyncProducer:
         a new batch; a record refused goes to its waiter. Whether a batch was started (the
         caller then lets the sender run)."""
         counts, accumulator = self.cluster.partition_counts, self._accumulator
-        memory, enqueue = self.config.buffer_memory, self.enqueue
+        memory, enqueue, add = self.config.buffer_memory, self.enqueue, self._add
+        keys_by_murmur2 = self._keys_by_murmur2
         now = time_ns() // 1_000_000  # one clock reading: the records were queued just now
         for _ in range(min(limit, len(queue))):
-            if queue[0][0] not in counts or accumulator.buffered_bytes >= memory:
+            record = queue[0]
+            topic, value, key, partition, timestamp, headers, waiter = record
+            if topic not in counts or accumulator.buffered_bytes >= memory:
                 return False
-            record = queue.popleft()
+            queue.popleft()
+            if (  # the common case — a keyed record, nothing else given — spelled out
+                keys_by_murmur2
+                and type(key) is bytes
+                and type(value) is bytes
+                and partition is None
+                and timestamp is None
+                and not headers
+            ):
+                if add(topic, key_partition(key, counts[topic]), now, key, value, (), waiter, now):
+                    return True
+                continue
             try:
                 if enqueue(*record, now):
                     return True
             except Exception as e:  # a bad partition, say: the record's own failure
-                self.report(record[6], e)
+                self.report(waiter, e)
         return False
 
     def report(self, waiter: Waiter, error: BaseException) -> None:
@@ -235,14 +249,23 @@ class AsyncProducer:
         if not 0 <= partition < count:
             raise KafkaError(for_code(3), f"Partition {partition} of '{topic}' does not exist.")
         now = time_ns() // 1_000_000 if now_ms is None else now_ms
+        timestamp = now if timestamp_ms is None else timestamp_ms
+        return self._add(topic, partition, timestamp, key, value, header_list, waiter, now)
+
+    def _add(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        waiter: Waiter,
+        now_ms: int,
+    ) -> bool:
+        """Append a checked record to the accumulator; whether it started a new batch."""
         batch, started = self._accumulator.append(
-            topic,
-            partition,
-            now if timestamp_ms is None else timestamp_ms,
-            key,
-            value,
-            header_list,
-            now,
+            topic, partition, timestamp, key, value, headers, now_ms
         )
         batch.futures.append(waiter)
         self._unsent += 1
