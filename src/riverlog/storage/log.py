@@ -22,9 +22,9 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import NamedTuple
 
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
@@ -51,8 +51,7 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     first_offset: int
     last_offset: int
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
@@ -60,8 +59,7 @@ class AppendResult:
     duplicate: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ReadResult:
+class ReadResult(NamedTuple):
     """Record data for a fetch: a file region (or None when there is nothing to return)."""
 
     records: FileRegion | None

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from riverlog.protocol.exceptions import CorruptRecordError, TruncatedError
 from riverlog.protocol.records.batch_header import (
@@ -42,8 +42,7 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-@dataclass(frozen=True, slots=True)
-class BatchPosition:
+class BatchPosition(NamedTuple):
     """Where a batch is: its header and its start position in the segment file."""
 
     position: int

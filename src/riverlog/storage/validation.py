@@ -15,7 +15,7 @@ check of compacted topics); everything else reads the 61-byte batch headers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
@@ -38,8 +38,7 @@ from riverlog.storage.log_config import LogConfig
 MAX_OFFSET_DELTA = 2**31 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class ValidatedBatch:
+class ValidatedBatch(NamedTuple):
     position: int
     header: BatchHeader
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -73,9 +73,9 @@ _INT16 = struct.Struct(">h")
 Buffer = bytes | bytearray | memoryview
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The fixed-size header of one v2 record batch."""
+class BatchHeader(NamedTuple):
+    """The fixed-size header of one v2 record batch (a named tuple: built once per batch on
+    every hot path, it costs a third of a frozen dataclass)."""
 
     base_offset: int
     batch_length: int
