@@ -8,7 +8,8 @@ in the data directory; with it, it joins the cluster registered there as `broker
 prints `riverlog broker <id> listening on HOST:PORT` once it serves (tools and tests wait for
 that line; with port 0 it names the port chosen). SIGTERM and SIGINT shut down
 cleanly: stop accepting, drain, flush, checkpoint, clean-shutdown marker. The broker's
-state-change log is `state-change.log` in its (first) log directory.
+state-change log is `state-change.log` in its (first) log directory, rolled every hour to
+`state-change.log.YYYY-MM-DD-HH` (a week of rolled files kept).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import logging.handlers
+import re
 import signal
 import sys
 from pathlib import Path
@@ -37,16 +40,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a server.properties setting (repeatable)")  # fmt: skip
 
 
-def _log_state_changes(directory: Path) -> None:
+def _log_state_changes(directory: Path) -> logging.Handler:
     """Kafka's `state-change.log`, here in the broker's (first) log directory, appended to
-    across restarts; its lines stay out of the broker's main log."""
+    across restarts and rolled hourly; its lines stay out of the broker's main log."""
     directory.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(directory / state_change_log.FILE_NAME, encoding="utf-8")
+    handler = logging.handlers.TimedRotatingFileHandler(
+        directory / state_change_log.FILE_NAME,
+        when="H",
+        backupCount=state_change_log.HOURS_KEPT,
+        encoding="utf-8",
+    )
+    handler.suffix = state_change_log.ROLLED_SUFFIX
+    handler.extMatch = re.compile(state_change_log.ROLLED_SUFFIX_PATTERN, re.ASCII)
     handler.setFormatter(logging.Formatter(state_change_log.LINE_FORMAT))
     logger = logging.getLogger(state_change_log.LOGGER_NAME)
     logger.setLevel(state_change_log.TRACE)
     logger.propagate = False
     logger.addHandler(handler)
+    return handler
 
 
 async def _serve(config: BrokerConfig) -> None:

@@ -14,8 +14,10 @@ them by topic and partition. Lines written here:
 
 This module only formats and logs, at TRACE, on the dedicated logger; where the lines go is
 the process's decision (`riverlog server` adds a file handler writing `state-change.log`
-into the broker's data directory with `LINE_FORMAT`, Kafka's log4j layout). Without a
-handler at TRACE nothing is formatted: every function checks `enabled()` first.
+into the broker's data directory with `LINE_FORMAT`, Kafka's log4j layout, rolled every hour
+to `state-change.log.YYYY-MM-DD-HH` as Kafka's log4j configuration rolls it, keeping
+`HOURS_KEPT` rolled files). Without a handler at TRACE nothing is formatted: every function
+checks `enabled()` first.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ FILE_NAME = "state-change.log"
 TRACE = 5
 LINE_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 """Kafka's `[%d] %p %m (%c)%n`: `%(asctime)s` is `YYYY-MM-DD HH:MM:SS,mmm`, as log4j's."""
+ROLLED_SUFFIX = "%Y-%m-%d-%H"
+"""A rolled file's name is FILE_NAME + "." + this (log4j's DatePattern `'.'yyyy-MM-dd-HH`)."""
+ROLLED_SUFFIX_PATTERN = r"^\d{4}-\d{2}-\d{2}-\d{2}$"
+HOURS_KEPT = 7 * 24
+"""Rolled files kept (a week of hours); Kafka's log4j keeps them all, which only grows."""
 
 logging.addLevelName(TRACE, "TRACE")
 logger = logging.getLogger(LOGGER_NAME)
