@@ -4,13 +4,14 @@ control, read_committed filtering."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from riverlog.client.accumulator import RecordAccumulator, TopicPartition
+from riverlog.client.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
 from riverlog.client.config import ConsumerConfig, ProducerConfig
 from riverlog.client.fetcher import data_batches, decode_records
 from riverlog.client.partitioner import DefaultPartitioner, key_partition, murmur2
@@ -102,6 +103,44 @@ def test_the_accumulator_builds_batches_that_decode_to_what_was_added(
         acc.release(batch)
     assert decoded == [(k, v, h, d) for k, v, h, d in records]
     assert acc.buffered_bytes == 0
+
+
+@given(
+    st.lists(st.tuples(st.none() | st.binary(max_size=20), st.none() | st.binary(max_size=300))),
+    st.lists(st.integers(1, 40), min_size=1),
+    st.integers(100, 3000),
+)
+def test_runs_of_plain_records_batch_as_single_appends_do(
+    records: list[tuple[bytes | None, bytes | None]], run_lengths: list[int], batch_size: int
+) -> None:
+    """`append_plain` (the blocking producer's runs) against `append` one record at a time:
+    the same batches byte for byte, each record's waiter in its batch, the buffer accounted."""
+    timestamp = 1_700_000_000_000
+    one_by_one = RecordAccumulator(batch_size, linger_ms=0)
+    for key, value in records:
+        one_by_one.append("t", 0, timestamp, key, value, (), now_ms=0)
+    in_runs = RecordAccumulator(batch_size, linger_ms=0)
+    start, lengths = 0, itertools.cycle(run_lengths)
+    while start < len(records):
+        run = records[start : start + next(lengths)]
+        in_runs.append_plain("t", 0, timestamp, run, range(start, start + len(run)), now_ms=0)
+        start += len(run)
+    assert in_runs.buffered_bytes == one_by_one.buffered_bytes
+
+    def drain(acc: RecordAccumulator) -> list[ProducerBatch]:
+        batches = []
+        while acc.has_waiting():
+            batches.append(acc.pop(("t", 0)))
+            acc.release(batches[-1])
+        assert acc.buffered_bytes == 0
+        return batches
+
+    expected, got = drain(one_by_one), drain(in_runs)
+    assert [b.encode(compression.NONE) for b in got] == [
+        b.encode(compression.NONE) for b in expected
+    ]
+    assert [b.timestamps for b in got] == [b.timestamps for b in expected]
+    assert [w for b in got for w in b.futures] == list(range(len(records)))
 
 
 def test_a_full_batch_is_ready_before_its_linger_and_lingering_ones_after() -> None:

@@ -279,6 +279,28 @@ def test_the_blocking_facade(broker: BrokerProcess) -> None:
         admin.delete_topic(topic)
 
 
+async def test_the_blocking_producer_keeps_each_partitions_order(broker: BrokerProcess) -> None:
+    """The facade adds plain keyed records in runs per partition; records of other kinds
+    (headers, a timestamp) queued between them must neither pass them nor be passed."""
+    bs = broker.bootstrap_servers
+    topic = await new_topic(bs, 3)
+    now = int(time.time() * 1000)
+    with Producer({"bootstrap.servers": bs, "linger.ms": 5}) as producer:
+        for i in range(20_000):
+            key, value = f"k{i % 7}".encode(), str(i).encode()
+            if i % 11 == 0:
+                producer.send(topic, value, key, headers=[("n", b"1")])
+            elif i % 13 == 0:
+                producer.send(topic, value, key, timestamp_ms=now)
+            else:
+                producer.send(topic, value, key)
+    by_key: dict[bytes, list[int]] = {}
+    for r in await read_all(bs, topic, 3, 20_000):  # each partition in offset order
+        by_key.setdefault(r.key, []).append(int(r.value))
+    assert sum(map(len, by_key.values())) == 20_000
+    assert all(sent == sorted(sent) for sent in by_key.values())
+
+
 async def test_a_pattern_subscription_picks_up_new_topics(broker: BrokerProcess) -> None:
     bs = broker.bootstrap_servers
     prefix = f"p{uuid.uuid4().hex[:6]}"

@@ -35,7 +35,13 @@ from dataclasses import dataclass, field
 from time import time_ns
 from typing import NamedTuple
 
-from riverlog.client.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
+from riverlog.client.accumulator import (
+    RECORD_BOUND,
+    KeyValue,
+    ProducerBatch,
+    RecordAccumulator,
+    TopicPartition,
+)
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ProducerConfig
 from riverlog.client.partitioner import DefaultPartitioner, Partitioner, key_partition
@@ -176,37 +182,64 @@ class AsyncProducer:
         )
 
     def enqueue_queued(self, queue: collections.deque[QueuedRecord], limit: int) -> bool:
-        """`enqueue` records from the left of `queue` (the blocking facade's) while their
-        topic's metadata is known and the buffer has room, up to `limit` and until one starts
-        a new batch; a record refused goes to its waiter. Whether a batch was started (the
-        caller then lets the sender run)."""
+        """`enqueue` records from the left of `queue` (the blocking facade's), up to `limit`,
+        while their topic's metadata is known and the buffer has room; a record refused goes
+        to its waiter. Whether a batch was started (the caller then lets the sender run).
+
+        The common record — a key, a value, nothing else given — is grouped by partition
+        and added in runs (`RecordAccumulator.append_plain`); any other record first adds
+        the runs collected before it, so each partition keeps the queue's order."""
         counts, accumulator = self.cluster.partition_counts, self._accumulator
-        memory, enqueue, add = self.config.buffer_memory, self.enqueue, self._add
-        keys_by_murmur2 = self._keys_by_murmur2
-        now = time_ns() // 1_000_000  # one clock reading: the records were queued just now
+        memory, enqueue = self.config.buffer_memory, self.enqueue
+        plain = self._keys_by_murmur2
+        runs: dict[TopicPartition, tuple[list[KeyValue], list[Waiter]]] = {}
+        pending = 0  # the size bound of the records in `runs`
+        started = False
         for _ in range(min(limit, len(queue))):
             record = queue[0]
             topic, value, key, partition, timestamp, headers, waiter = record
-            if topic not in counts or accumulator.buffered_bytes >= memory:
-                return False
+            if topic not in counts or accumulator.buffered_bytes + pending >= memory:
+                break
             queue.popleft()
-            if (  # the common case — a keyed record, nothing else given — spelled out
-                keys_by_murmur2
+            if (
+                plain
                 and type(key) is bytes
                 and type(value) is bytes
                 and partition is None
                 and timestamp is None
                 and not headers
             ):
-                if add(topic, key_partition(key, counts[topic]), now, key, value, (), waiter, now):
-                    return True
+                tp = (topic, key_partition(key, counts[topic]))
+                run = runs.get(tp)
+                if run is None:
+                    run = runs[tp] = ([], [])
+                run[0].append((key, value))
+                run[1].append(waiter)
+                pending += RECORD_BOUND + len(key) + len(value)
                 continue
+            if runs:
+                started |= self._append_runs(runs)
+                runs.clear()
+                pending = 0
             try:
-                if enqueue(*record, now):
-                    return True
+                started |= enqueue(*record)
             except Exception as e:  # a bad partition, say: the record's own failure
                 self.report(waiter, e)
-        return False
+        if runs:
+            started |= self._append_runs(runs)
+        return started
+
+    def _append_runs(self, runs: dict[TopicPartition, tuple[list[KeyValue], list[Waiter]]]) -> bool:
+        """Add grouped records (queued just now: stamped now); whether a batch was started."""
+        now = time_ns() // 1_000_000
+        started = False
+        for (topic, partition), (records, waiters) in runs.items():
+            self._unsent += len(records)
+            if self._accumulator.append_plain(topic, partition, now, records, waiters, now):
+                self.partitioner.on_new_batch(topic, partition)
+                started = True
+        self._wake.set()  # the sender sees whether a batch filled up
+        return started
 
     def report(self, waiter: Waiter, error: BaseException) -> None:
         """Tell `waiter` (a future, a callback, or None: `unreported_errors`) of a failure."""
@@ -227,12 +260,10 @@ class AsyncProducer:
         timestamp_ms: int | None,
         headers: Headers | None,
         waiter: Waiter,
-        now_ms: int | None = None,
     ) -> bool:
         """`send` without waiting, for callers that did the waiting (the topic's metadata is
         known, the buffer has room): append the record, `waiter` hears how it went (a future,
-        a callback `(error, metadata)`, or None: errors then go to `unreported_errors`);
-        `now_ms`: the clock, if the caller read it already (the record's time by default).
+        a callback `(error, metadata)`, or None: errors then go to `unreported_errors`).
         Returns whether the record started a new batch."""
         if key is not None and type(key) is not bytes:
             key = _as_bytes(key)
@@ -248,24 +279,15 @@ class AsyncProducer:
                 partition = self.partitioner.partition(topic, key, count, available)
         if not 0 <= partition < count:
             raise KafkaError(for_code(3), f"Partition {partition} of '{topic}' does not exist.")
-        now = time_ns() // 1_000_000 if now_ms is None else now_ms
-        timestamp = now if timestamp_ms is None else timestamp_ms
-        return self._add(topic, partition, timestamp, key, value, header_list, waiter, now)
-
-    def _add(
-        self,
-        topic: str,
-        partition: int,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[tuple[str, bytes | None]],
-        waiter: Waiter,
-        now_ms: int,
-    ) -> bool:
-        """Append a checked record to the accumulator; whether it started a new batch."""
+        now = time_ns() // 1_000_000
         batch, started = self._accumulator.append(
-            topic, partition, timestamp, key, value, headers, now_ms
+            topic,
+            partition,
+            now if timestamp_ms is None else timestamp_ms,
+            key,
+            value,
+            header_list,
+            now,
         )
         batch.futures.append(waiter)
         self._unsent += 1
