@@ -64,6 +64,8 @@ QueuedRecord = tuple[
 ]
 """A record as `enqueue` takes it: topic, value, key, partition, timestamp_ms, headers and
 who hears how it went."""
+Runs = dict[TopicPartition, tuple[list[KeyValue], list[Waiter]]]
+"""Plain records grouped by partition, in queue order, with who hears about each."""
 
 
 class RecordMetadata(NamedTuple):
@@ -192,7 +194,7 @@ class AsyncProducer:
         counts, accumulator = self.cluster.partition_counts, self._accumulator
         memory, enqueue = self.config.buffer_memory, self.enqueue
         plain = self._keys_by_murmur2
-        runs: dict[TopicPartition, tuple[list[KeyValue], list[Waiter]]] = {}
+        runs: Runs = {}
         pending = 0  # the size bound of the records in `runs`
         started = False
         for _ in range(min(limit, len(queue))):
@@ -229,7 +231,7 @@ class AsyncProducer:
             started |= self._append_runs(runs)
         return started
 
-    def _append_runs(self, runs: dict[TopicPartition, tuple[list[KeyValue], list[Waiter]]]) -> bool:
+    def _append_runs(self, runs: Runs) -> bool:
         """Add grouped records (queued just now: stamped now); whether a batch was started."""
         now = time_ns() // 1_000_000
         started = False
