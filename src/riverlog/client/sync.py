@@ -18,8 +18,10 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from riverlog.client.admin_client import AsyncAdmin
+from riverlog.client.admin import PartitionReassignment, TopicInfo
+from riverlog.client.admin_client import AsyncAdmin, ClusterDescription
 from riverlog.client.consumer import AsyncConsumer, ConsumerRecord, Listener
+from riverlog.client.groups import GroupDescription, GroupListing
 from riverlog.client.partitioner import Partitioner
 from riverlog.client.producer import (
     AsyncProducer,
@@ -28,6 +30,7 @@ from riverlog.client.producer import (
     Headers,
     RecordMetadata,
 )
+from riverlog.protocol.error_codes import KafkaError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -276,24 +279,98 @@ async def _start_commit(
 
 
 class Admin:
-    """Blocking admin client: every coroutine method of `AsyncAdmin`, blocking."""
+    """Blocking admin client: each method is `AsyncAdmin`'s of the same name, run on the
+    client loop thread (see `AsyncAdmin` for what each does)."""
 
     def __init__(self, config: Mapping[str, object]) -> None:
         self._async: AsyncAdmin = run_blocking(_construct(AsyncAdmin, config))
 
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._async, name)
-        if not asyncio.iscoroutinefunction(method):
-            return method
+    def describe_cluster(self) -> ClusterDescription:
+        return run_blocking(self._async.describe_cluster())
 
-        def blocking(*args: Any, **kwargs: Any) -> Any:
-            return run_blocking(method(*args, **kwargs))
+    def list_topics(self) -> list[str]:
+        return run_blocking(self._async.list_topics())
 
-        blocking.__doc__ = method.__doc__
-        return blocking
+    def describe_topics(self, names: list[str] | None = None) -> list[TopicInfo]:
+        return run_blocking(self._async.describe_topics(names))
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        run_blocking(
+            self._async.create_topic(
+                name, partitions, replication_factor, configs, validate_only=validate_only
+            )
+        )
+
+    def delete_topic(self, name: str) -> None:
+        run_blocking(self._async.delete_topic(name))
+
+    def create_partitions(self, name: str, count: int) -> None:
+        run_blocking(self._async.create_partitions(name, count))
+
+    def elect_leaders(
+        self, election_type: int, partitions: list[TopicPartition] | None = None
+    ) -> dict[TopicPartition, KafkaError | None]:
+        return run_blocking(self._async.elect_leaders(election_type, partitions))
+
+    def describe_configs(self, resource_type: int, name: str) -> dict[str, str | None]:
+        return run_blocking(self._async.describe_configs(resource_type, name))
+
+    def alter_configs(
+        self,
+        resource_type: int,
+        name: str,
+        *,
+        set: Mapping[str, str] | None = None,
+        delete: list[str] | None = None,
+    ) -> None:
+        run_blocking(self._async.alter_configs(resource_type, name, set=set, delete=delete))
+
+    def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        return run_blocking(self._async.alter_partition_reassignments(targets))
+
+    def list_partition_reassignments(
+        self, partitions: list[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        return run_blocking(self._async.list_partition_reassignments(partitions))
+
+    def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return run_blocking(self._async.delete_records(before))
+
+    def list_offsets(
+        self, partitions: list[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int]:
+        return run_blocking(self._async.list_offsets(partitions, timestamp))
+
+    def list_groups(self) -> list[GroupListing]:
+        return run_blocking(self._async.list_groups())
+
+    def describe_group(self, group: str) -> GroupDescription:
+        return run_blocking(self._async.describe_group(group))
+
+    def group_offsets(self, group: str) -> dict[TopicPartition, int]:
+        return run_blocking(self._async.group_offsets(group))
+
+    def reset_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        run_blocking(self._async.reset_group_offsets(group, offsets))
+
+    def delete_group(self, group: str) -> None:
+        run_blocking(self._async.delete_group(group))
+
+    def close(self) -> None:
+        run_blocking(self._async.close())
 
     def __enter__(self) -> Admin:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        run_blocking(self._async.close())
+        self.close()
