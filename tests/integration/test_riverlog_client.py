@@ -8,9 +8,12 @@ resumed by the next member, the blocking facade and the admin client.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
@@ -299,6 +302,28 @@ async def test_the_blocking_producer_keeps_each_partitions_order(broker: BrokerP
         by_key.setdefault(r.key, []).append(int(r.value))
     assert sum(map(len, by_key.values())) == 20_000
     assert all(sent == sorted(sent) for sent in by_key.values())
+
+
+async def test_a_silent_coordinator_fails_group_calls_in_time(tmp_path: Path) -> None:
+    """A frozen broker (SIGSTOP) answers nothing: admin group calls fail with a
+    ConnectionError once `request.timeout.ms` passes, instead of waiting forever."""
+    frozen = start_broker(tmp_path / "data", *OVERRIDES)
+    pid = frozen.proc.pid
+    try:
+        async with AsyncAdmin(
+            {"bootstrap.servers": frozen.bootstrap_servers, "request.timeout.ms": 1000}
+        ) as admin:
+            await admin.describe_group("g")  # the coordinator is known and connected
+            os.kill(pid, signal.SIGSTOP)
+            started = time.monotonic()
+            with pytest.raises(ConnectionError, match="within 1 s"):
+                await admin.group_offsets("g")
+            assert time.monotonic() - started < 10
+            os.kill(pid, signal.SIGCONT)
+            assert await admin.group_offsets("g") == {}  # found again on a new connection
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        frozen.stop()
 
 
 async def test_a_pattern_subscription_picks_up_new_topics(broker: BrokerProcess) -> None:

@@ -155,16 +155,10 @@ class Cluster:
     async def send(
         self, node_id: int, request: ApiMessage, version: int | None = None
     ) -> ApiMessage:
-        """Send to broker `node_id` within `request.timeout.ms`; a timeout closes the
-        connection (its other answers can no longer be trusted to come) and raises
-        `ConnectionError`, as a disconnect does."""
+        """Send to broker `node_id` within `request.timeout.ms` (`Connection.send`: a
+        timeout closes the connection and raises a ConnectionError)."""
         conn = await self.connection(node_id)
-        try:
-            async with asyncio.timeout(self.request_timeout_s):
-                return await conn.send(request, version)
-        except TimeoutError:
-            await conn.close()
-            raise ConnectionError(f"broker {node_id} did not answer in time") from None
+        return await conn.send(request, version, timeout_s=self.request_timeout_s)
 
     # -- metadata ------------------------------------------------------------------------
 
@@ -195,12 +189,7 @@ class Cluster:
             topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
             allow_auto_topic_creation=allow_auto_create,
         )
-        try:
-            async with asyncio.timeout(self.request_timeout_s):
-                response = await conn.send(request)
-        except TimeoutError:
-            await conn.close()
-            raise ConnectionError("Metadata request timed out") from None
+        response = await conn.send(request, timeout_s=self.request_timeout_s)
         assert isinstance(response, MetadataResponse)
         self.brokers = {
             b.node_id: BrokerAddress(b.node_id, b.host, b.port) for b in response.brokers

@@ -24,6 +24,10 @@ from riverlog.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 CLIENT_SOFTWARE_NAME = "riverlog"
 
 
+class RequestTimeoutError(ConnectionError):
+    """A request unanswered in time; its connection was closed."""
+
+
 class Connection:
     def __init__(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str
@@ -76,10 +80,25 @@ class Connection:
             )
         return min(broker[1], request_cls.MAX_VERSION)
 
-    async def send(self, request: ApiMessage, version: int | None = None) -> ApiMessage:
-        """Send at the negotiated version (or `version`); the decoded response body."""
+    async def send(
+        self, request: ApiMessage, version: int | None = None, *, timeout_s: float | None = None
+    ) -> ApiMessage:
+        """Send at the negotiated version (or `version`); the decoded response body. A broker
+        silent for `timeout_s` counts as gone: the connection is closed (its other answers
+        can no longer be trusted to come) and `RequestTimeoutError` raised, a ConnectionError
+        as a disconnect is."""
         chosen = self.version_for(type(request)) if version is None else version
-        return await self._call(request, chosen)
+        if timeout_s is None:
+            return await self._call(request, chosen)
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self._call(request, chosen)
+        except TimeoutError:
+            await self.close()
+            host, port = self.address
+            raise RequestTimeoutError(
+                f"{host}:{port} did not answer {request.NAME} within {timeout_s:g} s"
+            ) from None
 
     async def send_no_response(self, request: ApiMessage, version: int | None = None) -> None:
         """For produce with acks=0, which the broker does not answer."""

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from riverlog.client.assignors import Assignor, MemberSubscription, assignor_for
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
-from riverlog.client.connection import Connection
+from riverlog.client.connection import Connection, RequestTimeoutError
 from riverlog.client.groups import GroupAdmin, decode_assignment
 from riverlog.protocol import error_codes
 from riverlog.protocol.api import ApiMessage
@@ -148,12 +148,10 @@ class GroupMembership:
         """A request to the coordinator; a coordinator silent for `timeout_s` (frozen,
         partitioned away) counts as gone: the connection is closed, ConnectionError."""
         try:
-            async with asyncio.timeout(timeout_s):
-                return await conn.send(request)
-        except TimeoutError:
-            await conn.close()
+            return await conn.send(request, timeout_s=timeout_s)
+        except RequestTimeoutError:
             self._rediscover()
-            raise ConnectionError("the group coordinator did not answer in time") from None
+            raise
 
     def _rediscover(self) -> None:
         self.admin.forget(self.group_id)
