@@ -99,6 +99,7 @@ class Cluster:
             conn = await Connection.open(
                 host, port, client_id=self.client_id, timeout_s=self._setup_timeout_s
             )
+            conn.request_timeout_s = self.request_timeout_s  # admin calls, InitProducerId, ...
         except (OSError, TimeoutError, ConnectionError) as e:
             low, high = self._backoff_s
             backoff.not_before = time.monotonic() + min(high, low * (2**backoff.failures))
@@ -155,10 +156,10 @@ class Cluster:
     async def send(
         self, node_id: int, request: ApiMessage, version: int | None = None
     ) -> ApiMessage:
-        """Send to broker `node_id` within `request.timeout.ms` (`Connection.send`: a
-        timeout closes the connection and raises a ConnectionError)."""
+        """Send to broker `node_id` within `request.timeout.ms` (the timeout of every
+        connection of this cluster: it closes the connection, ConnectionError)."""
         conn = await self.connection(node_id)
-        return await conn.send(request, version, timeout_s=self.request_timeout_s)
+        return await conn.send(request, version)
 
     # -- metadata ------------------------------------------------------------------------
 
@@ -189,7 +190,7 @@ class Cluster:
             topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
             allow_auto_topic_creation=allow_auto_create,
         )
-        response = await conn.send(request, timeout_s=self.request_timeout_s)
+        response = await conn.send(request)
         assert isinstance(response, MetadataResponse)
         self.brokers = {
             b.node_id: BrokerAddress(b.node_id, b.host, b.port) for b in response.brokers

@@ -5,6 +5,8 @@ How it works. `Connection.open` connects with asyncio streams, reads frames with
 request, the highest version both sides support (`version_for`). Requests may be pipelined;
 each awaits its own future, resolved by correlation id. A response that cannot be decoded, or a
 closed socket, fails every request in flight with `ConnectionError` — the caller reconnects.
+A request unanswered within its timeout (the connection's `request_timeout_s`, or the one the
+call gives) closes the connection too: `RequestTimeoutError`, a `ConnectionError`.
 
 Errors from the protocol stay Kafka error codes in the response bodies; this layer raises only
 for transport problems and for APIs the broker does not support (`UnsupportedVersionError`).
@@ -35,6 +37,9 @@ class Connection:
         self._reader = reader
         self._writer = writer
         self.client_id = client_id
+        self.request_timeout_s: float | None = None
+        """How long a request may go unanswered when `send` is given no timeout (None: no
+        limit); set by whoever owns the connection, e.g. to `request.timeout.ms`."""
         self._correlation = itertools.count(1)
         self._pending: dict[int, tuple[asyncio.Future[ApiMessage], int, int]] = {}
         self._task = asyncio.get_running_loop().create_task(self._read_loop())
@@ -84,10 +89,12 @@ class Connection:
         self, request: ApiMessage, version: int | None = None, *, timeout_s: float | None = None
     ) -> ApiMessage:
         """Send at the negotiated version (or `version`); the decoded response body. A broker
-        silent for `timeout_s` counts as gone: the connection is closed (its other answers
-        can no longer be trusted to come) and `RequestTimeoutError` raised, a ConnectionError
-        as a disconnect is."""
+        silent for `timeout_s` (default: `request_timeout_s`) counts as gone: the connection
+        is closed (its other answers can no longer be trusted to come) and
+        `RequestTimeoutError` raised, a ConnectionError as a disconnect is."""
         chosen = self.version_for(type(request)) if version is None else version
+        if timeout_s is None:
+            timeout_s = self.request_timeout_s
         if timeout_s is None:
             return await self._call(request, chosen)
         try:
