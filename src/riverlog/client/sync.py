@@ -280,7 +280,7 @@ async def _start_commit(
 
 class Admin:
     """Blocking admin client: each method is `AsyncAdmin`'s of the same name, run on the
-    client loop thread (see `AsyncAdmin` for what each does)."""
+    client loop thread (and carries its docstring)."""
 
     def __init__(self, config: Mapping[str, object]) -> None:
         self._async: AsyncAdmin = run_blocking(_construct(AsyncAdmin, config))
@@ -374,3 +374,8 @@ class Admin:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+for _name, _blocking in vars(Admin).items():  # one docstring per call: AsyncAdmin's
+    if not _name.startswith("_"):
+        _blocking.__doc__ = getattr(AsyncAdmin, _name).__doc__
