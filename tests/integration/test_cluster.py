@@ -46,6 +46,9 @@ class Load:
             "enable.idempotence": True,
             "linger.ms": 5,
             "message.timeout.ms": 60000,
+            # Idempotence state changes (producer ids, epoch bumps, drains) go to stderr,
+            # which pytest shows when a test fails: the story behind a duplicate or a loss.
+            "debug": "eos",
             **settings,
         }
         self.producer = Producer(config)
