@@ -320,7 +320,7 @@ class Command:
 
 async def _run(args: argparse.Namespace) -> None:
     cluster = Cluster(args.bootstrap_server, client_id="riverlog-consumer-groups")
-    groups = GroupAdmin(await cluster.any_connection(), cluster.request_timeout_s)
+    groups = GroupAdmin(await cluster.any_connection())
     command = Command(args, cluster, groups)
     try:
         action = next(a for a in ACTIONS if getattr(args, a))

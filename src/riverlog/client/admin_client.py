@@ -236,7 +236,7 @@ class AsyncAdmin:
         await self.cluster.refresh()
         found: dict[str, GroupListing] = {}
         for node in self.cluster.brokers:
-            one = GroupAdmin(await self.cluster.connection(node), self.cluster.request_timeout_s)
+            one = GroupAdmin(await self.cluster.connection(node))
             for g in await one.list_groups():
                 found[g.group_id] = g
         return sorted(found.values(), key=lambda g: g.group_id)

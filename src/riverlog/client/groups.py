@@ -88,19 +88,13 @@ class GroupAdmin:
     """Group operations for one group at a time, through the group's coordinator.
 
     `bootstrap` is a connection to any broker, or a `Cluster` to take one from (then a lost
-    bootstrap connection is replaced). Connections to coordinators are this object's own.
-    A broker silent for `request_timeout_s` (default: the Cluster's `request.timeout.ms`, else
-    30 s) fails the call with a ConnectionError and loses its connection."""
+    bootstrap connection is replaced). Connections to coordinators are this object's own and
+    get the bootstrap's request timeout (`request.timeout.ms` for a Cluster's): a broker silent
+    that long fails the call with a ConnectionError and loses its connection."""
 
-    def __init__(
-        self, bootstrap: Connection | Cluster, request_timeout_s: float | None = None
-    ) -> None:
+    def __init__(self, bootstrap: Connection | Cluster) -> None:
         self._source = bootstrap
-        if request_timeout_s is None:
-            request_timeout_s = (
-                bootstrap.request_timeout_s if isinstance(bootstrap, Cluster) else 30.0
-            )
-        self._timeout_s = request_timeout_s
+        self._timeout_s = bootstrap.request_timeout_s
         self._by_address: dict[tuple[str, int], Connection] = {}
         if isinstance(bootstrap, Connection):
             self._by_address[bootstrap.address] = bootstrap
@@ -130,7 +124,7 @@ class GroupAdmin:
                 request = FindCoordinatorRequest(key_type=0, coordinator_keys=[group])
             else:
                 request = FindCoordinatorRequest(key=group, key_type=0)
-            response = await conn.send(request, version, timeout_s=self._timeout_s)
+            response = await conn.send(request, version)
             assert isinstance(response, FindCoordinatorResponse)
             if version >= 4:
                 c = response.coordinators[0]
@@ -156,15 +150,14 @@ class GroupAdmin:
             if conn is None or conn.closed:
                 client_id = (await self._bootstrap()).client_id
                 conn = await Connection.open(host, port, client_id=client_id)
+                conn.request_timeout_s = self._timeout_s
                 self._by_address[(host, port)] = conn
             self._by_group[group] = conn
         return conn
 
     async def list_groups(self) -> list[GroupListing]:
         """Groups of the broker this admin is connected to (one broker's view)."""
-        response = await (await self._bootstrap()).send(
-            ListGroupsRequest(), timeout_s=self._timeout_s
-        )
+        response = await (await self._bootstrap()).send(ListGroupsRequest())
         assert isinstance(response, ListGroupsResponse)
         _raise_for(response.error_code)
         return sorted(
@@ -174,7 +167,7 @@ class GroupAdmin:
 
     async def describe_group(self, group: str) -> GroupDescription:
         conn = await self.coordinator(group)
-        response = await conn.send(DescribeGroupsRequest(groups=[group]), timeout_s=self._timeout_s)
+        response = await conn.send(DescribeGroupsRequest(groups=[group]))
         assert isinstance(response, DescribeGroupsResponse)
         g = response.groups[0]
         _raise_for(g.error_code, g.error_message)
@@ -232,7 +225,7 @@ class GroupAdmin:
                     for t, ps in wanted.items()
                 ],
             )
-        response = await conn.send(request, version, timeout_s=self._timeout_s)
+        response = await conn.send(request, version)
         assert isinstance(response, OffsetFetchResponse)
         out: dict[TopicPartition, int] = {}
         if version >= 8:
@@ -284,7 +277,7 @@ class GroupAdmin:
                 for t, ps in by_topic.items()
             ],
         )
-        response = await conn.send(request, timeout_s=self._timeout_s)
+        response = await conn.send(request)
         assert isinstance(response, OffsetCommitResponse)
         for t in response.topics:
             for p in t.partitions:
@@ -312,7 +305,7 @@ class GroupAdmin:
                 for t, ps in by_topic.items()
             ],
         )
-        response = await conn.send(request, timeout_s=self._timeout_s)
+        response = await conn.send(request)
         assert isinstance(response, OffsetDeleteResponse)
         _raise_for(response.error_code)
         return {
@@ -325,8 +318,6 @@ class GroupAdmin:
 
     async def delete_group(self, group: str) -> None:
         conn = await self.coordinator(group)
-        response = await conn.send(
-            DeleteGroupsRequest(groups_names=[group]), timeout_s=self._timeout_s
-        )
+        response = await conn.send(DeleteGroupsRequest(groups_names=[group]))
         assert isinstance(response, DeleteGroupsResponse)
         _raise_for(response.results[0].error_code)
