@@ -352,17 +352,21 @@ class StructCode:
             for f in self.tagged:
                 lines.append(f"f_{f.attr}: {annotation(f, self.msg)} = {default_expr(f)}")
             lines.append("unknown: dict[int, bytes] | None = None")
-            lines.append("n_tags, pos = read_unsigned_varint(buf, pos)")
-            lines.append("for _ in range(n_tags):")
-            lines.append("    tag, raw, pos = read_tagged_field(buf, pos)")
+            # No tagged fields (a single zero byte) is the common case: no call for it.
+            lines.append("if pos < len(buf) and not buf[pos]:")
+            lines.append("    pos += 1")
+            lines.append("else:")
+            lines.append("    n_tags, pos = read_unsigned_varint(buf, pos)")
+            lines.append("    for _ in range(n_tags):")
+            lines.append("        tag, raw, pos = read_tagged_field(buf, pos)")
             for i, f in enumerate(self.tagged):
-                lines.append(f"    {'if' if i == 0 else 'elif'} tag == {f.tag}:")
-                lines.append("        _p = 0")
+                lines.append(f"        {'if' if i == 0 else 'elif'} tag == {f.tag}:")
+                lines.append("            _p = 0")
                 body = self.decode_field(f, "raw", "_p", f"f_{f.attr}", declare=False)
-                lines += ["        " + b for b in body]
-            ind = "        " if self.tagged else "    "
+                lines += ["            " + b for b in body]
+            ind = "            " if self.tagged else "        "
             if self.tagged:
-                lines.append("    else:")
+                lines.append("        else:")
             lines += [f"{ind}if unknown is None:", f"{ind}    unknown = {{}}",
                       f"{ind}unknown[tag] = bytes(raw)"]
             names += [f.attr for f in self.tagged]
@@ -440,7 +444,12 @@ class StructCode:
             flush()
             lines += self.encode_field(f, "out")
         flush()
-        if self.flexible:
+        if self.flexible and not self.tagged:  # only unknown tagged fields, seldom any
+            lines.append("if o.unknown_tagged_fields:")
+            lines.append("    write_tagged_fields(out, list(o.unknown_tagged_fields.items()))")
+            lines.append("else:")
+            lines.append("    out.append(b'\\x00')")
+        elif self.flexible:
             lines.append("tagged: list[tuple[int, bytes]] = []")
             for f in self.tagged:
                 cond = self.non_default_condition(f)

@@ -153,22 +153,25 @@ def _d_RequestHeader_v2(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
     pos += 8
     f_client_id, pos = read_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_RequestHeader(request_api_key=f_request_api_key, request_api_version=f_request_api_version, correlation_id=f_correlation_id, client_id=f_client_id, unknown_tagged_fields=unknown), pos
 
 
 def _e_RequestHeader_v2(o: RequestHeader, out: list[Chunk]) -> None:
     out.append(_S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id))
     out.append(write_nullable_string(o.client_id))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 RequestHeader._ENCODERS = (_e_RequestHeader_v0, _e_RequestHeader_v1, _e_RequestHeader_v2,)
@@ -210,21 +213,24 @@ def _d_ResponseHeader_v1(buf: memoryview, pos: int) -> tuple[ResponseHeader, int
     (f_correlation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ResponseHeader(correlation_id=f_correlation_id, unknown_tagged_fields=unknown), pos
 
 
 def _e_ResponseHeader_v1(o: ResponseHeader, out: list[Chunk]) -> None:
     out.append(_S_i.pack(o.correlation_id))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ResponseHeader._ENCODERS = (_e_ResponseHeader_v0, _e_ResponseHeader_v1,)
@@ -660,12 +666,15 @@ def _d_GroupMetadataValue_MemberMetadata_v4(buf: memoryview, pos: int) -> tuple[
     f_subscription, pos = read_compact_bytes(buf, pos)
     f_assignment, pos = read_compact_bytes(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_GroupMetadataValue_MemberMetadata(member_id=f_member_id, group_instance_id=f_group_instance_id, client_id=f_client_id, client_host=f_client_host, rebalance_timeout=f_rebalance_timeout, session_timeout=f_session_timeout, subscription=f_subscription, assignment=f_assignment, unknown_tagged_fields=unknown), pos
 
 
@@ -677,10 +686,10 @@ def _e_GroupMetadataValue_MemberMetadata_v4(o: GroupMetadataValue.MemberMetadata
     out.append(_S_ii.pack(o.rebalance_timeout, o.session_timeout))
     out.append(write_compact_bytes(o.subscription))
     out.append(write_compact_bytes(o.assignment))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_GroupMetadataValue_v0(buf: memoryview, pos: int) -> tuple[GroupMetadataValue, int]:
@@ -819,12 +828,15 @@ def _d_GroupMetadataValue_v4(buf: memoryview, pos: int) -> tuple[GroupMetadataVa
             e_members, pos = _d_GroupMetadataValue_MemberMetadata_v4(buf, pos)
             f_members.append(e_members)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_GroupMetadataValue(protocol_type=f_protocol_type, generation=f_generation, protocol=f_protocol, leader=f_leader, current_state_timestamp=f_current_state_timestamp, members=f_members, unknown_tagged_fields=unknown), pos
 
 
@@ -837,10 +849,10 @@ def _e_GroupMetadataValue_v4(o: GroupMetadataValue, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.members, False))
     for e_members in o.members or ():
         _e_GroupMetadataValue_MemberMetadata_v4(e_members, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 GroupMetadataValue._ENCODERS = (_e_GroupMetadataValue_v0, _e_GroupMetadataValue_v1, _e_GroupMetadataValue_v2, _e_GroupMetadataValue_v3, _e_GroupMetadataValue_v4,)
@@ -968,12 +980,15 @@ def _d_OffsetCommitValue_v4(buf: memoryview, pos: int) -> tuple[OffsetCommitValu
     (f_commit_timestamp,) = _S_q.unpack_from(buf, pos)
     pos += 8
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetCommitValue(offset=f_offset, leader_epoch=f_leader_epoch, metadata=f_metadata, commit_timestamp=f_commit_timestamp, unknown_tagged_fields=unknown), pos
 
 
@@ -981,10 +996,10 @@ def _e_OffsetCommitValue_v4(o: OffsetCommitValue, out: list[Chunk]) -> None:
     out.append(_S_qi.pack(o.offset, o.leader_epoch))
     out.append(write_compact_string(o.metadata))
     out.append(_S_q.pack(o.commit_timestamp))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 OffsetCommitValue._ENCODERS = (_e_OffsetCommitValue_v0, _e_OffsetCommitValue_v1, _e_OffsetCommitValue_v0, _e_OffsetCommitValue_v3, _e_OffsetCommitValue_v4,)
@@ -1073,22 +1088,25 @@ def _d_ProduceRequest_PartitionProduceData_v9(buf: memoryview, pos: int) -> tupl
     pos += 4
     f_records, pos = read_compact_records(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceRequest_PartitionProduceData(index=f_index, records=f_records, unknown_tagged_fields=unknown), pos
 
 
 def _e_ProduceRequest_PartitionProduceData_v9(o: ProduceRequest.PartitionProduceData, out: list[Chunk]) -> None:
     out.append(_S_i.pack(o.index))
     write_compact_records(out, o.records)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceRequest_TopicProduceData_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest.TopicProduceData, int]:
@@ -1124,12 +1142,15 @@ def _d_ProduceRequest_TopicProduceData_v9(buf: memoryview, pos: int) -> tuple[Pr
             e_partition_data, pos = _d_ProduceRequest_PartitionProduceData_v9(buf, pos)
             f_partition_data.append(e_partition_data)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceRequest_TopicProduceData(name=f_name, partition_data=f_partition_data, unknown_tagged_fields=unknown), pos
 
 
@@ -1138,10 +1159,10 @@ def _e_ProduceRequest_TopicProduceData_v9(o: ProduceRequest.TopicProduceData, ou
     out.append(write_compact_array_length(o.partition_data, False))
     for e_partition_data in o.partition_data or ():
         _e_ProduceRequest_PartitionProduceData_v9(e_partition_data, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceRequest_TopicProduceData_v13(buf: memoryview, pos: int) -> tuple[ProduceRequest.TopicProduceData, int]:
@@ -1156,12 +1177,15 @@ def _d_ProduceRequest_TopicProduceData_v13(buf: memoryview, pos: int) -> tuple[P
             e_partition_data, pos = _d_ProduceRequest_PartitionProduceData_v9(buf, pos)
             f_partition_data.append(e_partition_data)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceRequest_TopicProduceData(topic_id=f_topic_id, partition_data=f_partition_data, unknown_tagged_fields=unknown), pos
 
 
@@ -1170,10 +1194,10 @@ def _e_ProduceRequest_TopicProduceData_v13(o: ProduceRequest.TopicProduceData, o
     out.append(write_compact_array_length(o.partition_data, False))
     for e_partition_data in o.partition_data or ():
         _e_ProduceRequest_PartitionProduceData_v9(e_partition_data, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceRequest_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
@@ -1236,12 +1260,15 @@ def _d_ProduceRequest_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
             e_topic_data, pos = _d_ProduceRequest_TopicProduceData_v9(buf, pos)
             f_topic_data.append(e_topic_data)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceRequest(transactional_id=f_transactional_id, acks=f_acks, timeout_ms=f_timeout_ms, topic_data=f_topic_data, unknown_tagged_fields=unknown), pos
 
 
@@ -1251,10 +1278,10 @@ def _e_ProduceRequest_v9(o: ProduceRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.topic_data, False))
     for e_topic_data in o.topic_data or ():
         _e_ProduceRequest_TopicProduceData_v9(e_topic_data, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceRequest_v13(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
@@ -1271,12 +1298,15 @@ def _d_ProduceRequest_v13(buf: memoryview, pos: int) -> tuple[ProduceRequest, in
             e_topic_data, pos = _d_ProduceRequest_TopicProduceData_v13(buf, pos)
             f_topic_data.append(e_topic_data)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceRequest(transactional_id=f_transactional_id, acks=f_acks, timeout_ms=f_timeout_ms, topic_data=f_topic_data, unknown_tagged_fields=unknown), pos
 
 
@@ -1286,10 +1316,10 @@ def _e_ProduceRequest_v13(o: ProduceRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.topic_data, False))
     for e_topic_data in o.topic_data or ():
         _e_ProduceRequest_TopicProduceData_v13(e_topic_data, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ProduceRequest._ENCODERS = (_e_ProduceRequest_v0, _e_ProduceRequest_v0, _e_ProduceRequest_v0, _e_ProduceRequest_v3, _e_ProduceRequest_v3, _e_ProduceRequest_v3, _e_ProduceRequest_v3, _e_ProduceRequest_v3, _e_ProduceRequest_v3, _e_ProduceRequest_v9, _e_ProduceRequest_v9, _e_ProduceRequest_v9, _e_ProduceRequest_v9, _e_ProduceRequest_v13,)
@@ -1446,43 +1476,49 @@ def _d_ProduceResponse_BatchIndexAndErrorMessage_v9(buf: memoryview, pos: int) -
     pos += 4
     f_batch_index_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceResponse_BatchIndexAndErrorMessage(batch_index=f_batch_index, batch_index_error_message=f_batch_index_error_message, unknown_tagged_fields=unknown), pos
 
 
 def _e_ProduceResponse_BatchIndexAndErrorMessage_v9(o: ProduceResponse.BatchIndexAndErrorMessage, out: list[Chunk]) -> None:
     out.append(_S_i.pack(o.batch_index))
     out.append(write_compact_nullable_string(o.batch_index_error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceResponse_LeaderIdAndEpoch_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse.LeaderIdAndEpoch, int]:
     (f_leader_id, f_leader_epoch,) = _S_ii.unpack_from(buf, pos)
     pos += 8
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceResponse_LeaderIdAndEpoch(leader_id=f_leader_id, leader_epoch=f_leader_epoch, unknown_tagged_fields=unknown), pos
 
 
 def _e_ProduceResponse_LeaderIdAndEpoch_v10(o: ProduceResponse.LeaderIdAndEpoch, out: list[Chunk]) -> None:
     out.append(_S_ii.pack(o.leader_id, o.leader_epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceResponse_PartitionProduceResponse_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse.PartitionProduceResponse, int]:
@@ -1553,12 +1589,15 @@ def _d_ProduceResponse_PartitionProduceResponse_v9(buf: memoryview, pos: int) ->
             f_record_errors.append(e_record_errors)
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceResponse_PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms, log_start_offset=f_log_start_offset, record_errors=f_record_errors, error_message=f_error_message, unknown_tagged_fields=unknown), pos
 
 
@@ -1568,10 +1607,10 @@ def _e_ProduceResponse_PartitionProduceResponse_v9(o: ProduceResponse.PartitionP
     for e_record_errors in o.record_errors or ():
         _e_ProduceResponse_BatchIndexAndErrorMessage_v9(e_record_errors, out)
     out.append(write_compact_nullable_string(o.error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceResponse_PartitionProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse.PartitionProduceResponse, int]:
@@ -1589,16 +1628,19 @@ def _d_ProduceResponse_PartitionProduceResponse_v10(buf: memoryview, pos: int) -
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     f_current_leader: ProduceResponse.LeaderIdAndEpoch = _C_ProduceResponse_LeaderIdAndEpoch()
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            f_current_leader, _p = _d_ProduceResponse_LeaderIdAndEpoch_v10(raw, _p)
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                f_current_leader, _p = _d_ProduceResponse_LeaderIdAndEpoch_v10(raw, _p)
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_ProduceResponse_PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms, log_start_offset=f_log_start_offset, record_errors=f_record_errors, error_message=f_error_message, current_leader=f_current_leader, unknown_tagged_fields=unknown), pos
 
 
@@ -1714,12 +1756,15 @@ def _d_ProduceResponse_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tup
             e_partition_responses, pos = _d_ProduceResponse_PartitionProduceResponse_v9(buf, pos)
             f_partition_responses.append(e_partition_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceResponse_TopicProduceResponse(name=f_name, partition_responses=f_partition_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -1728,10 +1773,10 @@ def _e_ProduceResponse_TopicProduceResponse_v9(o: ProduceResponse.TopicProduceRe
     out.append(write_compact_array_length(o.partition_responses, False))
     for e_partition_responses in o.partition_responses or ():
         _e_ProduceResponse_PartitionProduceResponse_v9(e_partition_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceResponse_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse, int]:
@@ -1746,12 +1791,15 @@ def _d_ProduceResponse_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tu
             e_partition_responses, pos = _d_ProduceResponse_PartitionProduceResponse_v10(buf, pos)
             f_partition_responses.append(e_partition_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceResponse_TopicProduceResponse(name=f_name, partition_responses=f_partition_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -1760,10 +1808,10 @@ def _e_ProduceResponse_TopicProduceResponse_v10(o: ProduceResponse.TopicProduceR
     out.append(write_compact_array_length(o.partition_responses, False))
     for e_partition_responses in o.partition_responses or ():
         _e_ProduceResponse_PartitionProduceResponse_v10(e_partition_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceResponse_TopicProduceResponse_v13(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse, int]:
@@ -1778,12 +1826,15 @@ def _d_ProduceResponse_TopicProduceResponse_v13(buf: memoryview, pos: int) -> tu
             e_partition_responses, pos = _d_ProduceResponse_PartitionProduceResponse_v10(buf, pos)
             f_partition_responses.append(e_partition_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceResponse_TopicProduceResponse(topic_id=f_topic_id, partition_responses=f_partition_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -1792,10 +1843,10 @@ def _e_ProduceResponse_TopicProduceResponse_v13(o: ProduceResponse.TopicProduceR
     out.append(write_compact_array_length(o.partition_responses, False))
     for e_partition_responses in o.partition_responses or ():
         _e_ProduceResponse_PartitionProduceResponse_v10(e_partition_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceResponse_NodeEndpoint_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse.NodeEndpoint, int]:
@@ -1806,12 +1857,15 @@ def _d_ProduceResponse_NodeEndpoint_v10(buf: memoryview, pos: int) -> tuple[Prod
     pos += 4
     f_rack, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceResponse_NodeEndpoint(node_id=f_node_id, host=f_host, port=f_port, rack=f_rack, unknown_tagged_fields=unknown), pos
 
 
@@ -1820,10 +1874,10 @@ def _e_ProduceResponse_NodeEndpoint_v10(o: ProduceResponse.NodeEndpoint, out: li
     out.append(write_compact_string(o.host))
     out.append(_S_i.pack(o.port))
     out.append(write_compact_nullable_string(o.rack))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceResponse_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
@@ -1946,12 +2000,15 @@ def _d_ProduceResponse_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms, unknown_tagged_fields=unknown), pos
 
 
@@ -1960,10 +2017,10 @@ def _e_ProduceResponse_v9(o: ProduceResponse, out: list[Chunk]) -> None:
     for e_responses in o.responses or ():
         _e_ProduceResponse_TopicProduceResponse_v9(e_responses, out)
     out.append(_S_i.pack(o.throttle_time_ms))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
@@ -1980,23 +2037,26 @@ def _d_ProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, 
     pos += 4
     f_node_endpoints: list[ProduceResponse.NodeEndpoint] = []
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            n, _p = read_compact_array_length(raw, _p)
-            if n < 0:
-                check_null_array('NodeEndpoints')
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                n, _p = read_compact_array_length(raw, _p)
+                if n < 0:
+                    check_null_array('NodeEndpoints')
+                else:
+                    f_node_endpoints = []
+                    for _ in range(n):
+                        e_node_endpoints, _p = _d_ProduceResponse_NodeEndpoint_v10(raw, _p)
+                        f_node_endpoints.append(e_node_endpoints)
             else:
-                f_node_endpoints = []
-                for _ in range(n):
-                    e_node_endpoints, _p = _d_ProduceResponse_NodeEndpoint_v10(raw, _p)
-                    f_node_endpoints.append(e_node_endpoints)
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms, node_endpoints=f_node_endpoints, unknown_tagged_fields=unknown), pos
 
 
@@ -2031,23 +2091,26 @@ def _d_ProduceResponse_v13(buf: memoryview, pos: int) -> tuple[ProduceResponse, 
     pos += 4
     f_node_endpoints: list[ProduceResponse.NodeEndpoint] = []
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            n, _p = read_compact_array_length(raw, _p)
-            if n < 0:
-                check_null_array('NodeEndpoints')
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                n, _p = read_compact_array_length(raw, _p)
+                if n < 0:
+                    check_null_array('NodeEndpoints')
+                else:
+                    f_node_endpoints = []
+                    for _ in range(n):
+                        e_node_endpoints, _p = _d_ProduceResponse_NodeEndpoint_v10(raw, _p)
+                        f_node_endpoints.append(e_node_endpoints)
             else:
-                f_node_endpoints = []
-                for _ in range(n):
-                    e_node_endpoints, _p = _d_ProduceResponse_NodeEndpoint_v10(raw, _p)
-                    f_node_endpoints.append(e_node_endpoints)
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms, node_endpoints=f_node_endpoints, unknown_tagged_fields=unknown), pos
 
 
@@ -2209,21 +2272,24 @@ def _d_FetchRequest_ReplicaState_v15(buf: memoryview, pos: int) -> tuple[FetchRe
     (f_replica_id, f_replica_epoch,) = _S_iq.unpack_from(buf, pos)
     pos += 12
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchRequest_ReplicaState(replica_id=f_replica_id, replica_epoch=f_replica_epoch, unknown_tagged_fields=unknown), pos
 
 
 def _e_FetchRequest_ReplicaState_v15(o: FetchRequest.ReplicaState, out: list[Chunk]) -> None:
     out.append(_S_iq.pack(o.replica_id, o.replica_epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchRequest_FetchPartition_v0(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
@@ -2260,21 +2326,24 @@ def _d_FetchRequest_FetchPartition_v12(buf: memoryview, pos: int) -> tuple[Fetch
     (f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes,) = _S_iiqiqi.unpack_from(buf, pos)
     pos += 32
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchRequest_FetchPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, fetch_offset=f_fetch_offset, last_fetched_epoch=f_last_fetched_epoch, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes, unknown_tagged_fields=unknown), pos
 
 
 def _e_FetchRequest_FetchPartition_v12(o: FetchRequest.FetchPartition, out: list[Chunk]) -> None:
     out.append(_S_iiqiqi.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchRequest_FetchPartition_v17(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
@@ -2282,16 +2351,19 @@ def _d_FetchRequest_FetchPartition_v17(buf: memoryview, pos: int) -> tuple[Fetch
     pos += 32
     f_replica_directory_id: uuid.UUID = ZERO_UUID
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            f_replica_directory_id, _p = read_uuid(raw, _p)
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                f_replica_directory_id, _p = read_uuid(raw, _p)
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_FetchRequest_FetchPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, fetch_offset=f_fetch_offset, last_fetched_epoch=f_last_fetched_epoch, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes, replica_directory_id=f_replica_directory_id, unknown_tagged_fields=unknown), pos
 
 
@@ -2313,20 +2385,23 @@ def _d_FetchRequest_FetchPartition_v18(buf: memoryview, pos: int) -> tuple[Fetch
     f_replica_directory_id: uuid.UUID = ZERO_UUID
     f_high_watermark: int = 9223372036854775807
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            f_replica_directory_id, _p = read_uuid(raw, _p)
-        elif tag == 1:
-            _p = 0
-            (f_high_watermark,) = _S_q.unpack_from(raw, _p)
-            _p += 8
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                f_replica_directory_id, _p = read_uuid(raw, _p)
+            elif tag == 1:
+                _p = 0
+                (f_high_watermark,) = _S_q.unpack_from(raw, _p)
+                _p += 8
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_FetchRequest_FetchPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, fetch_offset=f_fetch_offset, last_fetched_epoch=f_last_fetched_epoch, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes, replica_directory_id=f_replica_directory_id, high_watermark=f_high_watermark, unknown_tagged_fields=unknown), pos
 
 
@@ -2421,12 +2496,15 @@ def _d_FetchRequest_FetchTopic_v12(buf: memoryview, pos: int) -> tuple[FetchRequ
             e_partitions, pos = _d_FetchRequest_FetchPartition_v12(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchRequest_FetchTopic(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -2435,10 +2513,10 @@ def _e_FetchRequest_FetchTopic_v12(o: FetchRequest.FetchTopic, out: list[Chunk])
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_FetchRequest_FetchPartition_v12(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchRequest_FetchTopic_v13(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
@@ -2453,12 +2531,15 @@ def _d_FetchRequest_FetchTopic_v13(buf: memoryview, pos: int) -> tuple[FetchRequ
             e_partitions, pos = _d_FetchRequest_FetchPartition_v12(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchRequest_FetchTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -2467,10 +2548,10 @@ def _e_FetchRequest_FetchTopic_v13(o: FetchRequest.FetchTopic, out: list[Chunk])
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_FetchRequest_FetchPartition_v12(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchRequest_FetchTopic_v17(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
@@ -2485,12 +2566,15 @@ def _d_FetchRequest_FetchTopic_v17(buf: memoryview, pos: int) -> tuple[FetchRequ
             e_partitions, pos = _d_FetchRequest_FetchPartition_v17(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchRequest_FetchTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -2499,10 +2583,10 @@ def _e_FetchRequest_FetchTopic_v17(o: FetchRequest.FetchTopic, out: list[Chunk])
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_FetchRequest_FetchPartition_v17(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchRequest_FetchTopic_v18(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
@@ -2517,12 +2601,15 @@ def _d_FetchRequest_FetchTopic_v18(buf: memoryview, pos: int) -> tuple[FetchRequ
             e_partitions, pos = _d_FetchRequest_FetchPartition_v18(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchRequest_FetchTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -2531,10 +2618,10 @@ def _e_FetchRequest_FetchTopic_v18(o: FetchRequest.FetchTopic, out: list[Chunk])
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_FetchRequest_FetchPartition_v18(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchRequest_ForgottenTopic_v7(buf: memoryview, pos: int) -> tuple[FetchRequest.ForgottenTopic, int]:
@@ -2564,12 +2651,15 @@ def _d_FetchRequest_ForgottenTopic_v12(buf: memoryview, pos: int) -> tuple[Fetch
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchRequest_ForgottenTopic(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -2578,10 +2668,10 @@ def _e_FetchRequest_ForgottenTopic_v12(o: FetchRequest.ForgottenTopic, out: list
     out.append(write_compact_array_length(o.partitions, False))
     if o.partitions:
         out.append(write_fixed_array(o.partitions, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchRequest_ForgottenTopic_v13(buf: memoryview, pos: int) -> tuple[FetchRequest.ForgottenTopic, int]:
@@ -2593,12 +2683,15 @@ def _d_FetchRequest_ForgottenTopic_v13(buf: memoryview, pos: int) -> tuple[Fetch
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchRequest_ForgottenTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -2607,10 +2700,10 @@ def _e_FetchRequest_ForgottenTopic_v13(o: FetchRequest.ForgottenTopic, out: list
     out.append(write_compact_array_length(o.partitions, False))
     if o.partitions:
         out.append(write_fixed_array(o.partitions, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchRequest_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
@@ -2829,16 +2922,19 @@ def _d_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f_rack_id, pos = read_compact_string(buf, pos)
     f_cluster_id: str | None = None
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            f_cluster_id, _p = read_compact_nullable_string(raw, _p)
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                f_cluster_id, _p = read_compact_nullable_string(raw, _p)
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id, cluster_id=f_cluster_id, unknown_tagged_fields=unknown), pos
 
 
@@ -2885,16 +2981,19 @@ def _d_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f_rack_id, pos = read_compact_string(buf, pos)
     f_cluster_id: str | None = None
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            f_cluster_id, _p = read_compact_nullable_string(raw, _p)
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                f_cluster_id, _p = read_compact_nullable_string(raw, _p)
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id, cluster_id=f_cluster_id, unknown_tagged_fields=unknown), pos
 
 
@@ -2942,19 +3041,22 @@ def _d_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f_cluster_id: str | None = None
     f_replica_state: FetchRequest.ReplicaState = _C_FetchRequest_ReplicaState()
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            f_cluster_id, _p = read_compact_nullable_string(raw, _p)
-        elif tag == 1:
-            _p = 0
-            f_replica_state, _p = _d_FetchRequest_ReplicaState_v15(raw, _p)
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                f_cluster_id, _p = read_compact_nullable_string(raw, _p)
+            elif tag == 1:
+                _p = 0
+                f_replica_state, _p = _d_FetchRequest_ReplicaState_v15(raw, _p)
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_FetchRequest(max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id, cluster_id=f_cluster_id, replica_state=f_replica_state, unknown_tagged_fields=unknown), pos
 
 
@@ -3006,19 +3108,22 @@ def _d_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f_cluster_id: str | None = None
     f_replica_state: FetchRequest.ReplicaState = _C_FetchRequest_ReplicaState()
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            f_cluster_id, _p = read_compact_nullable_string(raw, _p)
-        elif tag == 1:
-            _p = 0
-            f_replica_state, _p = _d_FetchRequest_ReplicaState_v15(raw, _p)
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                f_cluster_id, _p = read_compact_nullable_string(raw, _p)
+            elif tag == 1:
+                _p = 0
+                f_replica_state, _p = _d_FetchRequest_ReplicaState_v15(raw, _p)
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_FetchRequest(max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id, cluster_id=f_cluster_id, replica_state=f_replica_state, unknown_tagged_fields=unknown), pos
 
 
@@ -3070,19 +3175,22 @@ def _d_FetchRequest_v18(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f_cluster_id: str | None = None
     f_replica_state: FetchRequest.ReplicaState = _C_FetchRequest_ReplicaState()
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            f_cluster_id, _p = read_compact_nullable_string(raw, _p)
-        elif tag == 1:
-            _p = 0
-            f_replica_state, _p = _d_FetchRequest_ReplicaState_v15(raw, _p)
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                f_cluster_id, _p = read_compact_nullable_string(raw, _p)
+            elif tag == 1:
+                _p = 0
+                f_replica_state, _p = _d_FetchRequest_ReplicaState_v15(raw, _p)
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_FetchRequest(max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id, cluster_id=f_cluster_id, replica_state=f_replica_state, unknown_tagged_fields=unknown), pos
 
 
@@ -3304,63 +3412,72 @@ def _d_FetchResponse_EpochEndOffset_v12(buf: memoryview, pos: int) -> tuple[Fetc
     (f_epoch, f_end_offset,) = _S_iq.unpack_from(buf, pos)
     pos += 12
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchResponse_EpochEndOffset(epoch=f_epoch, end_offset=f_end_offset, unknown_tagged_fields=unknown), pos
 
 
 def _e_FetchResponse_EpochEndOffset_v12(o: FetchResponse.EpochEndOffset, out: list[Chunk]) -> None:
     out.append(_S_iq.pack(o.epoch, o.end_offset))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchResponse_LeaderIdAndEpoch_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.LeaderIdAndEpoch, int]:
     (f_leader_id, f_leader_epoch,) = _S_ii.unpack_from(buf, pos)
     pos += 8
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchResponse_LeaderIdAndEpoch(leader_id=f_leader_id, leader_epoch=f_leader_epoch, unknown_tagged_fields=unknown), pos
 
 
 def _e_FetchResponse_LeaderIdAndEpoch_v12(o: FetchResponse.LeaderIdAndEpoch, out: list[Chunk]) -> None:
     out.append(_S_ii.pack(o.leader_id, o.leader_epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchResponse_SnapshotId_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.SnapshotId, int]:
     (f_end_offset, f_epoch,) = _S_qi.unpack_from(buf, pos)
     pos += 12
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchResponse_SnapshotId(end_offset=f_end_offset, epoch=f_epoch, unknown_tagged_fields=unknown), pos
 
 
 def _e_FetchResponse_SnapshotId_v12(o: FetchResponse.SnapshotId, out: list[Chunk]) -> None:
     out.append(_S_qi.pack(o.end_offset, o.epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchResponse_AbortedTransaction_v4(buf: memoryview, pos: int) -> tuple[FetchResponse.AbortedTransaction, int]:
@@ -3377,21 +3494,24 @@ def _d_FetchResponse_AbortedTransaction_v12(buf: memoryview, pos: int) -> tuple[
     (f_producer_id, f_first_offset,) = _S_qq.unpack_from(buf, pos)
     pos += 16
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchResponse_AbortedTransaction(producer_id=f_producer_id, first_offset=f_first_offset, unknown_tagged_fields=unknown), pos
 
 
 def _e_FetchResponse_AbortedTransaction_v12(o: FetchResponse.AbortedTransaction, out: list[Chunk]) -> None:
     out.append(_S_qq.pack(o.producer_id, o.first_offset))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchResponse_PartitionData_v0(buf: memoryview, pos: int) -> tuple[FetchResponse.PartitionData, int]:
@@ -3500,22 +3620,25 @@ def _d_FetchResponse_PartitionData_v12(buf: memoryview, pos: int) -> tuple[Fetch
     f_current_leader: FetchResponse.LeaderIdAndEpoch = _C_FetchResponse_LeaderIdAndEpoch()
     f_snapshot_id: FetchResponse.SnapshotId = _C_FetchResponse_SnapshotId()
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            f_diverging_epoch, _p = _d_FetchResponse_EpochEndOffset_v12(raw, _p)
-        elif tag == 1:
-            _p = 0
-            f_current_leader, _p = _d_FetchResponse_LeaderIdAndEpoch_v12(raw, _p)
-        elif tag == 2:
-            _p = 0
-            f_snapshot_id, _p = _d_FetchResponse_SnapshotId_v12(raw, _p)
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                f_diverging_epoch, _p = _d_FetchResponse_EpochEndOffset_v12(raw, _p)
+            elif tag == 1:
+                _p = 0
+                f_current_leader, _p = _d_FetchResponse_LeaderIdAndEpoch_v12(raw, _p)
+            elif tag == 2:
+                _p = 0
+                f_snapshot_id, _p = _d_FetchResponse_SnapshotId_v12(raw, _p)
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_FetchResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, high_watermark=f_high_watermark, last_stable_offset=f_last_stable_offset, log_start_offset=f_log_start_offset, aborted_transactions=f_aborted_transactions, preferred_read_replica=f_preferred_read_replica, records=f_records, diverging_epoch=f_diverging_epoch, current_leader=f_current_leader, snapshot_id=f_snapshot_id, unknown_tagged_fields=unknown), pos
 
 
@@ -3640,12 +3763,15 @@ def _d_FetchResponse_FetchableTopicResponse_v12(buf: memoryview, pos: int) -> tu
             e_partitions, pos = _d_FetchResponse_PartitionData_v12(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchResponse_FetchableTopicResponse(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -3654,10 +3780,10 @@ def _e_FetchResponse_FetchableTopicResponse_v12(o: FetchResponse.FetchableTopicR
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_FetchResponse_PartitionData_v12(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchResponse_FetchableTopicResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse, int]:
@@ -3672,12 +3798,15 @@ def _d_FetchResponse_FetchableTopicResponse_v13(buf: memoryview, pos: int) -> tu
             e_partitions, pos = _d_FetchResponse_PartitionData_v12(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchResponse_FetchableTopicResponse(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -3686,10 +3815,10 @@ def _e_FetchResponse_FetchableTopicResponse_v13(o: FetchResponse.FetchableTopicR
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_FetchResponse_PartitionData_v12(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchResponse_NodeEndpoint_v16(buf: memoryview, pos: int) -> tuple[FetchResponse.NodeEndpoint, int]:
@@ -3700,12 +3829,15 @@ def _d_FetchResponse_NodeEndpoint_v16(buf: memoryview, pos: int) -> tuple[FetchR
     pos += 4
     f_rack, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchResponse_NodeEndpoint(node_id=f_node_id, host=f_host, port=f_port, rack=f_rack, unknown_tagged_fields=unknown), pos
 
 
@@ -3714,10 +3846,10 @@ def _e_FetchResponse_NodeEndpoint_v16(o: FetchResponse.NodeEndpoint, out: list[C
     out.append(write_compact_string(o.host))
     out.append(_S_i.pack(o.port))
     out.append(write_compact_nullable_string(o.rack))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchResponse_v0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
@@ -3862,12 +3994,15 @@ def _d_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
             e_responses, pos = _d_FetchResponse_FetchableTopicResponse_v12(buf, pos)
             f_responses.append(e_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -3876,10 +4011,10 @@ def _e_FetchResponse_v12(o: FetchResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.responses, False))
     for e_responses in o.responses or ():
         _e_FetchResponse_FetchableTopicResponse_v12(e_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
@@ -3895,12 +4030,15 @@ def _d_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
             e_responses, pos = _d_FetchResponse_FetchableTopicResponse_v13(buf, pos)
             f_responses.append(e_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -3909,10 +4047,10 @@ def _e_FetchResponse_v13(o: FetchResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.responses, False))
     for e_responses in o.responses or ():
         _e_FetchResponse_FetchableTopicResponse_v13(e_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
@@ -3929,23 +4067,26 @@ def _d_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
             f_responses.append(e_responses)
     f_node_endpoints: list[FetchResponse.NodeEndpoint] = []
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            n, _p = read_compact_array_length(raw, _p)
-            if n < 0:
-                check_null_array('NodeEndpoints')
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                n, _p = read_compact_array_length(raw, _p)
+                if n < 0:
+                    check_null_array('NodeEndpoints')
+                else:
+                    f_node_endpoints = []
+                    for _ in range(n):
+                        e_node_endpoints, _p = _d_FetchResponse_NodeEndpoint_v16(raw, _p)
+                        f_node_endpoints.append(e_node_endpoints)
             else:
-                f_node_endpoints = []
-                for _ in range(n):
-                    e_node_endpoints, _p = _d_FetchResponse_NodeEndpoint_v16(raw, _p)
-                    f_node_endpoints.append(e_node_endpoints)
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses, node_endpoints=f_node_endpoints, unknown_tagged_fields=unknown), pos
 
 
@@ -4071,21 +4212,24 @@ def _d_ListOffsetsRequest_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> 
     (f_partition_index, f_current_leader_epoch, f_timestamp,) = _S_iiq.unpack_from(buf, pos)
     pos += 16
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListOffsetsRequest_ListOffsetsPartition(partition_index=f_partition_index, current_leader_epoch=f_current_leader_epoch, timestamp=f_timestamp, unknown_tagged_fields=unknown), pos
 
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v6(o: ListOffsetsRequest.ListOffsetsPartition, out: list[Chunk]) -> None:
     out.append(_S_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListOffsetsRequest_ListOffsetsTopic_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsTopic, int]:
@@ -4163,12 +4307,15 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_v6(buf: memoryview, pos: int) -> tupl
             e_partitions, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v6(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListOffsetsRequest_ListOffsetsTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -4177,10 +4324,10 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_v6(o: ListOffsetsRequest.ListOffsetsT
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_ListOffsetsRequest_ListOffsetsPartition_v6(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListOffsetsRequest_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
@@ -4284,12 +4431,15 @@ def _d_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
             e_topics, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v6(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListOffsetsRequest(replica_id=f_replica_id, isolation_level=f_isolation_level, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -4298,10 +4448,10 @@ def _e_ListOffsetsRequest_v6(o: ListOffsetsRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_ListOffsetsRequest_ListOffsetsTopic_v6(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListOffsetsRequest_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
@@ -4319,12 +4469,15 @@ def _d_ListOffsetsRequest_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsReq
     (f_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListOffsetsRequest(replica_id=f_replica_id, isolation_level=f_isolation_level, topics=f_topics, timeout_ms=f_timeout_ms, unknown_tagged_fields=unknown), pos
 
 
@@ -4334,10 +4487,10 @@ def _e_ListOffsetsRequest_v10(o: ListOffsetsRequest, out: list[Chunk]) -> None:
     for e_topics in o.topics or ():
         _e_ListOffsetsRequest_ListOffsetsTopic_v6(e_topics, out)
     out.append(_S_i.pack(o.timeout_ms))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ListOffsetsRequest._ENCODERS = (_e_ListOffsetsRequest_v0, _e_ListOffsetsRequest_v1, _e_ListOffsetsRequest_v2, _e_ListOffsetsRequest_v2, _e_ListOffsetsRequest_v4, _e_ListOffsetsRequest_v4, _e_ListOffsetsRequest_v6, _e_ListOffsetsRequest_v6, _e_ListOffsetsRequest_v6, _e_ListOffsetsRequest_v6, _e_ListOffsetsRequest_v10, _e_ListOffsetsRequest_v10,)
@@ -4454,21 +4607,24 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf: memoryview, pos:
     (f_partition_index, f_error_code, f_timestamp, f_offset, f_leader_epoch,) = _S_ihqqi.unpack_from(buf, pos)
     pos += 26
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListOffsetsResponse_ListOffsetsPartitionResponse(partition_index=f_partition_index, error_code=f_error_code, timestamp=f_timestamp, offset=f_offset, leader_epoch=f_leader_epoch, unknown_tagged_fields=unknown), pos
 
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: list[Chunk]) -> None:
     out.append(_S_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse, int]:
@@ -4546,12 +4702,15 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf: memoryview, pos: int
             e_partitions, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListOffsetsResponse_ListOffsetsTopicResponse(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -4560,10 +4719,10 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6(o: ListOffsetsResponse.Li
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListOffsetsResponse_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
@@ -4661,12 +4820,15 @@ def _d_ListOffsetsResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
             e_topics, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListOffsetsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -4675,10 +4837,10 @@ def _e_ListOffsetsResponse_v6(o: ListOffsetsResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ListOffsetsResponse._ENCODERS = (_e_ListOffsetsResponse_v0, _e_ListOffsetsResponse_v1, _e_ListOffsetsResponse_v2, _e_ListOffsetsResponse_v2, _e_ListOffsetsResponse_v4, _e_ListOffsetsResponse_v4, _e_ListOffsetsResponse_v6, _e_ListOffsetsResponse_v6, _e_ListOffsetsResponse_v6, _e_ListOffsetsResponse_v6, _e_ListOffsetsResponse_v6, _e_ListOffsetsResponse_v6,)
@@ -4744,43 +4906,49 @@ def _e_MetadataRequest_MetadataRequestTopic_v0(o: MetadataRequest.MetadataReques
 def _d_MetadataRequest_MetadataRequestTopic_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest.MetadataRequestTopic, int]:
     f_name, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataRequest_MetadataRequestTopic(name=f_name, unknown_tagged_fields=unknown), pos
 
 
 def _e_MetadataRequest_MetadataRequestTopic_v9(o: MetadataRequest.MetadataRequestTopic, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.name))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataRequest_MetadataRequestTopic_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest.MetadataRequestTopic, int]:
     f_topic_id, pos = read_uuid(buf, pos)
     f_name, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataRequest_MetadataRequestTopic(topic_id=f_topic_id, name=f_name, unknown_tagged_fields=unknown), pos
 
 
 def _e_MetadataRequest_MetadataRequestTopic_v10(o: MetadataRequest.MetadataRequestTopic, out: list[Chunk]) -> None:
     out.append(write_uuid(o.topic_id))
     out.append(write_compact_nullable_string(o.name))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataRequest_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -4878,12 +5046,15 @@ def _d_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
     (f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations,) = _S_ooo.unpack_from(buf, pos)
     pos += 3
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation, include_cluster_authorized_operations=f_include_cluster_authorized_operations, include_topic_authorized_operations=f_include_topic_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -4892,10 +5063,10 @@ def _e_MetadataRequest_v9(o: MetadataRequest, out: list[Chunk]) -> None:
     for e_topics in o.topics or ():
         _e_MetadataRequest_MetadataRequestTopic_v9(e_topics, out)
     out.append(_S_ooo.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataRequest_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -4911,12 +5082,15 @@ def _d_MetadataRequest_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
     (f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations,) = _S_ooo.unpack_from(buf, pos)
     pos += 3
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation, include_cluster_authorized_operations=f_include_cluster_authorized_operations, include_topic_authorized_operations=f_include_topic_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -4925,10 +5099,10 @@ def _e_MetadataRequest_v10(o: MetadataRequest, out: list[Chunk]) -> None:
     for e_topics in o.topics or ():
         _e_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
     out.append(_S_ooo.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataRequest_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -4944,12 +5118,15 @@ def _d_MetadataRequest_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
     (f_allow_auto_topic_creation, f_include_topic_authorized_operations,) = _S_oo.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation, include_topic_authorized_operations=f_include_topic_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -4958,10 +5135,10 @@ def _e_MetadataRequest_v11(o: MetadataRequest, out: list[Chunk]) -> None:
     for e_topics in o.topics or ():
         _e_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
     out.append(_S_oo.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 MetadataRequest._ENCODERS = (_e_MetadataRequest_v0, _e_MetadataRequest_v1, _e_MetadataRequest_v1, _e_MetadataRequest_v1, _e_MetadataRequest_v4, _e_MetadataRequest_v4, _e_MetadataRequest_v4, _e_MetadataRequest_v4, _e_MetadataRequest_v8, _e_MetadataRequest_v9, _e_MetadataRequest_v10, _e_MetadataRequest_v11, _e_MetadataRequest_v11, _e_MetadataRequest_v11,)
@@ -5115,12 +5292,15 @@ def _d_MetadataResponse_MetadataResponseBroker_v9(buf: memoryview, pos: int) -> 
     pos += 4
     f_rack, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataResponse_MetadataResponseBroker(node_id=f_node_id, host=f_host, port=f_port, rack=f_rack, unknown_tagged_fields=unknown), pos
 
 
@@ -5129,10 +5309,10 @@ def _e_MetadataResponse_MetadataResponseBroker_v9(o: MetadataResponse.MetadataRe
     out.append(write_compact_string(o.host))
     out.append(_S_i.pack(o.port))
     out.append(write_compact_nullable_string(o.rack))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataResponse_MetadataResponsePartition_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponsePartition, int]:
@@ -5259,12 +5439,15 @@ def _d_MetadataResponse_MetadataResponsePartition_v9(buf: memoryview, pos: int) 
     else:
         f_offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataResponse_MetadataResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, leader_epoch=f_leader_epoch, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes, offline_replicas=f_offline_replicas, unknown_tagged_fields=unknown), pos
 
 
@@ -5279,10 +5462,10 @@ def _e_MetadataResponse_MetadataResponsePartition_v9(o: MetadataResponse.Metadat
     out.append(write_compact_array_length(o.offline_replicas, False))
     if o.offline_replicas:
         out.append(write_fixed_array(o.offline_replicas, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataResponse_MetadataResponseTopic_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
@@ -5438,12 +5621,15 @@ def _d_MetadataResponse_MetadataResponseTopic_v9(buf: memoryview, pos: int) -> t
     (f_topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataResponse_MetadataResponseTopic(error_code=f_error_code, name=f_name, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -5455,10 +5641,10 @@ def _e_MetadataResponse_MetadataResponseTopic_v9(o: MetadataResponse.MetadataRes
     for e_partitions in o.partitions or ():
         _e_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
     out.append(_S_i.pack(o.topic_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataResponse_MetadataResponseTopic_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
@@ -5480,12 +5666,15 @@ def _d_MetadataResponse_MetadataResponseTopic_v10(buf: memoryview, pos: int) -> 
     (f_topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataResponse_MetadataResponseTopic(error_code=f_error_code, name=f_name, topic_id=f_topic_id, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -5498,10 +5687,10 @@ def _e_MetadataResponse_MetadataResponseTopic_v10(o: MetadataResponse.MetadataRe
     for e_partitions in o.partitions or ():
         _e_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
     out.append(_S_i.pack(o.topic_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataResponse_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
@@ -5523,12 +5712,15 @@ def _d_MetadataResponse_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> 
     (f_topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataResponse_MetadataResponseTopic(error_code=f_error_code, name=f_name, topic_id=f_topic_id, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -5541,10 +5733,10 @@ def _e_MetadataResponse_MetadataResponseTopic_v12(o: MetadataResponse.MetadataRe
     for e_partitions in o.partitions or ():
         _e_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
     out.append(_S_i.pack(o.topic_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
@@ -5834,12 +6026,15 @@ def _d_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     (f_cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, cluster_authorized_operations=f_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -5854,10 +6049,10 @@ def _e_MetadataResponse_v9(o: MetadataResponse, out: list[Chunk]) -> None:
     for e_topics in o.topics or ():
         _e_MetadataResponse_MetadataResponseTopic_v9(e_topics, out)
     out.append(_S_i.pack(o.cluster_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
@@ -5887,12 +6082,15 @@ def _d_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
     (f_cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, cluster_authorized_operations=f_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -5907,10 +6105,10 @@ def _e_MetadataResponse_v10(o: MetadataResponse, out: list[Chunk]) -> None:
     for e_topics in o.topics or ():
         _e_MetadataResponse_MetadataResponseTopic_v10(e_topics, out)
     out.append(_S_i.pack(o.cluster_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
@@ -5938,12 +6136,15 @@ def _d_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
             e_topics, pos = _d_MetadataResponse_MetadataResponseTopic_v10(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -5957,10 +6158,10 @@ def _e_MetadataResponse_v11(o: MetadataResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_MetadataResponse_MetadataResponseTopic_v10(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
@@ -5988,12 +6189,15 @@ def _d_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
             e_topics, pos = _d_MetadataResponse_MetadataResponseTopic_v12(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -6007,10 +6211,10 @@ def _e_MetadataResponse_v12(o: MetadataResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_MetadataResponse_MetadataResponseTopic_v12(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_MetadataResponse_v13(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
@@ -6040,12 +6244,15 @@ def _d_MetadataResponse_v13(buf: memoryview, pos: int) -> tuple[MetadataResponse
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
@@ -6060,10 +6267,10 @@ def _e_MetadataResponse_v13(o: MetadataResponse, out: list[Chunk]) -> None:
     for e_topics in o.topics or ():
         _e_MetadataResponse_MetadataResponseTopic_v12(e_topics, out)
     out.append(_S_h.pack(o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 MetadataResponse._ENCODERS = (_e_MetadataResponse_v0, _e_MetadataResponse_v1, _e_MetadataResponse_v2, _e_MetadataResponse_v3, _e_MetadataResponse_v3, _e_MetadataResponse_v5, _e_MetadataResponse_v5, _e_MetadataResponse_v7, _e_MetadataResponse_v8, _e_MetadataResponse_v9, _e_MetadataResponse_v10, _e_MetadataResponse_v11, _e_MetadataResponse_v12, _e_MetadataResponse_v13,)
@@ -6368,12 +6575,15 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf: memoryview, pos: i
     (f_is_new,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, adding_replicas=f_adding_replicas, removing_replicas=f_removing_replicas, is_new=f_is_new, unknown_tagged_fields=unknown), pos
 
 
@@ -6393,10 +6603,10 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(o: LeaderAndIsrRequest.
     if o.removing_replicas:
         out.append(write_fixed_array(o.removing_replicas, 'i'))
     out.append(_S_o.pack(o.is_new))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrPartitionState, int]:
@@ -6431,12 +6641,15 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf: memoryview, pos: i
     (f_is_new, f_leader_recovery_state,) = _S_ob.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, adding_replicas=f_adding_replicas, removing_replicas=f_removing_replicas, is_new=f_is_new, leader_recovery_state=f_leader_recovery_state, unknown_tagged_fields=unknown), pos
 
 
@@ -6456,10 +6669,10 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(o: LeaderAndIsrRequest.
     if o.removing_replicas:
         out.append(write_fixed_array(o.removing_replicas, 'i'))
     out.append(_S_ob.pack(o.is_new, o.leader_recovery_state))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrTopicState, int]:
@@ -6516,12 +6729,15 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf: memoryview, pos: int) 
             e_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, pos)
             f_partition_states.append(e_partition_states)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
 
 
@@ -6530,10 +6746,10 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(o: LeaderAndIsrRequest.Lead
     out.append(write_compact_array_length(o.partition_states, False))
     for e_partition_states in o.partition_states or ():
         _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(e_partition_states, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrTopicState, int]:
@@ -6549,12 +6765,15 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf: memoryview, pos: int) 
             e_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, pos)
             f_partition_states.append(e_partition_states)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, topic_id=f_topic_id, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
 
 
@@ -6564,10 +6783,10 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(o: LeaderAndIsrRequest.Lead
     out.append(write_compact_array_length(o.partition_states, False))
     for e_partition_states in o.partition_states or ():
         _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(e_partition_states, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrTopicState, int]:
@@ -6583,12 +6802,15 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf: memoryview, pos: int) 
             e_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, pos)
             f_partition_states.append(e_partition_states)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, topic_id=f_topic_id, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
 
 
@@ -6598,10 +6820,10 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(o: LeaderAndIsrRequest.Lead
     out.append(write_compact_array_length(o.partition_states, False))
     for e_partition_states in o.partition_states or ():
         _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(e_partition_states, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest.LeaderAndIsrLiveLeader, int]:
@@ -6626,12 +6848,15 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf: memoryview, pos: int) 
     (f_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(broker_id=f_broker_id, host_name=f_host_name, port=f_port, unknown_tagged_fields=unknown), pos
 
 
@@ -6639,10 +6864,10 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(o: LeaderAndIsrRequest.Lead
     out.append(_S_i.pack(o.broker_id))
     out.append(write_compact_string(o.host_name))
     out.append(_S_i.pack(o.port))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
@@ -6803,12 +7028,15 @@ def _d_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, pos)
             f_live_leaders.append(e_live_leaders)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
 
 
@@ -6820,10 +7048,10 @@ def _e_LeaderAndIsrRequest_v4(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.live_leaders, False))
     for e_live_leaders in o.live_leaders or ():
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
@@ -6848,12 +7076,15 @@ def _d_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, pos)
             f_live_leaders.append(e_live_leaders)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, type=f_type, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
 
 
@@ -6865,10 +7096,10 @@ def _e_LeaderAndIsrRequest_v5(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.live_leaders, False))
     for e_live_leaders in o.live_leaders or ():
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
@@ -6893,12 +7124,15 @@ def _d_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, pos)
             f_live_leaders.append(e_live_leaders)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, type=f_type, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
 
 
@@ -6910,10 +7144,10 @@ def _e_LeaderAndIsrRequest_v6(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.live_leaders, False))
     for e_live_leaders in o.live_leaders or ():
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
@@ -6938,12 +7172,15 @@ def _d_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, pos)
             f_live_leaders.append(e_live_leaders)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrRequest(controller_id=f_controller_id, is_k_raft_controller=f_is_k_raft_controller, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, type=f_type, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
 
 
@@ -6955,10 +7192,10 @@ def _e_LeaderAndIsrRequest_v7(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.live_leaders, False))
     for e_live_leaders in o.live_leaders or ():
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 LeaderAndIsrRequest._ENCODERS = (_e_LeaderAndIsrRequest_v0, _e_LeaderAndIsrRequest_v1, _e_LeaderAndIsrRequest_v2, _e_LeaderAndIsrRequest_v3, _e_LeaderAndIsrRequest_v4, _e_LeaderAndIsrRequest_v5, _e_LeaderAndIsrRequest_v6, _e_LeaderAndIsrRequest_v7,)
@@ -7045,43 +7282,49 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf: memoryview, pos: 
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrResponse_LeaderAndIsrPartitionError(topic_name=f_topic_name, partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(o: LeaderAndIsrResponse.LeaderAndIsrPartitionError, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.topic_name))
     out.append(_S_ih.pack(o.partition_index, o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse.LeaderAndIsrPartitionError, int]:
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrResponse_LeaderAndIsrPartitionError(partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(o: LeaderAndIsrResponse.LeaderAndIsrPartitionError, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.partition_index, o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse.LeaderAndIsrTopicError, int]:
@@ -7096,12 +7339,15 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf: memoryview, pos: int)
             e_partition_errors, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, pos)
             f_partition_errors.append(e_partition_errors)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrResponse_LeaderAndIsrTopicError(topic_id=f_topic_id, partition_errors=f_partition_errors, unknown_tagged_fields=unknown), pos
 
 
@@ -7110,10 +7356,10 @@ def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(o: LeaderAndIsrResponse.Le
     out.append(write_compact_array_length(o.partition_errors, False))
     for e_partition_errors in o.partition_errors or ():
         _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(e_partition_errors, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrResponse_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
@@ -7151,12 +7397,15 @@ def _d_LeaderAndIsrResponse_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
             e_partition_errors, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, pos)
             f_partition_errors.append(e_partition_errors)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrResponse(error_code=f_error_code, partition_errors=f_partition_errors, unknown_tagged_fields=unknown), pos
 
 
@@ -7165,10 +7414,10 @@ def _e_LeaderAndIsrResponse_v4(o: LeaderAndIsrResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.partition_errors, False))
     for e_partition_errors in o.partition_errors or ():
         _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(e_partition_errors, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaderAndIsrResponse_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
@@ -7184,12 +7433,15 @@ def _d_LeaderAndIsrResponse_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
             e_topics, pos = _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaderAndIsrResponse(error_code=f_error_code, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -7198,10 +7450,10 @@ def _e_LeaderAndIsrResponse_v5(o: LeaderAndIsrResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 LeaderAndIsrResponse._ENCODERS = (_e_LeaderAndIsrResponse_v0, _e_LeaderAndIsrResponse_v0, _e_LeaderAndIsrResponse_v0, _e_LeaderAndIsrResponse_v0, _e_LeaderAndIsrResponse_v4, _e_LeaderAndIsrResponse_v5, _e_LeaderAndIsrResponse_v5, _e_LeaderAndIsrResponse_v5,)
@@ -7352,12 +7604,15 @@ def _d_StopReplicaRequest_StopReplicaTopicV1_v2(buf: memoryview, pos: int) -> tu
     else:
         f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_StopReplicaRequest_StopReplicaTopicV1(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
 
 
@@ -7366,31 +7621,34 @@ def _e_StopReplicaRequest_StopReplicaTopicV1_v2(o: StopReplicaRequest.StopReplic
     out.append(write_compact_array_length(o.partition_indexes, False))
     if o.partition_indexes:
         out.append(write_fixed_array(o.partition_indexes, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_StopReplicaRequest_StopReplicaPartitionState_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequest.StopReplicaPartitionState, int]:
     (f_partition_index, f_leader_epoch, f_delete_partition,) = _S_iio.unpack_from(buf, pos)
     pos += 9
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_StopReplicaRequest_StopReplicaPartitionState(partition_index=f_partition_index, leader_epoch=f_leader_epoch, delete_partition=f_delete_partition, unknown_tagged_fields=unknown), pos
 
 
 def _e_StopReplicaRequest_StopReplicaPartitionState_v3(o: StopReplicaRequest.StopReplicaPartitionState, out: list[Chunk]) -> None:
     out.append(_S_iio.pack(o.partition_index, o.leader_epoch, o.delete_partition))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_StopReplicaRequest_StopReplicaTopicState_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequest.StopReplicaTopicState, int]:
@@ -7405,12 +7663,15 @@ def _d_StopReplicaRequest_StopReplicaTopicState_v3(buf: memoryview, pos: int) ->
             e_partition_states, pos = _d_StopReplicaRequest_StopReplicaPartitionState_v3(buf, pos)
             f_partition_states.append(e_partition_states)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_StopReplicaRequest_StopReplicaTopicState(topic_name=f_topic_name, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
 
 
@@ -7419,10 +7680,10 @@ def _e_StopReplicaRequest_StopReplicaTopicState_v3(o: StopReplicaRequest.StopRep
     out.append(write_compact_array_length(o.partition_states, False))
     for e_partition_states in o.partition_states or ():
         _e_StopReplicaRequest_StopReplicaPartitionState_v3(e_partition_states, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_StopReplicaRequest_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
@@ -7482,12 +7743,15 @@ def _d_StopReplicaRequest_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
             e_topics, pos = _d_StopReplicaRequest_StopReplicaTopicV1_v2(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_StopReplicaRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, delete_partitions=f_delete_partitions, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -7496,10 +7760,10 @@ def _e_StopReplicaRequest_v2(o: StopReplicaRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_StopReplicaRequest_StopReplicaTopicV1_v2(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_StopReplicaRequest_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
@@ -7515,12 +7779,15 @@ def _d_StopReplicaRequest_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
             e_topic_states, pos = _d_StopReplicaRequest_StopReplicaTopicState_v3(buf, pos)
             f_topic_states.append(e_topic_states)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_StopReplicaRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, unknown_tagged_fields=unknown), pos
 
 
@@ -7529,10 +7796,10 @@ def _e_StopReplicaRequest_v3(o: StopReplicaRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.topic_states, False))
     for e_topic_states in o.topic_states or ():
         _e_StopReplicaRequest_StopReplicaTopicState_v3(e_topic_states, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_StopReplicaRequest_v4(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
@@ -7548,12 +7815,15 @@ def _d_StopReplicaRequest_v4(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
             e_topic_states, pos = _d_StopReplicaRequest_StopReplicaTopicState_v3(buf, pos)
             f_topic_states.append(e_topic_states)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_StopReplicaRequest(controller_id=f_controller_id, is_k_raft_controller=f_is_k_raft_controller, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, unknown_tagged_fields=unknown), pos
 
 
@@ -7562,10 +7832,10 @@ def _e_StopReplicaRequest_v4(o: StopReplicaRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.topic_states, False))
     for e_topic_states in o.topic_states or ():
         _e_StopReplicaRequest_StopReplicaTopicState_v3(e_topic_states, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 StopReplicaRequest._ENCODERS = (_e_StopReplicaRequest_v0, _e_StopReplicaRequest_v1, _e_StopReplicaRequest_v2, _e_StopReplicaRequest_v3, _e_StopReplicaRequest_v4,)
@@ -7634,22 +7904,25 @@ def _d_StopReplicaResponse_StopReplicaPartitionError_v2(buf: memoryview, pos: in
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_StopReplicaResponse_StopReplicaPartitionError(topic_name=f_topic_name, partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_StopReplicaResponse_StopReplicaPartitionError_v2(o: StopReplicaResponse.StopReplicaPartitionError, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.topic_name))
     out.append(_S_ih.pack(o.partition_index, o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_StopReplicaResponse_v0(buf: memoryview, pos: int) -> tuple[StopReplicaResponse, int]:
@@ -7687,12 +7960,15 @@ def _d_StopReplicaResponse_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRes
             e_partition_errors, pos = _d_StopReplicaResponse_StopReplicaPartitionError_v2(buf, pos)
             f_partition_errors.append(e_partition_errors)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_StopReplicaResponse(error_code=f_error_code, partition_errors=f_partition_errors, unknown_tagged_fields=unknown), pos
 
 
@@ -7701,10 +7977,10 @@ def _e_StopReplicaResponse_v2(o: StopReplicaResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.partition_errors, False))
     for e_partition_errors in o.partition_errors or ():
         _e_StopReplicaResponse_StopReplicaPartitionError_v2(e_partition_errors, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 StopReplicaResponse._ENCODERS = (_e_StopReplicaResponse_v0, _e_StopReplicaResponse_v0, _e_StopReplicaResponse_v2, _e_StopReplicaResponse_v2, _e_StopReplicaResponse_v2,)
@@ -7979,12 +8255,15 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf: memoryview, po
     else:
         f_offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateMetadataRequest_UpdateMetadataPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, zk_version=f_zk_version, replicas=f_replicas, offline_replicas=f_offline_replicas, unknown_tagged_fields=unknown), pos
 
 
@@ -8000,10 +8279,10 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(o: UpdateMetadataRe
     out.append(write_compact_array_length(o.offline_replicas, False))
     if o.offline_replicas:
         out.append(write_fixed_array(o.offline_replicas, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataTopicState, int]:
@@ -8039,12 +8318,15 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf: memoryview, pos: i
             e_partition_states, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, pos)
             f_partition_states.append(e_partition_states)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateMetadataRequest_UpdateMetadataTopicState(topic_name=f_topic_name, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
 
 
@@ -8053,10 +8335,10 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v6(o: UpdateMetadataReques
     out.append(write_compact_array_length(o.partition_states, False))
     for e_partition_states in o.partition_states or ():
         _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(e_partition_states, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataTopicState, int]:
@@ -8072,12 +8354,15 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf: memoryview, pos: i
             e_partition_states, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, pos)
             f_partition_states.append(e_partition_states)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateMetadataRequest_UpdateMetadataTopicState(topic_name=f_topic_name, topic_id=f_topic_id, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
 
 
@@ -8087,10 +8372,10 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7(o: UpdateMetadataReques
     out.append(write_compact_array_length(o.partition_states, False))
     for e_partition_states in o.partition_states or ():
         _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(e_partition_states, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataEndpoint, int]:
@@ -8133,12 +8418,15 @@ def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf: memoryview, pos: int
     (f_security_protocol,) = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateMetadataRequest_UpdateMetadataEndpoint(port=f_port, host=f_host, listener=f_listener, security_protocol=f_security_protocol, unknown_tagged_fields=unknown), pos
 
 
@@ -8147,10 +8435,10 @@ def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(o: UpdateMetadataRequest.
     out.append(write_compact_string(o.host))
     out.append(write_compact_string(o.listener))
     out.append(_S_h.pack(o.security_protocol))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest.UpdateMetadataBroker, int]:
@@ -8252,12 +8540,15 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf: memoryview, pos: int) 
             f_endpoints.append(e_endpoints)
     f_rack, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateMetadataRequest_UpdateMetadataBroker(id=f_id, endpoints=f_endpoints, rack=f_rack, unknown_tagged_fields=unknown), pos
 
 
@@ -8267,10 +8558,10 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(o: UpdateMetadataRequest.Up
     for e_endpoints in o.endpoints or ():
         _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(e_endpoints, out)
     out.append(write_compact_nullable_string(o.rack))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
@@ -8499,12 +8790,15 @@ def _d_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
             e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, pos)
             f_live_brokers.append(e_live_brokers)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_brokers=f_live_brokers, unknown_tagged_fields=unknown), pos
 
 
@@ -8516,10 +8810,10 @@ def _e_UpdateMetadataRequest_v6(o: UpdateMetadataRequest, out: list[Chunk]) -> N
     out.append(write_compact_array_length(o.live_brokers, False))
     for e_live_brokers in o.live_brokers or ():
         _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(e_live_brokers, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
@@ -8544,12 +8838,15 @@ def _d_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
             e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, pos)
             f_live_brokers.append(e_live_brokers)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_brokers=f_live_brokers, unknown_tagged_fields=unknown), pos
 
 
@@ -8561,10 +8858,10 @@ def _e_UpdateMetadataRequest_v7(o: UpdateMetadataRequest, out: list[Chunk]) -> N
     out.append(write_compact_array_length(o.live_brokers, False))
     for e_live_brokers in o.live_brokers or ():
         _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(e_live_brokers, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
@@ -8590,17 +8887,20 @@ def _d_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
             f_live_brokers.append(e_live_brokers)
     f_type: int = 0
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            (f_type,) = _S_b.unpack_from(raw, _p)
-            _p += 1
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                (f_type,) = _S_b.unpack_from(raw, _p)
+                _p += 1
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_UpdateMetadataRequest(controller_id=f_controller_id, is_k_raft_controller=f_is_k_raft_controller, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_brokers=f_live_brokers, type=f_type, unknown_tagged_fields=unknown), pos
 
 
@@ -8665,21 +8965,24 @@ def _d_UpdateMetadataResponse_v6(buf: memoryview, pos: int) -> tuple[UpdateMetad
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateMetadataResponse(error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_UpdateMetadataResponse_v6(o: UpdateMetadataResponse, out: list[Chunk]) -> None:
     out.append(_S_h.pack(o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 UpdateMetadataResponse._ENCODERS = (_e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v0, _e_UpdateMetadataResponse_v6, _e_UpdateMetadataResponse_v6, _e_UpdateMetadataResponse_v6,)
@@ -8737,21 +9040,24 @@ def _d_ControlledShutdownRequest_v3(buf: memoryview, pos: int) -> tuple[Controll
     (f_broker_id, f_broker_epoch,) = _S_iq.unpack_from(buf, pos)
     pos += 12
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ControlledShutdownRequest(broker_id=f_broker_id, broker_epoch=f_broker_epoch, unknown_tagged_fields=unknown), pos
 
 
 def _e_ControlledShutdownRequest_v3(o: ControlledShutdownRequest, out: list[Chunk]) -> None:
     out.append(_S_iq.pack(o.broker_id, o.broker_epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ControlledShutdownRequest._ENCODERS = (_e_ControlledShutdownRequest_v0, _e_ControlledShutdownRequest_v0, _e_ControlledShutdownRequest_v2, _e_ControlledShutdownRequest_v3,)
@@ -8818,22 +9124,25 @@ def _d_ControlledShutdownResponse_RemainingPartition_v3(buf: memoryview, pos: in
     (f_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ControlledShutdownResponse_RemainingPartition(topic_name=f_topic_name, partition_index=f_partition_index, unknown_tagged_fields=unknown), pos
 
 
 def _e_ControlledShutdownResponse_RemainingPartition_v3(o: ControlledShutdownResponse.RemainingPartition, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.topic_name))
     out.append(_S_i.pack(o.partition_index))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ControlledShutdownResponse_v0(buf: memoryview, pos: int) -> tuple[ControlledShutdownResponse, int]:
@@ -8871,12 +9180,15 @@ def _d_ControlledShutdownResponse_v3(buf: memoryview, pos: int) -> tuple[Control
             e_remaining_partitions, pos = _d_ControlledShutdownResponse_RemainingPartition_v3(buf, pos)
             f_remaining_partitions.append(e_remaining_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ControlledShutdownResponse(error_code=f_error_code, remaining_partitions=f_remaining_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -8885,10 +9197,10 @@ def _e_ControlledShutdownResponse_v3(o: ControlledShutdownResponse, out: list[Ch
     out.append(write_compact_array_length(o.remaining_partitions, False))
     for e_remaining_partitions in o.remaining_partitions or ():
         _e_ControlledShutdownResponse_RemainingPartition_v3(e_remaining_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ControlledShutdownResponse._ENCODERS = (_e_ControlledShutdownResponse_v0, _e_ControlledShutdownResponse_v0, _e_ControlledShutdownResponse_v0, _e_ControlledShutdownResponse_v3,)
@@ -9011,22 +9323,25 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf: memoryview, pos:
     pos += 16
     f_committed_metadata, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetCommitRequest_OffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, committed_metadata=f_committed_metadata, unknown_tagged_fields=unknown), pos
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8(o: OffsetCommitRequest.OffsetCommitRequestPartition, out: list[Chunk]) -> None:
     out.append(_S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     out.append(write_compact_nullable_string(o.committed_metadata))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest.OffsetCommitRequestTopic, int]:
@@ -9104,12 +9419,15 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf: memoryview, pos: int
             e_partitions, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetCommitRequest_OffsetCommitRequestTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -9118,10 +9436,10 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8(o: OffsetCommitRequest.Of
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest.OffsetCommitRequestTopic, int]:
@@ -9136,12 +9454,15 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf: memoryview, pos: in
             e_partitions, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetCommitRequest_OffsetCommitRequestTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -9150,10 +9471,10 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v10(o: OffsetCommitRequest.O
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
@@ -9328,12 +9649,15 @@ def _d_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
             e_topics, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, group_instance_id=f_group_instance_id, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -9345,10 +9669,10 @@ def _e_OffsetCommitRequest_v8(o: OffsetCommitRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetCommitRequest_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
@@ -9367,12 +9691,15 @@ def _d_OffsetCommitRequest_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitR
             e_topics, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, group_instance_id=f_group_instance_id, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -9384,10 +9711,10 @@ def _e_OffsetCommitRequest_v10(o: OffsetCommitRequest, out: list[Chunk]) -> None
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_OffsetCommitRequest_OffsetCommitRequestTopic_v10(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 OffsetCommitRequest._ENCODERS = (_e_OffsetCommitRequest_v0, _e_OffsetCommitRequest_v1, _e_OffsetCommitRequest_v2, _e_OffsetCommitRequest_v2, _e_OffsetCommitRequest_v2, _e_OffsetCommitRequest_v5, _e_OffsetCommitRequest_v6, _e_OffsetCommitRequest_v7, _e_OffsetCommitRequest_v8, _e_OffsetCommitRequest_v8, _e_OffsetCommitRequest_v10,)
@@ -9469,21 +9796,24 @@ def _d_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf: memoryview, po
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetCommitResponse_OffsetCommitResponsePartition(partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_OffsetCommitResponse_OffsetCommitResponsePartition_v8(o: OffsetCommitResponse.OffsetCommitResponsePartition, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.partition_index, o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse.OffsetCommitResponseTopic, int]:
@@ -9519,12 +9849,15 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf: memoryview, pos: i
             e_partitions, pos = _d_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetCommitResponse_OffsetCommitResponseTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -9533,10 +9866,10 @@ def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v8(o: OffsetCommitResponse
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_OffsetCommitResponse_OffsetCommitResponsePartition_v8(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse.OffsetCommitResponseTopic, int]:
@@ -9551,12 +9884,15 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf: memoryview, pos: 
             e_partitions, pos = _d_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetCommitResponse_OffsetCommitResponseTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -9565,10 +9901,10 @@ def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v10(o: OffsetCommitRespons
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_OffsetCommitResponse_OffsetCommitResponsePartition_v8(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetCommitResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
@@ -9625,12 +9961,15 @@ def _d_OffsetCommitResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitR
             e_topics, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -9639,10 +9978,10 @@ def _e_OffsetCommitResponse_v8(o: OffsetCommitResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_OffsetCommitResponse_OffsetCommitResponseTopic_v8(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetCommitResponse_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
@@ -9658,12 +9997,15 @@ def _d_OffsetCommitResponse_v10(buf: memoryview, pos: int) -> tuple[OffsetCommit
             e_topics, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -9672,10 +10014,10 @@ def _e_OffsetCommitResponse_v10(o: OffsetCommitResponse, out: list[Chunk]) -> No
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_OffsetCommitResponse_OffsetCommitResponseTopic_v10(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 OffsetCommitResponse._ENCODERS = (_e_OffsetCommitResponse_v0, _e_OffsetCommitResponse_v0, _e_OffsetCommitResponse_v0, _e_OffsetCommitResponse_v3, _e_OffsetCommitResponse_v3, _e_OffsetCommitResponse_v3, _e_OffsetCommitResponse_v3, _e_OffsetCommitResponse_v3, _e_OffsetCommitResponse_v8, _e_OffsetCommitResponse_v8, _e_OffsetCommitResponse_v10,)
@@ -9794,12 +10136,15 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf: memoryview, pos: int) 
     else:
         f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchRequest_OffsetFetchRequestTopic(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
 
 
@@ -9808,10 +10153,10 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6(o: OffsetFetchRequest.Offse
     out.append(write_compact_array_length(o.partition_indexes, False))
     if o.partition_indexes:
         out.append(write_fixed_array(o.partition_indexes, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestTopics, int]:
@@ -9823,12 +10168,15 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf: memoryview, pos: int)
     else:
         f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchRequest_OffsetFetchRequestTopics(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
 
 
@@ -9837,10 +10185,10 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopics_v8(o: OffsetFetchRequest.Offs
     out.append(write_compact_array_length(o.partition_indexes, False))
     if o.partition_indexes:
         out.append(write_fixed_array(o.partition_indexes, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestTopics, int]:
@@ -9852,12 +10200,15 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf: memoryview, pos: int
     else:
         f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchRequest_OffsetFetchRequestTopics(topic_id=f_topic_id, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
 
 
@@ -9866,10 +10217,10 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopics_v10(o: OffsetFetchRequest.Off
     out.append(write_compact_array_length(o.partition_indexes, False))
     if o.partition_indexes:
         out.append(write_fixed_array(o.partition_indexes, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup, int]:
@@ -9884,12 +10235,15 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf: memoryview, pos: int) 
             e_topics, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchRequest_OffsetFetchRequestGroup(group_id=f_group_id, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -9898,10 +10252,10 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v8(o: OffsetFetchRequest.Offse
     out.append(write_compact_array_length(o.topics, True))
     for e_topics in o.topics or ():
         _e_OffsetFetchRequest_OffsetFetchRequestTopics_v8(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup, int]:
@@ -9919,12 +10273,15 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf: memoryview, pos: int) 
             e_topics, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchRequest_OffsetFetchRequestGroup(group_id=f_group_id, member_id=f_member_id, member_epoch=f_member_epoch, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -9935,10 +10292,10 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(o: OffsetFetchRequest.Offse
     out.append(write_compact_array_length(o.topics, True))
     for e_topics in o.topics or ():
         _e_OffsetFetchRequest_OffsetFetchRequestTopics_v8(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup, int]:
@@ -9956,12 +10313,15 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf: memoryview, pos: int)
             e_topics, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchRequest_OffsetFetchRequestGroup(group_id=f_group_id, member_id=f_member_id, member_epoch=f_member_epoch, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -9972,10 +10332,10 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v10(o: OffsetFetchRequest.Offs
     out.append(write_compact_array_length(o.topics, True))
     for e_topics in o.topics or ():
         _e_OffsetFetchRequest_OffsetFetchRequestTopics_v10(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -10032,12 +10392,15 @@ def _d_OffsetFetchRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             e_topics, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchRequest(group_id=f_group_id, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -10046,10 +10409,10 @@ def _e_OffsetFetchRequest_v6(o: OffsetFetchRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.topics, True))
     for e_topics in o.topics or ():
         _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -10066,12 +10429,15 @@ def _d_OffsetFetchRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     (f_require_stable,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchRequest(group_id=f_group_id, topics=f_topics, require_stable=f_require_stable, unknown_tagged_fields=unknown), pos
 
 
@@ -10081,10 +10447,10 @@ def _e_OffsetFetchRequest_v7(o: OffsetFetchRequest, out: list[Chunk]) -> None:
     for e_topics in o.topics or ():
         _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6(e_topics, out)
     out.append(_S_o.pack(o.require_stable))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -10100,12 +10466,15 @@ def _d_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     (f_require_stable,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchRequest(groups=f_groups, require_stable=f_require_stable, unknown_tagged_fields=unknown), pos
 
 
@@ -10114,10 +10483,10 @@ def _e_OffsetFetchRequest_v8(o: OffsetFetchRequest, out: list[Chunk]) -> None:
     for e_groups in o.groups or ():
         _e_OffsetFetchRequest_OffsetFetchRequestGroup_v8(e_groups, out)
     out.append(_S_o.pack(o.require_stable))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchRequest_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -10133,12 +10502,15 @@ def _d_OffsetFetchRequest_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     (f_require_stable,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchRequest(groups=f_groups, require_stable=f_require_stable, unknown_tagged_fields=unknown), pos
 
 
@@ -10147,10 +10519,10 @@ def _e_OffsetFetchRequest_v9(o: OffsetFetchRequest, out: list[Chunk]) -> None:
     for e_groups in o.groups or ():
         _e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(e_groups, out)
     out.append(_S_o.pack(o.require_stable))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchRequest_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -10166,12 +10538,15 @@ def _d_OffsetFetchRequest_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchReq
     (f_require_stable,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchRequest(groups=f_groups, require_stable=f_require_stable, unknown_tagged_fields=unknown), pos
 
 
@@ -10180,10 +10555,10 @@ def _e_OffsetFetchRequest_v10(o: OffsetFetchRequest, out: list[Chunk]) -> None:
     for e_groups in o.groups or ():
         _e_OffsetFetchRequest_OffsetFetchRequestGroup_v10(e_groups, out)
     out.append(_S_o.pack(o.require_stable))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 OffsetFetchRequest._ENCODERS = (_e_OffsetFetchRequest_v0, _e_OffsetFetchRequest_v0, _e_OffsetFetchRequest_v2, _e_OffsetFetchRequest_v2, _e_OffsetFetchRequest_v2, _e_OffsetFetchRequest_v2, _e_OffsetFetchRequest_v6, _e_OffsetFetchRequest_v7, _e_OffsetFetchRequest_v8, _e_OffsetFetchRequest_v9, _e_OffsetFetchRequest_v10,)
@@ -10354,12 +10729,15 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf: memoryview, pos:
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchResponse_OffsetFetchResponsePartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, metadata=f_metadata, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
@@ -10367,10 +10745,10 @@ def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v6(o: OffsetFetchRespons
     out.append(_S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     out.append(write_compact_nullable_string(o.metadata))
     out.append(_S_h.pack(o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopic, int]:
@@ -10427,12 +10805,15 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf: memoryview, pos: int
             e_partitions, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchResponse_OffsetFetchResponseTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -10441,10 +10822,10 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v6(o: OffsetFetchResponse.Of
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_OffsetFetchResponse_OffsetFetchResponsePartition_v6(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponsePartitions, int]:
@@ -10454,12 +10835,15 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf: memoryview, pos
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchResponse_OffsetFetchResponsePartitions(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, metadata=f_metadata, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
@@ -10467,10 +10851,10 @@ def _e_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(o: OffsetFetchRespon
     out.append(_S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     out.append(write_compact_nullable_string(o.metadata))
     out.append(_S_h.pack(o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopics, int]:
@@ -10485,12 +10869,15 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf: memoryview, pos: in
             e_partitions, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchResponse_OffsetFetchResponseTopics(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -10499,10 +10886,10 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopics_v8(o: OffsetFetchResponse.O
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopics, int]:
@@ -10517,12 +10904,15 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf: memoryview, pos: i
             e_partitions, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchResponse_OffsetFetchResponseTopics(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -10531,10 +10921,10 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopics_v10(o: OffsetFetchResponse.
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseGroup, int]:
@@ -10551,12 +10941,15 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchResponse_OffsetFetchResponseGroup(group_id=f_group_id, topics=f_topics, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
@@ -10566,10 +10959,10 @@ def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v8(o: OffsetFetchResponse.Of
     for e_topics in o.topics or ():
         _e_OffsetFetchResponse_OffsetFetchResponseTopics_v8(e_topics, out)
     out.append(_S_h.pack(o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseGroup, int]:
@@ -10586,12 +10979,15 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf: memoryview, pos: in
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchResponse_OffsetFetchResponseGroup(group_id=f_group_id, topics=f_topics, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
@@ -10601,10 +10997,10 @@ def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v10(o: OffsetFetchResponse.O
     for e_topics in o.topics or ():
         _e_OffsetFetchResponse_OffsetFetchResponseTopics_v10(e_topics, out)
     out.append(_S_h.pack(o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
@@ -10713,12 +11109,15 @@ def _d_OffsetFetchResponse_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
@@ -10728,10 +11127,10 @@ def _e_OffsetFetchResponse_v6(o: OffsetFetchResponse, out: list[Chunk]) -> None:
     for e_topics in o.topics or ():
         _e_OffsetFetchResponse_OffsetFetchResponseTopic_v6(e_topics, out)
     out.append(_S_h.pack(o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
@@ -10747,12 +11146,15 @@ def _d_OffsetFetchResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
             e_groups, pos = _d_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, pos)
             f_groups.append(e_groups)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups, unknown_tagged_fields=unknown), pos
 
 
@@ -10761,10 +11163,10 @@ def _e_OffsetFetchResponse_v8(o: OffsetFetchResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.groups, False))
     for e_groups in o.groups or ():
         _e_OffsetFetchResponse_OffsetFetchResponseGroup_v8(e_groups, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetFetchResponse_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
@@ -10780,12 +11182,15 @@ def _d_OffsetFetchResponse_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchRe
             e_groups, pos = _d_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, pos)
             f_groups.append(e_groups)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups, unknown_tagged_fields=unknown), pos
 
 
@@ -10794,10 +11199,10 @@ def _e_OffsetFetchResponse_v10(o: OffsetFetchResponse, out: list[Chunk]) -> None
     out.append(write_compact_array_length(o.groups, False))
     for e_groups in o.groups or ():
         _e_OffsetFetchResponse_OffsetFetchResponseGroup_v10(e_groups, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 OffsetFetchResponse._ENCODERS = (_e_OffsetFetchResponse_v0, _e_OffsetFetchResponse_v0, _e_OffsetFetchResponse_v2, _e_OffsetFetchResponse_v3, _e_OffsetFetchResponse_v3, _e_OffsetFetchResponse_v5, _e_OffsetFetchResponse_v6, _e_OffsetFetchResponse_v6, _e_OffsetFetchResponse_v8, _e_OffsetFetchResponse_v8, _e_OffsetFetchResponse_v10,)
@@ -10859,22 +11264,25 @@ def _d_FindCoordinatorRequest_v3(buf: memoryview, pos: int) -> tuple[FindCoordin
     (f_key_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FindCoordinatorRequest(key=f_key, key_type=f_key_type, unknown_tagged_fields=unknown), pos
 
 
 def _e_FindCoordinatorRequest_v3(o: FindCoordinatorRequest, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.key))
     out.append(_S_b.pack(o.key_type))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
@@ -10890,12 +11298,15 @@ def _d_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoordin
             e_coordinator_keys, pos = read_compact_string(buf, pos)
             f_coordinator_keys.append(e_coordinator_keys)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FindCoordinatorRequest(key_type=f_key_type, coordinator_keys=f_coordinator_keys, unknown_tagged_fields=unknown), pos
 
 
@@ -10904,10 +11315,10 @@ def _e_FindCoordinatorRequest_v4(o: FindCoordinatorRequest, out: list[Chunk]) ->
     out.append(write_compact_array_length(o.coordinator_keys, False))
     for e_coordinator_keys in o.coordinator_keys or ():
         out.append(write_compact_string(e_coordinator_keys))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 FindCoordinatorRequest._ENCODERS = (_e_FindCoordinatorRequest_v0, _e_FindCoordinatorRequest_v1, _e_FindCoordinatorRequest_v1, _e_FindCoordinatorRequest_v3, _e_FindCoordinatorRequest_v4, _e_FindCoordinatorRequest_v4, _e_FindCoordinatorRequest_v4,)
@@ -10984,12 +11395,15 @@ def _d_FindCoordinatorResponse_Coordinator_v4(buf: memoryview, pos: int) -> tupl
     pos += 6
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FindCoordinatorResponse_Coordinator(key=f_key, node_id=f_node_id, host=f_host, port=f_port, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
 
 
@@ -10999,10 +11413,10 @@ def _e_FindCoordinatorResponse_Coordinator_v4(o: FindCoordinatorResponse.Coordin
     out.append(write_compact_string(o.host))
     out.append(_S_ih.pack(o.port, o.error_code))
     out.append(write_compact_nullable_string(o.error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FindCoordinatorResponse_v0(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
@@ -11050,12 +11464,15 @@ def _d_FindCoordinatorResponse_v3(buf: memoryview, pos: int) -> tuple[FindCoordi
     (f_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FindCoordinatorResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, node_id=f_node_id, host=f_host, port=f_port, unknown_tagged_fields=unknown), pos
 
 
@@ -11065,10 +11482,10 @@ def _e_FindCoordinatorResponse_v3(o: FindCoordinatorResponse, out: list[Chunk]) 
     out.append(_S_i.pack(o.node_id))
     out.append(write_compact_string(o.host))
     out.append(_S_i.pack(o.port))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_FindCoordinatorResponse_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
@@ -11084,12 +11501,15 @@ def _d_FindCoordinatorResponse_v4(buf: memoryview, pos: int) -> tuple[FindCoordi
             e_coordinators, pos = _d_FindCoordinatorResponse_Coordinator_v4(buf, pos)
             f_coordinators.append(e_coordinators)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_FindCoordinatorResponse(throttle_time_ms=f_throttle_time_ms, coordinators=f_coordinators, unknown_tagged_fields=unknown), pos
 
 
@@ -11098,10 +11518,10 @@ def _e_FindCoordinatorResponse_v4(o: FindCoordinatorResponse, out: list[Chunk]) 
     out.append(write_compact_array_length(o.coordinators, False))
     for e_coordinators in o.coordinators or ():
         _e_FindCoordinatorResponse_Coordinator_v4(e_coordinators, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 FindCoordinatorResponse._ENCODERS = (_e_FindCoordinatorResponse_v0, _e_FindCoordinatorResponse_v1, _e_FindCoordinatorResponse_v1, _e_FindCoordinatorResponse_v3, _e_FindCoordinatorResponse_v4, _e_FindCoordinatorResponse_v4, _e_FindCoordinatorResponse_v4,)
@@ -11178,22 +11598,25 @@ def _d_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf: memoryview, pos: int) -
     f_name, pos = read_compact_string(buf, pos)
     f_metadata, pos = read_compact_bytes(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_JoinGroupRequest_JoinGroupRequestProtocol(name=f_name, metadata=f_metadata, unknown_tagged_fields=unknown), pos
 
 
 def _e_JoinGroupRequest_JoinGroupRequestProtocol_v6(o: JoinGroupRequest.JoinGroupRequestProtocol, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.name))
     out.append(write_compact_bytes(o.metadata))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_JoinGroupRequest_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
@@ -11299,12 +11722,15 @@ def _d_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
             e_protocols, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, pos)
             f_protocols.append(e_protocols)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, rebalance_timeout_ms=f_rebalance_timeout_ms, member_id=f_member_id, group_instance_id=f_group_instance_id, protocol_type=f_protocol_type, protocols=f_protocols, unknown_tagged_fields=unknown), pos
 
 
@@ -11317,10 +11743,10 @@ def _e_JoinGroupRequest_v6(o: JoinGroupRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.protocols, False))
     for e_protocols in o.protocols or ():
         _e_JoinGroupRequest_JoinGroupRequestProtocol_v6(e_protocols, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
@@ -11341,12 +11767,15 @@ def _d_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
             f_protocols.append(e_protocols)
     f_reason, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, rebalance_timeout_ms=f_rebalance_timeout_ms, member_id=f_member_id, group_instance_id=f_group_instance_id, protocol_type=f_protocol_type, protocols=f_protocols, reason=f_reason, unknown_tagged_fields=unknown), pos
 
 
@@ -11360,10 +11789,10 @@ def _e_JoinGroupRequest_v8(o: JoinGroupRequest, out: list[Chunk]) -> None:
     for e_protocols in o.protocols or ():
         _e_JoinGroupRequest_JoinGroupRequestProtocol_v6(e_protocols, out)
     out.append(write_compact_nullable_string(o.reason))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 JoinGroupRequest._ENCODERS = (_e_JoinGroupRequest_v0, _e_JoinGroupRequest_v1, _e_JoinGroupRequest_v1, _e_JoinGroupRequest_v1, _e_JoinGroupRequest_v1, _e_JoinGroupRequest_v5, _e_JoinGroupRequest_v6, _e_JoinGroupRequest_v6, _e_JoinGroupRequest_v8, _e_JoinGroupRequest_v8,)
@@ -11458,12 +11887,15 @@ def _d_JoinGroupResponse_JoinGroupResponseMember_v6(buf: memoryview, pos: int) -
     f_group_instance_id, pos = read_compact_nullable_string(buf, pos)
     f_metadata, pos = read_compact_bytes(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_JoinGroupResponse_JoinGroupResponseMember(member_id=f_member_id, group_instance_id=f_group_instance_id, metadata=f_metadata, unknown_tagged_fields=unknown), pos
 
 
@@ -11471,10 +11903,10 @@ def _e_JoinGroupResponse_JoinGroupResponseMember_v6(o: JoinGroupResponse.JoinGro
     out.append(write_compact_string(o.member_id))
     out.append(write_compact_nullable_string(o.group_instance_id))
     out.append(write_compact_bytes(o.metadata))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
@@ -11577,12 +12009,15 @@ def _d_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
             e_members, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v6(buf, pos)
             f_members.append(e_members)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members, unknown_tagged_fields=unknown), pos
 
 
@@ -11594,10 +12029,10 @@ def _e_JoinGroupResponse_v6(o: JoinGroupResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.members, False))
     for e_members in o.members or ():
         _e_JoinGroupResponse_JoinGroupResponseMember_v6(e_members, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
@@ -11617,12 +12052,15 @@ def _d_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
             e_members, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v6(buf, pos)
             f_members.append(e_members)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_type=f_protocol_type, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members, unknown_tagged_fields=unknown), pos
 
 
@@ -11635,10 +12073,10 @@ def _e_JoinGroupResponse_v7(o: JoinGroupResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.members, False))
     for e_members in o.members or ():
         _e_JoinGroupResponse_JoinGroupResponseMember_v6(e_members, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
@@ -11660,12 +12098,15 @@ def _d_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
             e_members, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v6(buf, pos)
             f_members.append(e_members)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_type=f_protocol_type, protocol_name=f_protocol_name, leader=f_leader, skip_assignment=f_skip_assignment, member_id=f_member_id, members=f_members, unknown_tagged_fields=unknown), pos
 
 
@@ -11679,10 +12120,10 @@ def _e_JoinGroupResponse_v9(o: JoinGroupResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.members, False))
     for e_members in o.members or ():
         _e_JoinGroupResponse_JoinGroupResponseMember_v6(e_members, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 JoinGroupResponse._ENCODERS = (_e_JoinGroupResponse_v0, _e_JoinGroupResponse_v0, _e_JoinGroupResponse_v2, _e_JoinGroupResponse_v2, _e_JoinGroupResponse_v2, _e_JoinGroupResponse_v5, _e_JoinGroupResponse_v6, _e_JoinGroupResponse_v7, _e_JoinGroupResponse_v7, _e_JoinGroupResponse_v9,)
@@ -11757,12 +12198,15 @@ def _d_HeartbeatRequest_v4(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
     f_member_id, pos = read_compact_string(buf, pos)
     f_group_instance_id, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_HeartbeatRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, unknown_tagged_fields=unknown), pos
 
 
@@ -11771,10 +12215,10 @@ def _e_HeartbeatRequest_v4(o: HeartbeatRequest, out: list[Chunk]) -> None:
     out.append(_S_i.pack(o.generation_id))
     out.append(write_compact_string(o.member_id))
     out.append(write_compact_nullable_string(o.group_instance_id))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 HeartbeatRequest._ENCODERS = (_e_HeartbeatRequest_v0, _e_HeartbeatRequest_v0, _e_HeartbeatRequest_v0, _e_HeartbeatRequest_v3, _e_HeartbeatRequest_v4,)
@@ -11832,21 +12276,24 @@ def _d_HeartbeatResponse_v4(buf: memoryview, pos: int) -> tuple[HeartbeatRespons
     (f_throttle_time_ms, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_HeartbeatResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_HeartbeatResponse_v4(o: HeartbeatResponse, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.throttle_time_ms, o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 HeartbeatResponse._ENCODERS = (_e_HeartbeatResponse_v0, _e_HeartbeatResponse_v1, _e_HeartbeatResponse_v1, _e_HeartbeatResponse_v1, _e_HeartbeatResponse_v4,)
@@ -11915,22 +12362,25 @@ def _d_LeaveGroupRequest_MemberIdentity_v4(buf: memoryview, pos: int) -> tuple[L
     f_member_id, pos = read_compact_string(buf, pos)
     f_group_instance_id, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaveGroupRequest_MemberIdentity(member_id=f_member_id, group_instance_id=f_group_instance_id, unknown_tagged_fields=unknown), pos
 
 
 def _e_LeaveGroupRequest_MemberIdentity_v4(o: LeaveGroupRequest.MemberIdentity, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.member_id))
     out.append(write_compact_nullable_string(o.group_instance_id))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaveGroupRequest_MemberIdentity_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest.MemberIdentity, int]:
@@ -11938,12 +12388,15 @@ def _d_LeaveGroupRequest_MemberIdentity_v5(buf: memoryview, pos: int) -> tuple[L
     f_group_instance_id, pos = read_compact_nullable_string(buf, pos)
     f_reason, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaveGroupRequest_MemberIdentity(member_id=f_member_id, group_instance_id=f_group_instance_id, reason=f_reason, unknown_tagged_fields=unknown), pos
 
 
@@ -11951,10 +12404,10 @@ def _e_LeaveGroupRequest_MemberIdentity_v5(o: LeaveGroupRequest.MemberIdentity, 
     out.append(write_compact_string(o.member_id))
     out.append(write_compact_nullable_string(o.group_instance_id))
     out.append(write_compact_nullable_string(o.reason))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaveGroupRequest_v0(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
@@ -12001,12 +12454,15 @@ def _d_LeaveGroupRequest_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
             e_members, pos = _d_LeaveGroupRequest_MemberIdentity_v4(buf, pos)
             f_members.append(e_members)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaveGroupRequest(group_id=f_group_id, members=f_members, unknown_tagged_fields=unknown), pos
 
 
@@ -12015,10 +12471,10 @@ def _e_LeaveGroupRequest_v4(o: LeaveGroupRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.members, False))
     for e_members in o.members or ():
         _e_LeaveGroupRequest_MemberIdentity_v4(e_members, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaveGroupRequest_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
@@ -12033,12 +12489,15 @@ def _d_LeaveGroupRequest_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
             e_members, pos = _d_LeaveGroupRequest_MemberIdentity_v5(buf, pos)
             f_members.append(e_members)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaveGroupRequest(group_id=f_group_id, members=f_members, unknown_tagged_fields=unknown), pos
 
 
@@ -12047,10 +12506,10 @@ def _e_LeaveGroupRequest_v5(o: LeaveGroupRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.members, False))
     for e_members in o.members or ():
         _e_LeaveGroupRequest_MemberIdentity_v5(e_members, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 LeaveGroupRequest._ENCODERS = (_e_LeaveGroupRequest_v0, _e_LeaveGroupRequest_v0, _e_LeaveGroupRequest_v0, _e_LeaveGroupRequest_v3, _e_LeaveGroupRequest_v4, _e_LeaveGroupRequest_v5,)
@@ -12124,12 +12583,15 @@ def _d_LeaveGroupResponse_MemberResponse_v4(buf: memoryview, pos: int) -> tuple[
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaveGroupResponse_MemberResponse(member_id=f_member_id, group_instance_id=f_group_instance_id, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
@@ -12137,10 +12599,10 @@ def _e_LeaveGroupResponse_MemberResponse_v4(o: LeaveGroupResponse.MemberResponse
     out.append(write_compact_string(o.member_id))
     out.append(write_compact_nullable_string(o.group_instance_id))
     out.append(_S_h.pack(o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_LeaveGroupResponse_v0(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
@@ -12198,12 +12660,15 @@ def _d_LeaveGroupResponse_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRespo
             e_members, pos = _d_LeaveGroupResponse_MemberResponse_v4(buf, pos)
             f_members.append(e_members)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_LeaveGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, members=f_members, unknown_tagged_fields=unknown), pos
 
 
@@ -12212,10 +12677,10 @@ def _e_LeaveGroupResponse_v4(o: LeaveGroupResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.members, False))
     for e_members in o.members or ():
         _e_LeaveGroupResponse_MemberResponse_v4(e_members, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 LeaveGroupResponse._ENCODERS = (_e_LeaveGroupResponse_v0, _e_LeaveGroupResponse_v1, _e_LeaveGroupResponse_v1, _e_LeaveGroupResponse_v3, _e_LeaveGroupResponse_v4, _e_LeaveGroupResponse_v4,)
@@ -12290,22 +12755,25 @@ def _d_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf: memoryview, pos: int)
     f_member_id, pos = read_compact_string(buf, pos)
     f_assignment, pos = read_compact_bytes(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_SyncGroupRequest_SyncGroupRequestAssignment(member_id=f_member_id, assignment=f_assignment, unknown_tagged_fields=unknown), pos
 
 
 def _e_SyncGroupRequest_SyncGroupRequestAssignment_v4(o: SyncGroupRequest.SyncGroupRequestAssignment, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.member_id))
     out.append(write_compact_bytes(o.assignment))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_SyncGroupRequest_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
@@ -12378,12 +12846,15 @@ def _d_SyncGroupRequest_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
             e_assignments, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, pos)
             f_assignments.append(e_assignments)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_SyncGroupRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, assignments=f_assignments, unknown_tagged_fields=unknown), pos
 
 
@@ -12395,10 +12866,10 @@ def _e_SyncGroupRequest_v4(o: SyncGroupRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.assignments, False))
     for e_assignments in o.assignments or ():
         _e_SyncGroupRequest_SyncGroupRequestAssignment_v4(e_assignments, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
@@ -12419,12 +12890,15 @@ def _d_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
             e_assignments, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, pos)
             f_assignments.append(e_assignments)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_SyncGroupRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, protocol_type=f_protocol_type, protocol_name=f_protocol_name, assignments=f_assignments, unknown_tagged_fields=unknown), pos
 
 
@@ -12438,10 +12912,10 @@ def _e_SyncGroupRequest_v5(o: SyncGroupRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.assignments, False))
     for e_assignments in o.assignments or ():
         _e_SyncGroupRequest_SyncGroupRequestAssignment_v4(e_assignments, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 SyncGroupRequest._ENCODERS = (_e_SyncGroupRequest_v0, _e_SyncGroupRequest_v0, _e_SyncGroupRequest_v0, _e_SyncGroupRequest_v3, _e_SyncGroupRequest_v4, _e_SyncGroupRequest_v5,)
@@ -12510,22 +12984,25 @@ def _d_SyncGroupResponse_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
     pos += 6
     f_assignment, pos = read_compact_bytes(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_SyncGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, assignment=f_assignment, unknown_tagged_fields=unknown), pos
 
 
 def _e_SyncGroupResponse_v4(o: SyncGroupResponse, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.throttle_time_ms, o.error_code))
     out.append(write_compact_bytes(o.assignment))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_SyncGroupResponse_v5(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
@@ -12535,12 +13012,15 @@ def _d_SyncGroupResponse_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
     f_protocol_name, pos = read_compact_nullable_string(buf, pos)
     f_assignment, pos = read_compact_bytes(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_SyncGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, protocol_type=f_protocol_type, protocol_name=f_protocol_name, assignment=f_assignment, unknown_tagged_fields=unknown), pos
 
 
@@ -12549,10 +13029,10 @@ def _e_SyncGroupResponse_v5(o: SyncGroupResponse, out: list[Chunk]) -> None:
     out.append(write_compact_nullable_string(o.protocol_type))
     out.append(write_compact_nullable_string(o.protocol_name))
     out.append(write_compact_bytes(o.assignment))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 SyncGroupResponse._ENCODERS = (_e_SyncGroupResponse_v0, _e_SyncGroupResponse_v1, _e_SyncGroupResponse_v1, _e_SyncGroupResponse_v1, _e_SyncGroupResponse_v4, _e_SyncGroupResponse_v5,)
@@ -12640,12 +13120,15 @@ def _d_DescribeGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[DescribeGrou
     (f_include_authorized_operations,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeGroupsRequest(groups=f_groups, include_authorized_operations=f_include_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -12654,10 +13137,10 @@ def _e_DescribeGroupsRequest_v5(o: DescribeGroupsRequest, out: list[Chunk]) -> N
     for e_groups in o.groups or ():
         out.append(write_compact_string(e_groups))
     out.append(_S_o.pack(o.include_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeGroupsRequest._ENCODERS = (_e_DescribeGroupsRequest_v0, _e_DescribeGroupsRequest_v0, _e_DescribeGroupsRequest_v0, _e_DescribeGroupsRequest_v3, _e_DescribeGroupsRequest_v3, _e_DescribeGroupsRequest_v5, _e_DescribeGroupsRequest_v5,)
@@ -12787,12 +13270,15 @@ def _d_DescribeGroupsResponse_DescribedGroupMember_v5(buf: memoryview, pos: int)
     f_member_metadata, pos = read_compact_bytes(buf, pos)
     f_member_assignment, pos = read_compact_bytes(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeGroupsResponse_DescribedGroupMember(member_id=f_member_id, group_instance_id=f_group_instance_id, client_id=f_client_id, client_host=f_client_host, member_metadata=f_member_metadata, member_assignment=f_member_assignment, unknown_tagged_fields=unknown), pos
 
 
@@ -12803,10 +13289,10 @@ def _e_DescribeGroupsResponse_DescribedGroupMember_v5(o: DescribeGroupsResponse.
     out.append(write_compact_string(o.client_host))
     out.append(write_compact_bytes(o.member_metadata))
     out.append(write_compact_bytes(o.member_assignment))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeGroupsResponse_DescribedGroup_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
@@ -12924,12 +13410,15 @@ def _d_DescribeGroupsResponse_DescribedGroup_v5(buf: memoryview, pos: int) -> tu
     (f_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeGroupsResponse_DescribedGroup(error_code=f_error_code, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members, authorized_operations=f_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -12943,10 +13432,10 @@ def _e_DescribeGroupsResponse_DescribedGroup_v5(o: DescribeGroupsResponse.Descri
     for e_members in o.members or ():
         _e_DescribeGroupsResponse_DescribedGroupMember_v5(e_members, out)
     out.append(_S_i.pack(o.authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeGroupsResponse_DescribedGroup_v6(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
@@ -12969,12 +13458,15 @@ def _d_DescribeGroupsResponse_DescribedGroup_v6(buf: memoryview, pos: int) -> tu
     (f_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeGroupsResponse_DescribedGroup(error_code=f_error_code, error_message=f_error_message, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members, authorized_operations=f_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -12989,10 +13481,10 @@ def _e_DescribeGroupsResponse_DescribedGroup_v6(o: DescribeGroupsResponse.Descri
     for e_members in o.members or ():
         _e_DescribeGroupsResponse_DescribedGroupMember_v5(e_members, out)
     out.append(_S_i.pack(o.authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
@@ -13093,12 +13585,15 @@ def _d_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
             e_groups, pos = _d_DescribeGroupsResponse_DescribedGroup_v5(buf, pos)
             f_groups.append(e_groups)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups, unknown_tagged_fields=unknown), pos
 
 
@@ -13107,10 +13602,10 @@ def _e_DescribeGroupsResponse_v5(o: DescribeGroupsResponse, out: list[Chunk]) ->
     out.append(write_compact_array_length(o.groups, False))
     for e_groups in o.groups or ():
         _e_DescribeGroupsResponse_DescribedGroup_v5(e_groups, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeGroupsResponse_v6(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
@@ -13126,12 +13621,15 @@ def _d_DescribeGroupsResponse_v6(buf: memoryview, pos: int) -> tuple[DescribeGro
             e_groups, pos = _d_DescribeGroupsResponse_DescribedGroup_v6(buf, pos)
             f_groups.append(e_groups)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups, unknown_tagged_fields=unknown), pos
 
 
@@ -13140,10 +13638,10 @@ def _e_DescribeGroupsResponse_v6(o: DescribeGroupsResponse, out: list[Chunk]) ->
     out.append(write_compact_array_length(o.groups, False))
     for e_groups in o.groups or ():
         _e_DescribeGroupsResponse_DescribedGroup_v6(e_groups, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeGroupsResponse._ENCODERS = (_e_DescribeGroupsResponse_v0, _e_DescribeGroupsResponse_v1, _e_DescribeGroupsResponse_v1, _e_DescribeGroupsResponse_v3, _e_DescribeGroupsResponse_v4, _e_DescribeGroupsResponse_v5, _e_DescribeGroupsResponse_v6,)
@@ -13187,20 +13685,23 @@ def _e_ListGroupsRequest_v0(o: ListGroupsRequest, out: list[Chunk]) -> None:
 
 def _d_ListGroupsRequest_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListGroupsRequest(unknown_tagged_fields=unknown), pos
 
 
 def _e_ListGroupsRequest_v3(o: ListGroupsRequest, out: list[Chunk]) -> None:
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListGroupsRequest_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
@@ -13214,12 +13715,15 @@ def _d_ListGroupsRequest_v4(buf: memoryview, pos: int) -> tuple[ListGroupsReques
             e_states_filter, pos = read_compact_string(buf, pos)
             f_states_filter.append(e_states_filter)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListGroupsRequest(states_filter=f_states_filter, unknown_tagged_fields=unknown), pos
 
 
@@ -13227,10 +13731,10 @@ def _e_ListGroupsRequest_v4(o: ListGroupsRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.states_filter, False))
     for e_states_filter in o.states_filter or ():
         out.append(write_compact_string(e_states_filter))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
@@ -13253,12 +13757,15 @@ def _d_ListGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[ListGroupsReques
             e_types_filter, pos = read_compact_string(buf, pos)
             f_types_filter.append(e_types_filter)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListGroupsRequest(states_filter=f_states_filter, types_filter=f_types_filter, unknown_tagged_fields=unknown), pos
 
 
@@ -13269,10 +13776,10 @@ def _e_ListGroupsRequest_v5(o: ListGroupsRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.types_filter, False))
     for e_types_filter in o.types_filter or ():
         out.append(write_compact_string(e_types_filter))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ListGroupsRequest._ENCODERS = (_e_ListGroupsRequest_v0, _e_ListGroupsRequest_v0, _e_ListGroupsRequest_v0, _e_ListGroupsRequest_v3, _e_ListGroupsRequest_v4, _e_ListGroupsRequest_v5,)
@@ -13343,22 +13850,25 @@ def _d_ListGroupsResponse_ListedGroup_v3(buf: memoryview, pos: int) -> tuple[Lis
     f_group_id, pos = read_compact_string(buf, pos)
     f_protocol_type, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListGroupsResponse_ListedGroup(group_id=f_group_id, protocol_type=f_protocol_type, unknown_tagged_fields=unknown), pos
 
 
 def _e_ListGroupsResponse_ListedGroup_v3(o: ListGroupsResponse.ListedGroup, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.group_id))
     out.append(write_compact_string(o.protocol_type))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListGroupsResponse_ListedGroup_v4(buf: memoryview, pos: int) -> tuple[ListGroupsResponse.ListedGroup, int]:
@@ -13366,12 +13876,15 @@ def _d_ListGroupsResponse_ListedGroup_v4(buf: memoryview, pos: int) -> tuple[Lis
     f_protocol_type, pos = read_compact_string(buf, pos)
     f_group_state, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListGroupsResponse_ListedGroup(group_id=f_group_id, protocol_type=f_protocol_type, group_state=f_group_state, unknown_tagged_fields=unknown), pos
 
 
@@ -13379,10 +13892,10 @@ def _e_ListGroupsResponse_ListedGroup_v4(o: ListGroupsResponse.ListedGroup, out:
     out.append(write_compact_string(o.group_id))
     out.append(write_compact_string(o.protocol_type))
     out.append(write_compact_string(o.group_state))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListGroupsResponse_ListedGroup_v5(buf: memoryview, pos: int) -> tuple[ListGroupsResponse.ListedGroup, int]:
@@ -13391,12 +13904,15 @@ def _d_ListGroupsResponse_ListedGroup_v5(buf: memoryview, pos: int) -> tuple[Lis
     f_group_state, pos = read_compact_string(buf, pos)
     f_group_type, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListGroupsResponse_ListedGroup(group_id=f_group_id, protocol_type=f_protocol_type, group_state=f_group_state, group_type=f_group_type, unknown_tagged_fields=unknown), pos
 
 
@@ -13405,10 +13921,10 @@ def _e_ListGroupsResponse_ListedGroup_v5(o: ListGroupsResponse.ListedGroup, out:
     out.append(write_compact_string(o.protocol_type))
     out.append(write_compact_string(o.group_state))
     out.append(write_compact_string(o.group_type))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
@@ -13468,12 +13984,15 @@ def _d_ListGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
             e_groups, pos = _d_ListGroupsResponse_ListedGroup_v3(buf, pos)
             f_groups.append(e_groups)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListGroupsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, groups=f_groups, unknown_tagged_fields=unknown), pos
 
 
@@ -13482,10 +14001,10 @@ def _e_ListGroupsResponse_v3(o: ListGroupsResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.groups, False))
     for e_groups in o.groups or ():
         _e_ListGroupsResponse_ListedGroup_v3(e_groups, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
@@ -13501,12 +14020,15 @@ def _d_ListGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
             e_groups, pos = _d_ListGroupsResponse_ListedGroup_v4(buf, pos)
             f_groups.append(e_groups)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListGroupsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, groups=f_groups, unknown_tagged_fields=unknown), pos
 
 
@@ -13515,10 +14037,10 @@ def _e_ListGroupsResponse_v4(o: ListGroupsResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.groups, False))
     for e_groups in o.groups or ():
         _e_ListGroupsResponse_ListedGroup_v4(e_groups, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
@@ -13534,12 +14056,15 @@ def _d_ListGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
             e_groups, pos = _d_ListGroupsResponse_ListedGroup_v5(buf, pos)
             f_groups.append(e_groups)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListGroupsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, groups=f_groups, unknown_tagged_fields=unknown), pos
 
 
@@ -13548,10 +14073,10 @@ def _e_ListGroupsResponse_v5(o: ListGroupsResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.groups, False))
     for e_groups in o.groups or ():
         _e_ListGroupsResponse_ListedGroup_v5(e_groups, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ListGroupsResponse._ENCODERS = (_e_ListGroupsResponse_v0, _e_ListGroupsResponse_v1, _e_ListGroupsResponse_v1, _e_ListGroupsResponse_v3, _e_ListGroupsResponse_v4, _e_ListGroupsResponse_v5,)
@@ -13682,22 +14207,25 @@ def _d_ApiVersionsRequest_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRequ
     f_client_software_name, pos = read_compact_string(buf, pos)
     f_client_software_version, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ApiVersionsRequest(client_software_name=f_client_software_name, client_software_version=f_client_software_version, unknown_tagged_fields=unknown), pos
 
 
 def _e_ApiVersionsRequest_v3(o: ApiVersionsRequest, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.client_software_name))
     out.append(write_compact_string(o.client_software_version))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ApiVersionsRequest._ENCODERS = (_e_ApiVersionsRequest_v0, _e_ApiVersionsRequest_v0, _e_ApiVersionsRequest_v0, _e_ApiVersionsRequest_v3, _e_ApiVersionsRequest_v3,)
@@ -13809,21 +14337,24 @@ def _d_ApiVersionsResponse_ApiVersion_v3(buf: memoryview, pos: int) -> tuple[Api
     (f_api_key, f_min_version, f_max_version,) = _S_hhh.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ApiVersionsResponse_ApiVersion(api_key=f_api_key, min_version=f_min_version, max_version=f_max_version, unknown_tagged_fields=unknown), pos
 
 
 def _e_ApiVersionsResponse_ApiVersion_v3(o: ApiVersionsResponse.ApiVersion, out: list[Chunk]) -> None:
     out.append(_S_hhh.pack(o.api_key, o.min_version, o.max_version))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ApiVersionsResponse_SupportedFeatureKey_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse.SupportedFeatureKey, int]:
@@ -13831,22 +14362,25 @@ def _d_ApiVersionsResponse_SupportedFeatureKey_v3(buf: memoryview, pos: int) -> 
     (f_min_version, f_max_version,) = _S_hh.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ApiVersionsResponse_SupportedFeatureKey(name=f_name, min_version=f_min_version, max_version=f_max_version, unknown_tagged_fields=unknown), pos
 
 
 def _e_ApiVersionsResponse_SupportedFeatureKey_v3(o: ApiVersionsResponse.SupportedFeatureKey, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.name))
     out.append(_S_hh.pack(o.min_version, o.max_version))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ApiVersionsResponse_FinalizedFeatureKey_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse.FinalizedFeatureKey, int]:
@@ -13854,22 +14388,25 @@ def _d_ApiVersionsResponse_FinalizedFeatureKey_v3(buf: memoryview, pos: int) -> 
     (f_max_version_level, f_min_version_level,) = _S_hh.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ApiVersionsResponse_FinalizedFeatureKey(name=f_name, max_version_level=f_max_version_level, min_version_level=f_min_version_level, unknown_tagged_fields=unknown), pos
 
 
 def _e_ApiVersionsResponse_FinalizedFeatureKey_v3(o: ApiVersionsResponse.FinalizedFeatureKey, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.name))
     out.append(_S_hh.pack(o.max_version_level, o.min_version_level))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ApiVersionsResponse_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
@@ -13938,41 +14475,44 @@ def _d_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
     f_finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey] = []
     f_zk_migration_ready: bool = False
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            n, _p = read_compact_array_length(raw, _p)
-            if n < 0:
-                check_null_array('SupportedFeatures')
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                n, _p = read_compact_array_length(raw, _p)
+                if n < 0:
+                    check_null_array('SupportedFeatures')
+                else:
+                    f_supported_features = []
+                    for _ in range(n):
+                        e_supported_features, _p = _d_ApiVersionsResponse_SupportedFeatureKey_v3(raw, _p)
+                        f_supported_features.append(e_supported_features)
+            elif tag == 1:
+                _p = 0
+                (f_finalized_features_epoch,) = _S_q.unpack_from(raw, _p)
+                _p += 8
+            elif tag == 2:
+                _p = 0
+                n, _p = read_compact_array_length(raw, _p)
+                if n < 0:
+                    check_null_array('FinalizedFeatures')
+                else:
+                    f_finalized_features = []
+                    for _ in range(n):
+                        e_finalized_features, _p = _d_ApiVersionsResponse_FinalizedFeatureKey_v3(raw, _p)
+                        f_finalized_features.append(e_finalized_features)
+            elif tag == 3:
+                _p = 0
+                (f_zk_migration_ready,) = _S_o.unpack_from(raw, _p)
+                _p += 1
             else:
-                f_supported_features = []
-                for _ in range(n):
-                    e_supported_features, _p = _d_ApiVersionsResponse_SupportedFeatureKey_v3(raw, _p)
-                    f_supported_features.append(e_supported_features)
-        elif tag == 1:
-            _p = 0
-            (f_finalized_features_epoch,) = _S_q.unpack_from(raw, _p)
-            _p += 8
-        elif tag == 2:
-            _p = 0
-            n, _p = read_compact_array_length(raw, _p)
-            if n < 0:
-                check_null_array('FinalizedFeatures')
-            else:
-                f_finalized_features = []
-                for _ in range(n):
-                    e_finalized_features, _p = _d_ApiVersionsResponse_FinalizedFeatureKey_v3(raw, _p)
-                    f_finalized_features.append(e_finalized_features)
-        elif tag == 3:
-            _p = 0
-            (f_zk_migration_ready,) = _S_o.unpack_from(raw, _p)
-            _p += 1
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_ApiVersionsResponse(error_code=f_error_code, api_keys=f_api_keys, throttle_time_ms=f_throttle_time_ms, supported_features=f_supported_features, finalized_features_epoch=f_finalized_features_epoch, finalized_features=f_finalized_features, zk_migration_ready=f_zk_migration_ready, unknown_tagged_fields=unknown), pos
 
 
@@ -14124,12 +14664,15 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf: memoryview, pos: i
     else:
         f_broker_ids, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreateTopicsRequest_CreatableReplicaAssignment(partition_index=f_partition_index, broker_ids=f_broker_ids, unknown_tagged_fields=unknown), pos
 
 
@@ -14138,10 +14681,10 @@ def _e_CreateTopicsRequest_CreatableReplicaAssignment_v5(o: CreateTopicsRequest.
     out.append(write_compact_array_length(o.broker_ids, False))
     if o.broker_ids:
         out.append(write_fixed_array(o.broker_ids, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_CreateTopicsRequest_CreatableTopicConfig_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopicConfig, int]:
@@ -14159,22 +14702,25 @@ def _d_CreateTopicsRequest_CreatableTopicConfig_v5(buf: memoryview, pos: int) ->
     f_name, pos = read_compact_string(buf, pos)
     f_value, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreateTopicsRequest_CreatableTopicConfig(name=f_name, value=f_value, unknown_tagged_fields=unknown), pos
 
 
 def _e_CreateTopicsRequest_CreatableTopicConfig_v5(o: CreateTopicsRequest.CreatableTopicConfig, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.name))
     out.append(write_compact_nullable_string(o.value))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_CreateTopicsRequest_CreatableTopic_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopic, int]:
@@ -14236,12 +14782,15 @@ def _d_CreateTopicsRequest_CreatableTopic_v5(buf: memoryview, pos: int) -> tuple
             e_configs, pos = _d_CreateTopicsRequest_CreatableTopicConfig_v5(buf, pos)
             f_configs.append(e_configs)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreateTopicsRequest_CreatableTopic(name=f_name, num_partitions=f_num_partitions, replication_factor=f_replication_factor, assignments=f_assignments, configs=f_configs, unknown_tagged_fields=unknown), pos
 
 
@@ -14254,10 +14803,10 @@ def _e_CreateTopicsRequest_CreatableTopic_v5(o: CreateTopicsRequest.CreatableTop
     out.append(write_compact_array_length(o.configs, False))
     for e_configs in o.configs or ():
         _e_CreateTopicsRequest_CreatableTopicConfig_v5(e_configs, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_CreateTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
@@ -14317,12 +14866,15 @@ def _d_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
     (f_timeout_ms, f_validate_only,) = _S_io.unpack_from(buf, pos)
     pos += 5
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreateTopicsRequest(topics=f_topics, timeout_ms=f_timeout_ms, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
 
 
@@ -14331,10 +14883,10 @@ def _e_CreateTopicsRequest_v5(o: CreateTopicsRequest, out: list[Chunk]) -> None:
     for e_topics in o.topics or ():
         _e_CreateTopicsRequest_CreatableTopic_v5(e_topics, out)
     out.append(_S_io.pack(o.timeout_ms, o.validate_only))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 CreateTopicsRequest._ENCODERS = (_e_CreateTopicsRequest_v0, _e_CreateTopicsRequest_v1, _e_CreateTopicsRequest_v1, _e_CreateTopicsRequest_v1, _e_CreateTopicsRequest_v1, _e_CreateTopicsRequest_v5, _e_CreateTopicsRequest_v5, _e_CreateTopicsRequest_v5,)
@@ -14424,12 +14976,15 @@ def _d_CreateTopicsResponse_CreatableTopicConfigs_v5(buf: memoryview, pos: int) 
     (f_read_only, f_config_source, f_is_sensitive,) = _S_obo.unpack_from(buf, pos)
     pos += 3
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreateTopicsResponse_CreatableTopicConfigs(name=f_name, value=f_value, read_only=f_read_only, config_source=f_config_source, is_sensitive=f_is_sensitive, unknown_tagged_fields=unknown), pos
 
 
@@ -14437,10 +14992,10 @@ def _e_CreateTopicsResponse_CreatableTopicConfigs_v5(o: CreateTopicsResponse.Cre
     out.append(write_compact_string(o.name))
     out.append(write_compact_nullable_string(o.value))
     out.append(_S_obo.pack(o.read_only, o.config_source, o.is_sensitive))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_CreateTopicsResponse_CreatableTopicResult_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse.CreatableTopicResult, int]:
@@ -14487,17 +15042,20 @@ def _d_CreateTopicsResponse_CreatableTopicResult_v5(buf: memoryview, pos: int) -
             f_configs.append(e_configs)
     f_topic_config_error_code: int = 0
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            (f_topic_config_error_code,) = _S_h.unpack_from(raw, _p)
-            _p += 2
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                (f_topic_config_error_code,) = _S_h.unpack_from(raw, _p)
+                _p += 2
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_CreateTopicsResponse_CreatableTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message, num_partitions=f_num_partitions, replication_factor=f_replication_factor, configs=f_configs, topic_config_error_code=f_topic_config_error_code, unknown_tagged_fields=unknown), pos
 
 
@@ -14538,17 +15096,20 @@ def _d_CreateTopicsResponse_CreatableTopicResult_v7(buf: memoryview, pos: int) -
             f_configs.append(e_configs)
     f_topic_config_error_code: int = 0
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if tag == 0:
-            _p = 0
-            (f_topic_config_error_code,) = _S_h.unpack_from(raw, _p)
-            _p += 2
-        else:
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if tag == 0:
+                _p = 0
+                (f_topic_config_error_code,) = _S_h.unpack_from(raw, _p)
+                _p += 2
+            else:
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = bytes(raw)
     return _C_CreateTopicsResponse_CreatableTopicResult(name=f_name, topic_id=f_topic_id, error_code=f_error_code, error_message=f_error_message, num_partitions=f_num_partitions, replication_factor=f_replication_factor, configs=f_configs, topic_config_error_code=f_topic_config_error_code, unknown_tagged_fields=unknown), pos
 
 
@@ -14644,12 +15205,15 @@ def _d_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsR
             e_topics, pos = _d_CreateTopicsResponse_CreatableTopicResult_v5(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreateTopicsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -14658,10 +15222,10 @@ def _e_CreateTopicsResponse_v5(o: CreateTopicsResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_CreateTopicsResponse_CreatableTopicResult_v5(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
@@ -14677,12 +15241,15 @@ def _d_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsR
             e_topics, pos = _d_CreateTopicsResponse_CreatableTopicResult_v7(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreateTopicsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -14691,10 +15258,10 @@ def _e_CreateTopicsResponse_v7(o: CreateTopicsResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_CreateTopicsResponse_CreatableTopicResult_v7(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 CreateTopicsResponse._ENCODERS = (_e_CreateTopicsResponse_v0, _e_CreateTopicsResponse_v1, _e_CreateTopicsResponse_v2, _e_CreateTopicsResponse_v2, _e_CreateTopicsResponse_v2, _e_CreateTopicsResponse_v5, _e_CreateTopicsResponse_v5, _e_CreateTopicsResponse_v7,)
@@ -14750,22 +15317,25 @@ def _d_DeleteTopicsRequest_DeleteTopicState_v6(buf: memoryview, pos: int) -> tup
     f_name, pos = read_compact_nullable_string(buf, pos)
     f_topic_id, pos = read_uuid(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteTopicsRequest_DeleteTopicState(name=f_name, topic_id=f_topic_id, unknown_tagged_fields=unknown), pos
 
 
 def _e_DeleteTopicsRequest_DeleteTopicState_v6(o: DeleteTopicsRequest.DeleteTopicState, out: list[Chunk]) -> None:
     out.append(write_compact_nullable_string(o.name))
     out.append(write_uuid(o.topic_id))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
@@ -14803,12 +15373,15 @@ def _d_DeleteTopicsRequest_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
     (f_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteTopicsRequest(topic_names=f_topic_names, timeout_ms=f_timeout_ms, unknown_tagged_fields=unknown), pos
 
 
@@ -14817,10 +15390,10 @@ def _e_DeleteTopicsRequest_v4(o: DeleteTopicsRequest, out: list[Chunk]) -> None:
     for e_topic_names in o.topic_names or ():
         out.append(write_compact_string(e_topic_names))
     out.append(_S_i.pack(o.timeout_ms))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteTopicsRequest_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
@@ -14836,12 +15409,15 @@ def _d_DeleteTopicsRequest_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
     (f_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteTopicsRequest(topics=f_topics, timeout_ms=f_timeout_ms, unknown_tagged_fields=unknown), pos
 
 
@@ -14850,10 +15426,10 @@ def _e_DeleteTopicsRequest_v6(o: DeleteTopicsRequest, out: list[Chunk]) -> None:
     for e_topics in o.topics or ():
         _e_DeleteTopicsRequest_DeleteTopicState_v6(e_topics, out)
     out.append(_S_i.pack(o.timeout_ms))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DeleteTopicsRequest._ENCODERS = (_e_DeleteTopicsRequest_v0, _e_DeleteTopicsRequest_v0, _e_DeleteTopicsRequest_v0, _e_DeleteTopicsRequest_v0, _e_DeleteTopicsRequest_v4, _e_DeleteTopicsRequest_v4, _e_DeleteTopicsRequest_v6,)
@@ -14924,22 +15500,25 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_v4(buf: memoryview, pos: int) -
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteTopicsResponse_DeletableTopicResult(name=f_name, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_DeleteTopicsResponse_DeletableTopicResult_v4(o: DeleteTopicsResponse.DeletableTopicResult, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.name))
     out.append(_S_h.pack(o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteTopicsResponse_DeletableTopicResult_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse.DeletableTopicResult, int]:
@@ -14948,12 +15527,15 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_v5(buf: memoryview, pos: int) -
     pos += 2
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteTopicsResponse_DeletableTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
 
 
@@ -14961,10 +15543,10 @@ def _e_DeleteTopicsResponse_DeletableTopicResult_v5(o: DeleteTopicsResponse.Dele
     out.append(write_compact_string(o.name))
     out.append(_S_h.pack(o.error_code))
     out.append(write_compact_nullable_string(o.error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteTopicsResponse_DeletableTopicResult_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse.DeletableTopicResult, int]:
@@ -14974,12 +15556,15 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_v6(buf: memoryview, pos: int) -
     pos += 2
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteTopicsResponse_DeletableTopicResult(name=f_name, topic_id=f_topic_id, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
 
 
@@ -14988,10 +15573,10 @@ def _e_DeleteTopicsResponse_DeletableTopicResult_v6(o: DeleteTopicsResponse.Dele
     out.append(write_uuid(o.topic_id))
     out.append(_S_h.pack(o.error_code))
     out.append(write_compact_nullable_string(o.error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteTopicsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
@@ -15048,12 +15633,15 @@ def _d_DeleteTopicsResponse_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
             e_responses, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v4(buf, pos)
             f_responses.append(e_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteTopicsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -15062,10 +15650,10 @@ def _e_DeleteTopicsResponse_v4(o: DeleteTopicsResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.responses, False))
     for e_responses in o.responses or ():
         _e_DeleteTopicsResponse_DeletableTopicResult_v4(e_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
@@ -15081,12 +15669,15 @@ def _d_DeleteTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
             e_responses, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v5(buf, pos)
             f_responses.append(e_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteTopicsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -15095,10 +15686,10 @@ def _e_DeleteTopicsResponse_v5(o: DeleteTopicsResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.responses, False))
     for e_responses in o.responses or ():
         _e_DeleteTopicsResponse_DeletableTopicResult_v5(e_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteTopicsResponse_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
@@ -15114,12 +15705,15 @@ def _d_DeleteTopicsResponse_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
             e_responses, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v6(buf, pos)
             f_responses.append(e_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteTopicsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -15128,10 +15722,10 @@ def _e_DeleteTopicsResponse_v6(o: DeleteTopicsResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.responses, False))
     for e_responses in o.responses or ():
         _e_DeleteTopicsResponse_DeletableTopicResult_v6(e_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DeleteTopicsResponse._ENCODERS = (_e_DeleteTopicsResponse_v0, _e_DeleteTopicsResponse_v1, _e_DeleteTopicsResponse_v1, _e_DeleteTopicsResponse_v1, _e_DeleteTopicsResponse_v4, _e_DeleteTopicsResponse_v5, _e_DeleteTopicsResponse_v6,)
@@ -15211,21 +15805,24 @@ def _d_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf: memoryview, pos: int)
     (f_partition_index, f_offset,) = _S_iq.unpack_from(buf, pos)
     pos += 12
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteRecordsRequest_DeleteRecordsPartition(partition_index=f_partition_index, offset=f_offset, unknown_tagged_fields=unknown), pos
 
 
 def _e_DeleteRecordsRequest_DeleteRecordsPartition_v2(o: DeleteRecordsRequest.DeleteRecordsPartition, out: list[Chunk]) -> None:
     out.append(_S_iq.pack(o.partition_index, o.offset))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsTopic, int]:
@@ -15261,12 +15858,15 @@ def _d_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf: memoryview, pos: int) -> 
             e_partitions, pos = _d_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteRecordsRequest_DeleteRecordsTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -15275,10 +15875,10 @@ def _e_DeleteRecordsRequest_DeleteRecordsTopic_v2(o: DeleteRecordsRequest.Delete
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_DeleteRecordsRequest_DeleteRecordsPartition_v2(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteRecordsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
@@ -15316,12 +15916,15 @@ def _d_DeleteRecordsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteRecords
     (f_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteRecordsRequest(topics=f_topics, timeout_ms=f_timeout_ms, unknown_tagged_fields=unknown), pos
 
 
@@ -15330,10 +15933,10 @@ def _e_DeleteRecordsRequest_v2(o: DeleteRecordsRequest, out: list[Chunk]) -> Non
     for e_topics in o.topics or ():
         _e_DeleteRecordsRequest_DeleteRecordsTopic_v2(e_topics, out)
     out.append(_S_i.pack(o.timeout_ms))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DeleteRecordsRequest._ENCODERS = (_e_DeleteRecordsRequest_v0, _e_DeleteRecordsRequest_v0, _e_DeleteRecordsRequest_v2,)
@@ -15415,21 +16018,24 @@ def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf: memoryview, po
     (f_partition_index, f_low_watermark, f_error_code,) = _S_iqh.unpack_from(buf, pos)
     pos += 14
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteRecordsResponse_DeleteRecordsPartitionResult(partition_index=f_partition_index, low_watermark=f_low_watermark, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(o: DeleteRecordsResponse.DeleteRecordsPartitionResult, out: list[Chunk]) -> None:
     out.append(_S_iqh.pack(o.partition_index, o.low_watermark, o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsTopicResult, int]:
@@ -15465,12 +16071,15 @@ def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf: memoryview, pos: i
             e_partitions, pos = _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteRecordsResponse_DeleteRecordsTopicResult(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -15479,10 +16088,10 @@ def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(o: DeleteRecordsRespons
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteRecordsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
@@ -15520,12 +16129,15 @@ def _d_DeleteRecordsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteRecord
             e_topics, pos = _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteRecordsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -15534,10 +16146,10 @@ def _e_DeleteRecordsResponse_v2(o: DeleteRecordsResponse, out: list[Chunk]) -> N
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DeleteRecordsResponse._ENCODERS = (_e_DeleteRecordsResponse_v0, _e_DeleteRecordsResponse_v0, _e_DeleteRecordsResponse_v2,)
@@ -15596,22 +16208,25 @@ def _d_InitProducerIdRequest_v2(buf: memoryview, pos: int) -> tuple[InitProducer
     (f_transaction_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_InitProducerIdRequest(transactional_id=f_transactional_id, transaction_timeout_ms=f_transaction_timeout_ms, unknown_tagged_fields=unknown), pos
 
 
 def _e_InitProducerIdRequest_v2(o: InitProducerIdRequest, out: list[Chunk]) -> None:
     out.append(write_compact_nullable_string(o.transactional_id))
     out.append(_S_i.pack(o.transaction_timeout_ms))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_InitProducerIdRequest_v3(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
@@ -15619,22 +16234,25 @@ def _d_InitProducerIdRequest_v3(buf: memoryview, pos: int) -> tuple[InitProducer
     (f_transaction_timeout_ms, f_producer_id, f_producer_epoch,) = _S_iqh.unpack_from(buf, pos)
     pos += 14
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_InitProducerIdRequest(transactional_id=f_transactional_id, transaction_timeout_ms=f_transaction_timeout_ms, producer_id=f_producer_id, producer_epoch=f_producer_epoch, unknown_tagged_fields=unknown), pos
 
 
 def _e_InitProducerIdRequest_v3(o: InitProducerIdRequest, out: list[Chunk]) -> None:
     out.append(write_compact_nullable_string(o.transactional_id))
     out.append(_S_iqh.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_InitProducerIdRequest_v6(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
@@ -15642,22 +16260,25 @@ def _d_InitProducerIdRequest_v6(buf: memoryview, pos: int) -> tuple[InitProducer
     (f_transaction_timeout_ms, f_producer_id, f_producer_epoch, f_enable2_pc, f_keep_prepared_txn,) = _S_iqhoo.unpack_from(buf, pos)
     pos += 16
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_InitProducerIdRequest(transactional_id=f_transactional_id, transaction_timeout_ms=f_transaction_timeout_ms, producer_id=f_producer_id, producer_epoch=f_producer_epoch, enable2_pc=f_enable2_pc, keep_prepared_txn=f_keep_prepared_txn, unknown_tagged_fields=unknown), pos
 
 
 def _e_InitProducerIdRequest_v6(o: InitProducerIdRequest, out: list[Chunk]) -> None:
     out.append(write_compact_nullable_string(o.transactional_id))
     out.append(_S_iqhoo.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch, o.enable2_pc, o.keep_prepared_txn))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 InitProducerIdRequest._ENCODERS = (_e_InitProducerIdRequest_v0, _e_InitProducerIdRequest_v0, _e_InitProducerIdRequest_v2, _e_InitProducerIdRequest_v3, _e_InitProducerIdRequest_v3, _e_InitProducerIdRequest_v3, _e_InitProducerIdRequest_v6,)
@@ -15713,42 +16334,48 @@ def _d_InitProducerIdResponse_v2(buf: memoryview, pos: int) -> tuple[InitProduce
     (f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch,) = _S_ihqh.unpack_from(buf, pos)
     pos += 16
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_InitProducerIdResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, producer_id=f_producer_id, producer_epoch=f_producer_epoch, unknown_tagged_fields=unknown), pos
 
 
 def _e_InitProducerIdResponse_v2(o: InitProducerIdResponse, out: list[Chunk]) -> None:
     out.append(_S_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_InitProducerIdResponse_v6(buf: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     (f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, f_ongoing_txn_producer_id, f_ongoing_txn_producer_epoch,) = _S_ihqhqh.unpack_from(buf, pos)
     pos += 26
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_InitProducerIdResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, producer_id=f_producer_id, producer_epoch=f_producer_epoch, ongoing_txn_producer_id=f_ongoing_txn_producer_id, ongoing_txn_producer_epoch=f_ongoing_txn_producer_epoch, unknown_tagged_fields=unknown), pos
 
 
 def _e_InitProducerIdResponse_v6(o: InitProducerIdResponse, out: list[Chunk]) -> None:
     out.append(_S_ihqhqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 InitProducerIdResponse._ENCODERS = (_e_InitProducerIdResponse_v0, _e_InitProducerIdResponse_v0, _e_InitProducerIdResponse_v2, _e_InitProducerIdResponse_v2, _e_InitProducerIdResponse_v2, _e_InitProducerIdResponse_v2, _e_InitProducerIdResponse_v6,)
@@ -15840,21 +16467,24 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf: memoryview, 
     (f_partition, f_current_leader_epoch, f_leader_epoch,) = _S_iii.unpack_from(buf, pos)
     pos += 12
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, leader_epoch=f_leader_epoch, unknown_tagged_fields=unknown), pos
 
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(o: OffsetForLeaderEpochRequest.OffsetForLeaderPartition, out: list[Chunk]) -> None:
     out.append(_S_iii.pack(o.partition, o.current_leader_epoch, o.leader_epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderTopic, int]:
@@ -15911,12 +16541,15 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf: memoryview, pos:
             e_partitions, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -15925,10 +16558,10 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(o: OffsetForLeaderEpo
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetForLeaderEpochRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
@@ -16004,12 +16637,15 @@ def _d_OffsetForLeaderEpochRequest_v4(buf: memoryview, pos: int) -> tuple[Offset
             e_topics, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetForLeaderEpochRequest(replica_id=f_replica_id, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -16018,10 +16654,10 @@ def _e_OffsetForLeaderEpochRequest_v4(o: OffsetForLeaderEpochRequest, out: list[
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 OffsetForLeaderEpochRequest._ENCODERS = (_e_OffsetForLeaderEpochRequest_v0, _e_OffsetForLeaderEpochRequest_v0, _e_OffsetForLeaderEpochRequest_v2, _e_OffsetForLeaderEpochRequest_v3, _e_OffsetForLeaderEpochRequest_v4,)
@@ -16115,21 +16751,24 @@ def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf: memoryview, pos: int)
     (f_error_code, f_partition, f_leader_epoch, f_end_offset,) = _S_hiiq.unpack_from(buf, pos)
     pos += 18
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetForLeaderEpochResponse_EpochEndOffset(error_code=f_error_code, partition=f_partition, leader_epoch=f_leader_epoch, end_offset=f_end_offset, unknown_tagged_fields=unknown), pos
 
 
 def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v4(o: OffsetForLeaderEpochResponse.EpochEndOffset, out: list[Chunk]) -> None:
     out.append(_S_hiiq.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, int]:
@@ -16186,12 +16825,15 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf: memoryvie
             e_partitions, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -16200,10 +16842,10 @@ def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(o: OffsetForLe
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_OffsetForLeaderEpochResponse_EpochEndOffset_v4(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_OffsetForLeaderEpochResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
@@ -16279,12 +16921,15 @@ def _d_OffsetForLeaderEpochResponse_v4(buf: memoryview, pos: int) -> tuple[Offse
             e_topics, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_OffsetForLeaderEpochResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -16293,10 +16938,10 @@ def _e_OffsetForLeaderEpochResponse_v4(o: OffsetForLeaderEpochResponse, out: lis
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 OffsetForLeaderEpochResponse._ENCODERS = (_e_OffsetForLeaderEpochResponse_v0, _e_OffsetForLeaderEpochResponse_v1, _e_OffsetForLeaderEpochResponse_v2, _e_OffsetForLeaderEpochResponse_v2, _e_OffsetForLeaderEpochResponse_v4,)
@@ -16401,12 +17046,15 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf: memoryview, pos
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -16415,10 +17063,10 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(o: AddPartitionsToTx
     out.append(write_compact_array_length(o.partitions, False))
     if o.partitions:
         out.append(write_fixed_array(o.partitions, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction, int]:
@@ -16435,12 +17083,15 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf: memoryvie
             e_topics, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, verify_only=f_verify_only, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -16450,10 +17101,10 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(o: AddPartitio
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AddPartitionsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
@@ -16494,12 +17145,15 @@ def _d_AddPartitionsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddParti
             e_v3_and_below_topics, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, pos)
             f_v3_and_below_topics.append(e_v3_and_below_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AddPartitionsToTxnRequest(v3_and_below_transactional_id=f_v3_and_below_transactional_id, v3_and_below_producer_id=f_v3_and_below_producer_id, v3_and_below_producer_epoch=f_v3_and_below_producer_epoch, v3_and_below_topics=f_v3_and_below_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -16509,10 +17163,10 @@ def _e_AddPartitionsToTxnRequest_v3(o: AddPartitionsToTxnRequest, out: list[Chun
     out.append(write_compact_array_length(o.v3_and_below_topics, False))
     for e_v3_and_below_topics in o.v3_and_below_topics or ():
         _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(e_v3_and_below_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AddPartitionsToTxnRequest_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
@@ -16526,12 +17180,15 @@ def _d_AddPartitionsToTxnRequest_v4(buf: memoryview, pos: int) -> tuple[AddParti
             e_transactions, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, pos)
             f_transactions.append(e_transactions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AddPartitionsToTxnRequest(transactions=f_transactions, unknown_tagged_fields=unknown), pos
 
 
@@ -16539,10 +17196,10 @@ def _e_AddPartitionsToTxnRequest_v4(o: AddPartitionsToTxnRequest, out: list[Chun
     out.append(write_compact_array_length(o.transactions, False))
     for e_transactions in o.transactions or ():
         _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(e_transactions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AddPartitionsToTxnRequest._ENCODERS = (_e_AddPartitionsToTxnRequest_v0, _e_AddPartitionsToTxnRequest_v0, _e_AddPartitionsToTxnRequest_v0, _e_AddPartitionsToTxnRequest_v3, _e_AddPartitionsToTxnRequest_v4, _e_AddPartitionsToTxnRequest_v4,)
@@ -16642,21 +17299,24 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf: memo
     (f_partition_index, f_partition_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(partition_index=f_partition_index, partition_error_code=f_partition_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(o: AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.partition_index, o.partition_error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, int]:
@@ -16692,12 +17352,15 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf: memoryvi
             e_results_by_partition, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf, pos)
             f_results_by_partition.append(e_results_by_partition)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(name=f_name, results_by_partition=f_results_by_partition, unknown_tagged_fields=unknown), pos
 
 
@@ -16706,10 +17369,10 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(o: AddPartiti
     out.append(write_compact_array_length(o.results_by_partition, False))
     for e_results_by_partition in o.results_by_partition or ():
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(e_results_by_partition, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnResult, int]:
@@ -16724,12 +17387,15 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf: memoryview, p
             e_topic_results, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, pos)
             f_topic_results.append(e_topic_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AddPartitionsToTxnResponse_AddPartitionsToTxnResult(transactional_id=f_transactional_id, topic_results=f_topic_results, unknown_tagged_fields=unknown), pos
 
 
@@ -16738,10 +17404,10 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(o: AddPartitionsTo
     out.append(write_compact_array_length(o.topic_results, False))
     for e_topic_results in o.topic_results or ():
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(e_topic_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AddPartitionsToTxnResponse_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
@@ -16779,12 +17445,15 @@ def _d_AddPartitionsToTxnResponse_v3(buf: memoryview, pos: int) -> tuple[AddPart
             e_results_by_topic_v3_and_below, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, pos)
             f_results_by_topic_v3_and_below.append(e_results_by_topic_v3_and_below)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AddPartitionsToTxnResponse(throttle_time_ms=f_throttle_time_ms, results_by_topic_v3_and_below=f_results_by_topic_v3_and_below, unknown_tagged_fields=unknown), pos
 
 
@@ -16793,10 +17462,10 @@ def _e_AddPartitionsToTxnResponse_v3(o: AddPartitionsToTxnResponse, out: list[Ch
     out.append(write_compact_array_length(o.results_by_topic_v3_and_below, False))
     for e_results_by_topic_v3_and_below in o.results_by_topic_v3_and_below or ():
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(e_results_by_topic_v3_and_below, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AddPartitionsToTxnResponse_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
@@ -16812,12 +17481,15 @@ def _d_AddPartitionsToTxnResponse_v4(buf: memoryview, pos: int) -> tuple[AddPart
             e_results_by_transaction, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, pos)
             f_results_by_transaction.append(e_results_by_transaction)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AddPartitionsToTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results_by_transaction=f_results_by_transaction, unknown_tagged_fields=unknown), pos
 
 
@@ -16826,10 +17498,10 @@ def _e_AddPartitionsToTxnResponse_v4(o: AddPartitionsToTxnResponse, out: list[Ch
     out.append(write_compact_array_length(o.results_by_transaction, False))
     for e_results_by_transaction in o.results_by_transaction or ():
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(e_results_by_transaction, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AddPartitionsToTxnResponse._ENCODERS = (_e_AddPartitionsToTxnResponse_v0, _e_AddPartitionsToTxnResponse_v0, _e_AddPartitionsToTxnResponse_v0, _e_AddPartitionsToTxnResponse_v3, _e_AddPartitionsToTxnResponse_v4, _e_AddPartitionsToTxnResponse_v4,)
@@ -16887,12 +17559,15 @@ def _d_AddOffsetsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddOffsetsT
     pos += 10
     f_group_id, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AddOffsetsToTxnRequest(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, group_id=f_group_id, unknown_tagged_fields=unknown), pos
 
 
@@ -16900,10 +17575,10 @@ def _e_AddOffsetsToTxnRequest_v3(o: AddOffsetsToTxnRequest, out: list[Chunk]) ->
     out.append(write_compact_string(o.transactional_id))
     out.append(_S_qh.pack(o.producer_id, o.producer_epoch))
     out.append(write_compact_string(o.group_id))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AddOffsetsToTxnRequest._ENCODERS = (_e_AddOffsetsToTxnRequest_v0, _e_AddOffsetsToTxnRequest_v0, _e_AddOffsetsToTxnRequest_v0, _e_AddOffsetsToTxnRequest_v3, _e_AddOffsetsToTxnRequest_v3,)
@@ -16951,21 +17626,24 @@ def _d_AddOffsetsToTxnResponse_v3(buf: memoryview, pos: int) -> tuple[AddOffsets
     (f_throttle_time_ms, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AddOffsetsToTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_AddOffsetsToTxnResponse_v3(o: AddOffsetsToTxnResponse, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.throttle_time_ms, o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AddOffsetsToTxnResponse._ENCODERS = (_e_AddOffsetsToTxnResponse_v0, _e_AddOffsetsToTxnResponse_v0, _e_AddOffsetsToTxnResponse_v0, _e_AddOffsetsToTxnResponse_v3, _e_AddOffsetsToTxnResponse_v3,)
@@ -17020,22 +17698,25 @@ def _d_EndTxnRequest_v3(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     (f_producer_id, f_producer_epoch, f_committed,) = _S_qho.unpack_from(buf, pos)
     pos += 11
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_EndTxnRequest(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, committed=f_committed, unknown_tagged_fields=unknown), pos
 
 
 def _e_EndTxnRequest_v3(o: EndTxnRequest, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.transactional_id))
     out.append(_S_qho.pack(o.producer_id, o.producer_epoch, o.committed))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 EndTxnRequest._ENCODERS = (_e_EndTxnRequest_v0, _e_EndTxnRequest_v0, _e_EndTxnRequest_v0, _e_EndTxnRequest_v3, _e_EndTxnRequest_v3, _e_EndTxnRequest_v3,)
@@ -17087,42 +17768,48 @@ def _d_EndTxnResponse_v3(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int
     (f_throttle_time_ms, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_EndTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_EndTxnResponse_v3(o: EndTxnResponse, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.throttle_time_ms, o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_EndTxnResponse_v5(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     (f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch,) = _S_ihqh.unpack_from(buf, pos)
     pos += 16
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_EndTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, producer_id=f_producer_id, producer_epoch=f_producer_epoch, unknown_tagged_fields=unknown), pos
 
 
 def _e_EndTxnResponse_v5(o: EndTxnResponse, out: list[Chunk]) -> None:
     out.append(_S_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 EndTxnResponse._ENCODERS = (_e_EndTxnResponse_v0, _e_EndTxnResponse_v0, _e_EndTxnResponse_v0, _e_EndTxnResponse_v3, _e_EndTxnResponse_v3, _e_EndTxnResponse_v5,)
@@ -17221,12 +17908,15 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf: memoryview, pos: in
     else:
         f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_WriteTxnMarkersRequest_WritableTxnMarkerTopic(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
 
 
@@ -17235,10 +17925,10 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(o: WriteTxnMarkersReques
     out.append(write_compact_array_length(o.partition_indexes, False))
     if o.partition_indexes:
         out.append(write_fixed_array(o.partition_indexes, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest.WritableTxnMarker, int]:
@@ -17281,12 +17971,15 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf: memoryview, pos: int) ->
     (f_coordinator_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_WriteTxnMarkersRequest_WritableTxnMarker(producer_id=f_producer_id, producer_epoch=f_producer_epoch, transaction_result=f_transaction_result, topics=f_topics, coordinator_epoch=f_coordinator_epoch, unknown_tagged_fields=unknown), pos
 
 
@@ -17296,10 +17989,10 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarker_v1(o: WriteTxnMarkersRequest.Wri
     for e_topics in o.topics or ():
         _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(e_topics, out)
     out.append(_S_i.pack(o.coordinator_epoch))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest.WritableTxnMarker, int]:
@@ -17317,12 +18010,15 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf: memoryview, pos: int) ->
     (f_coordinator_epoch, f_transaction_version,) = _S_ib.unpack_from(buf, pos)
     pos += 5
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_WriteTxnMarkersRequest_WritableTxnMarker(producer_id=f_producer_id, producer_epoch=f_producer_epoch, transaction_result=f_transaction_result, topics=f_topics, coordinator_epoch=f_coordinator_epoch, transaction_version=f_transaction_version, unknown_tagged_fields=unknown), pos
 
 
@@ -17332,10 +18028,10 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarker_v2(o: WriteTxnMarkersRequest.Wri
     for e_topics in o.topics or ():
         _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(e_topics, out)
     out.append(_S_ib.pack(o.coordinator_epoch, o.transaction_version))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_WriteTxnMarkersRequest_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
@@ -17368,12 +18064,15 @@ def _d_WriteTxnMarkersRequest_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMar
             e_markers, pos = _d_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, pos)
             f_markers.append(e_markers)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_WriteTxnMarkersRequest(markers=f_markers, unknown_tagged_fields=unknown), pos
 
 
@@ -17381,10 +18080,10 @@ def _e_WriteTxnMarkersRequest_v1(o: WriteTxnMarkersRequest, out: list[Chunk]) ->
     out.append(write_compact_array_length(o.markers, False))
     for e_markers in o.markers or ():
         _e_WriteTxnMarkersRequest_WritableTxnMarker_v1(e_markers, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_WriteTxnMarkersRequest_v2(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
@@ -17398,12 +18097,15 @@ def _d_WriteTxnMarkersRequest_v2(buf: memoryview, pos: int) -> tuple[WriteTxnMar
             e_markers, pos = _d_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, pos)
             f_markers.append(e_markers)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_WriteTxnMarkersRequest(markers=f_markers, unknown_tagged_fields=unknown), pos
 
 
@@ -17411,10 +18113,10 @@ def _e_WriteTxnMarkersRequest_v2(o: WriteTxnMarkersRequest, out: list[Chunk]) ->
     out.append(write_compact_array_length(o.markers, False))
     for e_markers in o.markers or ():
         _e_WriteTxnMarkersRequest_WritableTxnMarker_v2(e_markers, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 WriteTxnMarkersRequest._ENCODERS = (_e_WriteTxnMarkersRequest_v0, _e_WriteTxnMarkersRequest_v1, _e_WriteTxnMarkersRequest_v2,)
@@ -17508,21 +18210,24 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf: memoryvi
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(o: WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.partition_index, o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult, int]:
@@ -17558,12 +18263,15 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf: memoryview, 
             e_partitions, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -17572,10 +18280,10 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(o: WriteTxnMarker
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse.WritableTxnMarkerResult, int]:
@@ -17613,12 +18321,15 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf: memoryview, pos: 
             e_topics, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_WriteTxnMarkersResponse_WritableTxnMarkerResult(producer_id=f_producer_id, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -17627,10 +18338,10 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(o: WriteTxnMarkersResp
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_WriteTxnMarkersResponse_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
@@ -17663,12 +18374,15 @@ def _d_WriteTxnMarkersResponse_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMa
             e_markers, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, pos)
             f_markers.append(e_markers)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_WriteTxnMarkersResponse(markers=f_markers, unknown_tagged_fields=unknown), pos
 
 
@@ -17676,10 +18390,10 @@ def _e_WriteTxnMarkersResponse_v1(o: WriteTxnMarkersResponse, out: list[Chunk]) 
     out.append(write_compact_array_length(o.markers, False))
     for e_markers in o.markers or ():
         _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(e_markers, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 WriteTxnMarkersResponse._ENCODERS = (_e_WriteTxnMarkersResponse_v0, _e_WriteTxnMarkersResponse_v1, _e_WriteTxnMarkersResponse_v1,)
@@ -17790,22 +18504,25 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf: memoryview
     pos += 16
     f_committed_metadata, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, committed_metadata=f_committed_metadata, unknown_tagged_fields=unknown), pos
 
 
 def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition, out: list[Chunk]) -> None:
     out.append(_S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     out.append(write_compact_nullable_string(o.committed_metadata))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, int]:
@@ -17862,12 +18579,15 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf: memoryview, po
             e_partitions, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -17876,10 +18596,10 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(o: TxnOffsetCommitR
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_TxnOffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
@@ -17951,12 +18671,15 @@ def _d_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
             e_topics, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_TxnOffsetCommitRequest(transactional_id=f_transactional_id, group_id=f_group_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -17969,10 +18692,10 @@ def _e_TxnOffsetCommitRequest_v3(o: TxnOffsetCommitRequest, out: list[Chunk]) ->
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 TxnOffsetCommitRequest._ENCODERS = (_e_TxnOffsetCommitRequest_v0, _e_TxnOffsetCommitRequest_v0, _e_TxnOffsetCommitRequest_v2, _e_TxnOffsetCommitRequest_v3, _e_TxnOffsetCommitRequest_v3, _e_TxnOffsetCommitRequest_v3,)
@@ -18052,21 +18775,24 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(buf: memoryvi
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(o: TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.partition_index, o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, int]:
@@ -18102,12 +18828,15 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf: memoryview, 
             e_partitions, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -18116,10 +18845,10 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(o: TxnOffsetCommi
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_TxnOffsetCommitResponse_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
@@ -18157,12 +18886,15 @@ def _d_TxnOffsetCommitResponse_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetC
             e_topics, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_TxnOffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -18171,10 +18903,10 @@ def _e_TxnOffsetCommitResponse_v3(o: TxnOffsetCommitResponse, out: list[Chunk]) 
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 TxnOffsetCommitResponse._ENCODERS = (_e_TxnOffsetCommitResponse_v0, _e_TxnOffsetCommitResponse_v0, _e_TxnOffsetCommitResponse_v0, _e_TxnOffsetCommitResponse_v3, _e_TxnOffsetCommitResponse_v3, _e_TxnOffsetCommitResponse_v3,)
@@ -18270,12 +19002,15 @@ def _d_DescribeAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeAclsRequest(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, pattern_type_filter=f_pattern_type_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type, unknown_tagged_fields=unknown), pos
 
 
@@ -18286,10 +19021,10 @@ def _e_DescribeAclsRequest_v2(o: DescribeAclsRequest, out: list[Chunk]) -> None:
     out.append(write_compact_nullable_string(o.principal_filter))
     out.append(write_compact_nullable_string(o.host_filter))
     out.append(_S_bb.pack(o.operation, o.permission_type))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeAclsRequest._ENCODERS = (_e_DescribeAclsRequest_v0, _e_DescribeAclsRequest_v1, _e_DescribeAclsRequest_v2, _e_DescribeAclsRequest_v2,)
@@ -18387,12 +19122,15 @@ def _d_DescribeAclsResponse_AclDescription_v2(buf: memoryview, pos: int) -> tupl
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeAclsResponse_AclDescription(principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type, unknown_tagged_fields=unknown), pos
 
 
@@ -18400,10 +19138,10 @@ def _e_DescribeAclsResponse_AclDescription_v2(o: DescribeAclsResponse.AclDescrip
     out.append(write_compact_string(o.principal))
     out.append(write_compact_string(o.host))
     out.append(_S_bb.pack(o.operation, o.permission_type))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeAclsResponse_DescribeAclsResource_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse.DescribeAclsResource, int]:
@@ -18473,12 +19211,15 @@ def _d_DescribeAclsResponse_DescribeAclsResource_v2(buf: memoryview, pos: int) -
             e_acls, pos = _d_DescribeAclsResponse_AclDescription_v2(buf, pos)
             f_acls.append(e_acls)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeAclsResponse_DescribeAclsResource(resource_type=f_resource_type, resource_name=f_resource_name, pattern_type=f_pattern_type, acls=f_acls, unknown_tagged_fields=unknown), pos
 
 
@@ -18489,10 +19230,10 @@ def _e_DescribeAclsResponse_DescribeAclsResource_v2(o: DescribeAclsResponse.Desc
     out.append(write_compact_array_length(o.acls, False))
     for e_acls in o.acls or ():
         _e_DescribeAclsResponse_AclDescription_v2(e_acls, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse, int]:
@@ -18557,12 +19298,15 @@ def _d_DescribeAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsR
             e_resources, pos = _d_DescribeAclsResponse_DescribeAclsResource_v2(buf, pos)
             f_resources.append(e_resources)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeAclsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, resources=f_resources, unknown_tagged_fields=unknown), pos
 
 
@@ -18572,10 +19316,10 @@ def _e_DescribeAclsResponse_v2(o: DescribeAclsResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.resources, False))
     for e_resources in o.resources or ():
         _e_DescribeAclsResponse_DescribeAclsResource_v2(e_resources, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeAclsResponse._ENCODERS = (_e_DescribeAclsResponse_v0, _e_DescribeAclsResponse_v1, _e_DescribeAclsResponse_v2, _e_DescribeAclsResponse_v2,)
@@ -18685,12 +19429,15 @@ def _d_CreateAclsRequest_AclCreation_v2(buf: memoryview, pos: int) -> tuple[Crea
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreateAclsRequest_AclCreation(resource_type=f_resource_type, resource_name=f_resource_name, resource_pattern_type=f_resource_pattern_type, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type, unknown_tagged_fields=unknown), pos
 
 
@@ -18701,10 +19448,10 @@ def _e_CreateAclsRequest_AclCreation_v2(o: CreateAclsRequest.AclCreation, out: l
     out.append(write_compact_string(o.principal))
     out.append(write_compact_string(o.host))
     out.append(_S_bb.pack(o.operation, o.permission_type))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_CreateAclsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
@@ -18756,12 +19503,15 @@ def _d_CreateAclsRequest_v2(buf: memoryview, pos: int) -> tuple[CreateAclsReques
             e_creations, pos = _d_CreateAclsRequest_AclCreation_v2(buf, pos)
             f_creations.append(e_creations)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreateAclsRequest(creations=f_creations, unknown_tagged_fields=unknown), pos
 
 
@@ -18769,10 +19519,10 @@ def _e_CreateAclsRequest_v2(o: CreateAclsRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.creations, False))
     for e_creations in o.creations or ():
         _e_CreateAclsRequest_AclCreation_v2(e_creations, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 CreateAclsRequest._ENCODERS = (_e_CreateAclsRequest_v0, _e_CreateAclsRequest_v1, _e_CreateAclsRequest_v2, _e_CreateAclsRequest_v2,)
@@ -18839,22 +19589,25 @@ def _d_CreateAclsResponse_AclCreationResult_v2(buf: memoryview, pos: int) -> tup
     pos += 2
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreateAclsResponse_AclCreationResult(error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
 
 
 def _e_CreateAclsResponse_AclCreationResult_v2(o: CreateAclsResponse.AclCreationResult, out: list[Chunk]) -> None:
     out.append(_S_h.pack(o.error_code))
     out.append(write_compact_nullable_string(o.error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_CreateAclsResponse_v0(buf: memoryview, pos: int) -> tuple[CreateAclsResponse, int]:
@@ -18892,12 +19645,15 @@ def _d_CreateAclsResponse_v2(buf: memoryview, pos: int) -> tuple[CreateAclsRespo
             e_results, pos = _d_CreateAclsResponse_AclCreationResult_v2(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreateAclsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -18906,10 +19662,10 @@ def _e_CreateAclsResponse_v2(o: CreateAclsResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_CreateAclsResponse_AclCreationResult_v2(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 CreateAclsResponse._ENCODERS = (_e_CreateAclsResponse_v0, _e_CreateAclsResponse_v0, _e_CreateAclsResponse_v2, _e_CreateAclsResponse_v2,)
@@ -19019,12 +19775,15 @@ def _d_DeleteAclsRequest_DeleteAclsFilter_v2(buf: memoryview, pos: int) -> tuple
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteAclsRequest_DeleteAclsFilter(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, pattern_type_filter=f_pattern_type_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type, unknown_tagged_fields=unknown), pos
 
 
@@ -19035,10 +19794,10 @@ def _e_DeleteAclsRequest_DeleteAclsFilter_v2(o: DeleteAclsRequest.DeleteAclsFilt
     out.append(write_compact_nullable_string(o.principal_filter))
     out.append(write_compact_nullable_string(o.host_filter))
     out.append(_S_bb.pack(o.operation, o.permission_type))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteAclsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
@@ -19090,12 +19849,15 @@ def _d_DeleteAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsReques
             e_filters, pos = _d_DeleteAclsRequest_DeleteAclsFilter_v2(buf, pos)
             f_filters.append(e_filters)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteAclsRequest(filters=f_filters, unknown_tagged_fields=unknown), pos
 
 
@@ -19103,10 +19865,10 @@ def _e_DeleteAclsRequest_v2(o: DeleteAclsRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.filters, False))
     for e_filters in o.filters or ():
         _e_DeleteAclsRequest_DeleteAclsFilter_v2(e_filters, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DeleteAclsRequest._ENCODERS = (_e_DeleteAclsRequest_v0, _e_DeleteAclsRequest_v1, _e_DeleteAclsRequest_v2, _e_DeleteAclsRequest_v2,)
@@ -19253,12 +20015,15 @@ def _d_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf: memoryview, pos: int) ->
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteAclsResponse_DeleteAclsMatchingAcl(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, pattern_type=f_pattern_type, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type, unknown_tagged_fields=unknown), pos
 
 
@@ -19271,10 +20036,10 @@ def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(o: DeleteAclsResponse.DeleteA
     out.append(write_compact_string(o.principal))
     out.append(write_compact_string(o.host))
     out.append(_S_bb.pack(o.operation, o.permission_type))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse.DeleteAclsFilterResult, int]:
@@ -19339,12 +20104,15 @@ def _d_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf: memoryview, pos: int) -
             e_matching_acls, pos = _d_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, pos)
             f_matching_acls.append(e_matching_acls)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteAclsResponse_DeleteAclsFilterResult(error_code=f_error_code, error_message=f_error_message, matching_acls=f_matching_acls, unknown_tagged_fields=unknown), pos
 
 
@@ -19354,10 +20122,10 @@ def _e_DeleteAclsResponse_DeleteAclsFilterResult_v2(o: DeleteAclsResponse.Delete
     out.append(write_compact_array_length(o.matching_acls, False))
     for e_matching_acls in o.matching_acls or ():
         _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(e_matching_acls, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
@@ -19417,12 +20185,15 @@ def _d_DeleteAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
             e_filter_results, pos = _d_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, pos)
             f_filter_results.append(e_filter_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteAclsResponse(throttle_time_ms=f_throttle_time_ms, filter_results=f_filter_results, unknown_tagged_fields=unknown), pos
 
 
@@ -19431,10 +20202,10 @@ def _e_DeleteAclsResponse_v2(o: DeleteAclsResponse, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.filter_results, False))
     for e_filter_results in o.filter_results or ():
         _e_DeleteAclsResponse_DeleteAclsFilterResult_v2(e_filter_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DeleteAclsResponse._ENCODERS = (_e_DeleteAclsResponse_v0, _e_DeleteAclsResponse_v1, _e_DeleteAclsResponse_v2, _e_DeleteAclsResponse_v2,)
@@ -19526,12 +20297,15 @@ def _d_DescribeConfigsRequest_DescribeConfigsResource_v4(buf: memoryview, pos: i
             e_configuration_keys, pos = read_compact_string(buf, pos)
             f_configuration_keys.append(e_configuration_keys)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeConfigsRequest_DescribeConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configuration_keys=f_configuration_keys, unknown_tagged_fields=unknown), pos
 
 
@@ -19541,10 +20315,10 @@ def _e_DescribeConfigsRequest_DescribeConfigsResource_v4(o: DescribeConfigsReque
     out.append(write_compact_array_length(o.configuration_keys, True))
     for e_configuration_keys in o.configuration_keys or ():
         out.append(write_compact_string(e_configuration_keys))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
@@ -19623,12 +20397,15 @@ def _d_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeCon
     (f_include_synonyms, f_include_documentation,) = _S_oo.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeConfigsRequest(resources=f_resources, include_synonyms=f_include_synonyms, include_documentation=f_include_documentation, unknown_tagged_fields=unknown), pos
 
 
@@ -19637,10 +20414,10 @@ def _e_DescribeConfigsRequest_v4(o: DescribeConfigsRequest, out: list[Chunk]) ->
     for e_resources in o.resources or ():
         _e_DescribeConfigsRequest_DescribeConfigsResource_v4(e_resources, out)
     out.append(_S_oo.pack(o.include_synonyms, o.include_documentation))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeConfigsRequest._ENCODERS = (_e_DescribeConfigsRequest_v0, _e_DescribeConfigsRequest_v1, _e_DescribeConfigsRequest_v1, _e_DescribeConfigsRequest_v3, _e_DescribeConfigsRequest_v4,)
@@ -19764,12 +20541,15 @@ def _d_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf: memoryview, pos: i
     (f_source,) = _S_b.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeConfigsResponse_DescribeConfigsSynonym(name=f_name, value=f_value, source=f_source, unknown_tagged_fields=unknown), pos
 
 
@@ -19777,10 +20557,10 @@ def _e_DescribeConfigsResponse_DescribeConfigsSynonym_v4(o: DescribeConfigsRespo
     out.append(write_compact_string(o.name))
     out.append(write_compact_nullable_string(o.value))
     out.append(_S_b.pack(o.source))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResourceResult, int]:
@@ -19872,12 +20652,15 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf: memoryview,
     pos += 1
     f_documentation, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeConfigsResponse_DescribeConfigsResourceResult(name=f_name, value=f_value, read_only=f_read_only, config_source=f_config_source, is_sensitive=f_is_sensitive, synonyms=f_synonyms, config_type=f_config_type, documentation=f_documentation, unknown_tagged_fields=unknown), pos
 
 
@@ -19890,10 +20673,10 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(o: DescribeConfi
         _e_DescribeConfigsResponse_DescribeConfigsSynonym_v4(e_synonyms, out)
     out.append(_S_b.pack(o.config_type))
     out.append(write_compact_nullable_string(o.documentation))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeConfigsResponse_DescribeConfigsResult_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResult, int]:
@@ -20000,12 +20783,15 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_v4(buf: memoryview, pos: in
             e_configs, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, pos)
             f_configs.append(e_configs)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeConfigsResponse_DescribeConfigsResult(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs, unknown_tagged_fields=unknown), pos
 
 
@@ -20017,10 +20803,10 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_v4(o: DescribeConfigsRespon
     out.append(write_compact_array_length(o.configs, False))
     for e_configs in o.configs or ():
         _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(e_configs, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
@@ -20102,12 +20888,15 @@ def _d_DescribeConfigsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeCo
             e_results, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeConfigsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -20116,10 +20905,10 @@ def _e_DescribeConfigsResponse_v4(o: DescribeConfigsResponse, out: list[Chunk]) 
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_DescribeConfigsResponse_DescribeConfigsResult_v4(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeConfigsResponse._ENCODERS = (_e_DescribeConfigsResponse_v0, _e_DescribeConfigsResponse_v1, _e_DescribeConfigsResponse_v1, _e_DescribeConfigsResponse_v3, _e_DescribeConfigsResponse_v4,)
@@ -20202,22 +20991,25 @@ def _d_AlterConfigsRequest_AlterableConfig_v2(buf: memoryview, pos: int) -> tupl
     f_name, pos = read_compact_string(buf, pos)
     f_value, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterConfigsRequest_AlterableConfig(name=f_name, value=f_value, unknown_tagged_fields=unknown), pos
 
 
 def _e_AlterConfigsRequest_AlterableConfig_v2(o: AlterConfigsRequest.AlterableConfig, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.name))
     out.append(write_compact_nullable_string(o.value))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterConfigsRequest_AlterConfigsResource_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest.AlterConfigsResource, int]:
@@ -20258,12 +21050,15 @@ def _d_AlterConfigsRequest_AlterConfigsResource_v2(buf: memoryview, pos: int) ->
             e_configs, pos = _d_AlterConfigsRequest_AlterableConfig_v2(buf, pos)
             f_configs.append(e_configs)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterConfigsRequest_AlterConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs, unknown_tagged_fields=unknown), pos
 
 
@@ -20273,10 +21068,10 @@ def _e_AlterConfigsRequest_AlterConfigsResource_v2(o: AlterConfigsRequest.AlterC
     out.append(write_compact_array_length(o.configs, False))
     for e_configs in o.configs or ():
         _e_AlterConfigsRequest_AlterableConfig_v2(e_configs, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
@@ -20314,12 +21109,15 @@ def _d_AlterConfigsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
     (f_validate_only,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterConfigsRequest(resources=f_resources, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
 
 
@@ -20328,10 +21126,10 @@ def _e_AlterConfigsRequest_v2(o: AlterConfigsRequest, out: list[Chunk]) -> None:
     for e_resources in o.resources or ():
         _e_AlterConfigsRequest_AlterConfigsResource_v2(e_resources, out)
     out.append(_S_o.pack(o.validate_only))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AlterConfigsRequest._ENCODERS = (_e_AlterConfigsRequest_v0, _e_AlterConfigsRequest_v0, _e_AlterConfigsRequest_v2,)
@@ -20410,12 +21208,15 @@ def _d_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf: memoryview, pos
     pos += 1
     f_resource_name, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterConfigsResponse_AlterConfigsResourceResponse(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, unknown_tagged_fields=unknown), pos
 
 
@@ -20424,10 +21225,10 @@ def _e_AlterConfigsResponse_AlterConfigsResourceResponse_v2(o: AlterConfigsRespo
     out.append(write_compact_nullable_string(o.error_message))
     out.append(_S_b.pack(o.resource_type))
     out.append(write_compact_string(o.resource_name))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
@@ -20465,12 +21266,15 @@ def _d_AlterConfigsResponse_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsR
             e_responses, pos = _d_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, pos)
             f_responses.append(e_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterConfigsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -20479,10 +21283,10 @@ def _e_AlterConfigsResponse_v2(o: AlterConfigsResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.responses, False))
     for e_responses in o.responses or ():
         _e_AlterConfigsResponse_AlterConfigsResourceResponse_v2(e_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AlterConfigsResponse._ENCODERS = (_e_AlterConfigsResponse_v0, _e_AlterConfigsResponse_v0, _e_AlterConfigsResponse_v2,)
@@ -20573,12 +21377,15 @@ def _d_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf: memoryview, po
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -20587,10 +21394,10 @@ def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(o: AlterReplicaLogD
     out.append(write_compact_array_length(o.partitions, False))
     if o.partitions:
         out.append(write_fixed_array(o.partitions, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest.AlterReplicaLogDir, int]:
@@ -20626,12 +21433,15 @@ def _d_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf: memoryview, pos: in
             e_topics, pos = _d_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterReplicaLogDirsRequest_AlterReplicaLogDir(path=f_path, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -20640,10 +21450,10 @@ def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(o: AlterReplicaLogDirsRe
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterReplicaLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
@@ -20676,12 +21486,15 @@ def _d_AlterReplicaLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterRe
             e_dirs, pos = _d_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, pos)
             f_dirs.append(e_dirs)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterReplicaLogDirsRequest(dirs=f_dirs, unknown_tagged_fields=unknown), pos
 
 
@@ -20689,10 +21502,10 @@ def _e_AlterReplicaLogDirsRequest_v2(o: AlterReplicaLogDirsRequest, out: list[Ch
     out.append(write_compact_array_length(o.dirs, False))
     for e_dirs in o.dirs or ():
         _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(e_dirs, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AlterReplicaLogDirsRequest._ENCODERS = (_e_AlterReplicaLogDirsRequest_v0, _e_AlterReplicaLogDirsRequest_v0, _e_AlterReplicaLogDirsRequest_v2,)
@@ -20772,21 +21585,24 @@ def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf: mem
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(o: AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.partition_index, o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult, int]:
@@ -20822,12 +21638,15 @@ def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf: memoryv
             e_partitions, pos = _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(topic_name=f_topic_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -20836,10 +21655,10 @@ def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(o: AlterRepl
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterReplicaLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse, int]:
@@ -20877,12 +21696,15 @@ def _d_AlterReplicaLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[AlterR
             e_results, pos = _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterReplicaLogDirsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -20891,10 +21713,10 @@ def _e_AlterReplicaLogDirsResponse_v2(o: AlterReplicaLogDirsResponse, out: list[
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AlterReplicaLogDirsResponse._ENCODERS = (_e_AlterReplicaLogDirsResponse_v0, _e_AlterReplicaLogDirsResponse_v0, _e_AlterReplicaLogDirsResponse_v2,)
@@ -20969,12 +21791,15 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf: memoryview, pos: in
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeLogDirsRequest_DescribableLogDirTopic(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -20983,10 +21808,10 @@ def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v2(o: DescribeLogDirsReques
     out.append(write_compact_array_length(o.partitions, False))
     if o.partitions:
         out.append(write_fixed_array(o.partitions, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
@@ -21019,12 +21844,15 @@ def _d_DescribeLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeLog
             e_topics, pos = _d_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeLogDirsRequest(topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -21032,10 +21860,10 @@ def _e_DescribeLogDirsRequest_v2(o: DescribeLogDirsRequest, out: list[Chunk]) ->
     out.append(write_compact_array_length(o.topics, True))
     for e_topics in o.topics or ():
         _e_DescribeLogDirsRequest_DescribableLogDirTopic_v2(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeLogDirsRequest._ENCODERS = (_e_DescribeLogDirsRequest_v0, _e_DescribeLogDirsRequest_v0, _e_DescribeLogDirsRequest_v2, _e_DescribeLogDirsRequest_v2, _e_DescribeLogDirsRequest_v2, _e_DescribeLogDirsRequest_v2,)
@@ -21145,21 +21973,24 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf: memoryview, pos:
     (f_partition_index, f_partition_size, f_offset_lag, f_is_future_key,) = _S_iqqo.unpack_from(buf, pos)
     pos += 21
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeLogDirsResponse_DescribeLogDirsPartition(partition_index=f_partition_index, partition_size=f_partition_size, offset_lag=f_offset_lag, is_future_key=f_is_future_key, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(o: DescribeLogDirsResponse.DescribeLogDirsPartition, out: list[Chunk]) -> None:
     out.append(_S_iqqo.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsTopic, int]:
@@ -21195,12 +22026,15 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf: memoryview, pos: int
             e_partitions, pos = _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeLogDirsResponse_DescribeLogDirsTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -21209,10 +22043,10 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(o: DescribeLogDirsRespons
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
@@ -21253,12 +22087,15 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf: memoryview, pos: in
             e_topics, pos = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeLogDirsResponse_DescribeLogDirsResult(error_code=f_error_code, log_dir=f_log_dir, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -21268,10 +22105,10 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2(o: DescribeLogDirsRespon
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
@@ -21290,12 +22127,15 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf: memoryview, pos: in
     (f_total_bytes, f_usable_bytes,) = _S_qq.unpack_from(buf, pos)
     pos += 16
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeLogDirsResponse_DescribeLogDirsResult(error_code=f_error_code, log_dir=f_log_dir, topics=f_topics, total_bytes=f_total_bytes, usable_bytes=f_usable_bytes, unknown_tagged_fields=unknown), pos
 
 
@@ -21306,10 +22146,10 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v4(o: DescribeLogDirsRespon
     for e_topics in o.topics or ():
         _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(e_topics, out)
     out.append(_S_qq.pack(o.total_bytes, o.usable_bytes))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
@@ -21328,12 +22168,15 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf: memoryview, pos: in
     (f_total_bytes, f_usable_bytes, f_is_cordoned,) = _S_qqo.unpack_from(buf, pos)
     pos += 17
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeLogDirsResponse_DescribeLogDirsResult(error_code=f_error_code, log_dir=f_log_dir, topics=f_topics, total_bytes=f_total_bytes, usable_bytes=f_usable_bytes, is_cordoned=f_is_cordoned, unknown_tagged_fields=unknown), pos
 
 
@@ -21344,10 +22187,10 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v5(o: DescribeLogDirsRespon
     for e_topics in o.topics or ():
         _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(e_topics, out)
     out.append(_S_qqo.pack(o.total_bytes, o.usable_bytes, o.is_cordoned))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
@@ -21385,12 +22228,15 @@ def _d_DescribeLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeLo
             e_results, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -21399,10 +22245,10 @@ def _e_DescribeLogDirsResponse_v2(o: DescribeLogDirsResponse, out: list[Chunk]) 
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeLogDirsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
@@ -21418,12 +22264,15 @@ def _d_DescribeLogDirsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeLo
             e_results, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -21432,10 +22281,10 @@ def _e_DescribeLogDirsResponse_v3(o: DescribeLogDirsResponse, out: list[Chunk]) 
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeLogDirsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
@@ -21451,12 +22300,15 @@ def _d_DescribeLogDirsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeLo
             e_results, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -21465,10 +22317,10 @@ def _e_DescribeLogDirsResponse_v4(o: DescribeLogDirsResponse, out: list[Chunk]) 
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_DescribeLogDirsResponse_DescribeLogDirsResult_v4(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeLogDirsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
@@ -21484,12 +22336,15 @@ def _d_DescribeLogDirsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeLo
             e_results, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -21498,10 +22353,10 @@ def _e_DescribeLogDirsResponse_v5(o: DescribeLogDirsResponse, out: list[Chunk]) 
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_DescribeLogDirsResponse_DescribeLogDirsResult_v5(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeLogDirsResponse._ENCODERS = (_e_DescribeLogDirsResponse_v0, _e_DescribeLogDirsResponse_v0, _e_DescribeLogDirsResponse_v2, _e_DescribeLogDirsResponse_v3, _e_DescribeLogDirsResponse_v4, _e_DescribeLogDirsResponse_v5,)
@@ -21545,21 +22400,24 @@ def _e_SaslAuthenticateRequest_v0(o: SaslAuthenticateRequest, out: list[Chunk]) 
 def _d_SaslAuthenticateRequest_v2(buf: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     f_auth_bytes, pos = read_compact_bytes(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_SaslAuthenticateRequest(auth_bytes=f_auth_bytes, unknown_tagged_fields=unknown), pos
 
 
 def _e_SaslAuthenticateRequest_v2(o: SaslAuthenticateRequest, out: list[Chunk]) -> None:
     out.append(write_compact_bytes(o.auth_bytes))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 SaslAuthenticateRequest._ENCODERS = (_e_SaslAuthenticateRequest_v0, _e_SaslAuthenticateRequest_v0, _e_SaslAuthenticateRequest_v2,)
@@ -21636,12 +22494,15 @@ def _d_SaslAuthenticateResponse_v2(buf: memoryview, pos: int) -> tuple[SaslAuthe
     (f_session_lifetime_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_SaslAuthenticateResponse(error_code=f_error_code, error_message=f_error_message, auth_bytes=f_auth_bytes, session_lifetime_ms=f_session_lifetime_ms, unknown_tagged_fields=unknown), pos
 
 
@@ -21650,10 +22511,10 @@ def _e_SaslAuthenticateResponse_v2(o: SaslAuthenticateResponse, out: list[Chunk]
     out.append(write_compact_nullable_string(o.error_message))
     out.append(write_compact_bytes(o.auth_bytes))
     out.append(_S_q.pack(o.session_lifetime_ms))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 SaslAuthenticateResponse._ENCODERS = (_e_SaslAuthenticateResponse_v0, _e_SaslAuthenticateResponse_v1, _e_SaslAuthenticateResponse_v2,)
@@ -21745,12 +22606,15 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf: memoryview, po
     else:
         f_broker_ids, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreatePartitionsRequest_CreatePartitionsAssignment(broker_ids=f_broker_ids, unknown_tagged_fields=unknown), pos
 
 
@@ -21758,10 +22622,10 @@ def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v2(o: CreatePartitions
     out.append(write_compact_array_length(o.broker_ids, False))
     if o.broker_ids:
         out.append(write_fixed_array(o.broker_ids, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest.CreatePartitionsTopic, int]:
@@ -21802,12 +22666,15 @@ def _d_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf: memoryview, pos: in
             e_assignments, pos = _d_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, pos)
             f_assignments.append(e_assignments)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreatePartitionsRequest_CreatePartitionsTopic(name=f_name, count=f_count, assignments=f_assignments, unknown_tagged_fields=unknown), pos
 
 
@@ -21817,10 +22684,10 @@ def _e_CreatePartitionsRequest_CreatePartitionsTopic_v2(o: CreatePartitionsReque
     out.append(write_compact_array_length(o.assignments, True))
     for e_assignments in o.assignments or ():
         _e_CreatePartitionsRequest_CreatePartitionsAssignment_v2(e_assignments, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_CreatePartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
@@ -21858,12 +22725,15 @@ def _d_CreatePartitionsRequest_v2(buf: memoryview, pos: int) -> tuple[CreatePart
     (f_timeout_ms, f_validate_only,) = _S_io.unpack_from(buf, pos)
     pos += 5
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreatePartitionsRequest(topics=f_topics, timeout_ms=f_timeout_ms, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
 
 
@@ -21872,10 +22742,10 @@ def _e_CreatePartitionsRequest_v2(o: CreatePartitionsRequest, out: list[Chunk]) 
     for e_topics in o.topics or ():
         _e_CreatePartitionsRequest_CreatePartitionsTopic_v2(e_topics, out)
     out.append(_S_io.pack(o.timeout_ms, o.validate_only))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 CreatePartitionsRequest._ENCODERS = (_e_CreatePartitionsRequest_v0, _e_CreatePartitionsRequest_v0, _e_CreatePartitionsRequest_v2, _e_CreatePartitionsRequest_v2,)
@@ -21947,12 +22817,15 @@ def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf: memoryview, 
     pos += 2
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreatePartitionsResponse_CreatePartitionsTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
 
 
@@ -21960,10 +22833,10 @@ def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(o: CreatePartitio
     out.append(write_compact_string(o.name))
     out.append(_S_h.pack(o.error_code))
     out.append(write_compact_nullable_string(o.error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_CreatePartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]:
@@ -22001,12 +22874,15 @@ def _d_CreatePartitionsResponse_v2(buf: memoryview, pos: int) -> tuple[CreatePar
             e_results, pos = _d_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_CreatePartitionsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -22015,10 +22891,10 @@ def _e_CreatePartitionsResponse_v2(o: CreatePartitionsResponse, out: list[Chunk]
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 CreatePartitionsResponse._ENCODERS = (_e_CreatePartitionsResponse_v0, _e_CreatePartitionsResponse_v0, _e_CreatePartitionsResponse_v2, _e_CreatePartitionsResponse_v2,)
@@ -22080,12 +22956,15 @@ def _d_DeleteGroupsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRe
             e_groups_names, pos = read_compact_string(buf, pos)
             f_groups_names.append(e_groups_names)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteGroupsRequest(groups_names=f_groups_names, unknown_tagged_fields=unknown), pos
 
 
@@ -22093,10 +22972,10 @@ def _e_DeleteGroupsRequest_v2(o: DeleteGroupsRequest, out: list[Chunk]) -> None:
     out.append(write_compact_array_length(o.groups_names, False))
     for e_groups_names in o.groups_names or ():
         out.append(write_compact_string(e_groups_names))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DeleteGroupsRequest._ENCODERS = (_e_DeleteGroupsRequest_v0, _e_DeleteGroupsRequest_v0, _e_DeleteGroupsRequest_v2,)
@@ -22163,22 +23042,25 @@ def _d_DeleteGroupsResponse_DeletableGroupResult_v2(buf: memoryview, pos: int) -
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteGroupsResponse_DeletableGroupResult(group_id=f_group_id, error_code=f_error_code, unknown_tagged_fields=unknown), pos
 
 
 def _e_DeleteGroupsResponse_DeletableGroupResult_v2(o: DeleteGroupsResponse.DeletableGroupResult, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.group_id))
     out.append(_S_h.pack(o.error_code))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DeleteGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
@@ -22216,12 +23098,15 @@ def _d_DeleteGroupsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsR
             e_results, pos = _d_DeleteGroupsResponse_DeletableGroupResult_v2(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DeleteGroupsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -22230,10 +23115,10 @@ def _e_DeleteGroupsResponse_v2(o: DeleteGroupsResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_DeleteGroupsResponse_DeletableGroupResult_v2(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DeleteGroupsResponse._ENCODERS = (_e_DeleteGroupsResponse_v0, _e_DeleteGroupsResponse_v0, _e_DeleteGroupsResponse_v2,)
@@ -22312,12 +23197,15 @@ def _d_ElectLeadersRequest_TopicPartitions_v2(buf: memoryview, pos: int) -> tupl
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ElectLeadersRequest_TopicPartitions(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -22326,10 +23214,10 @@ def _e_ElectLeadersRequest_TopicPartitions_v2(o: ElectLeadersRequest.TopicPartit
     out.append(write_compact_array_length(o.partitions, False))
     if o.partitions:
         out.append(write_fixed_array(o.partitions, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ElectLeadersRequest_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
@@ -22394,12 +23282,15 @@ def _d_ElectLeadersRequest_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
     (f_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ElectLeadersRequest(election_type=f_election_type, topic_partitions=f_topic_partitions, timeout_ms=f_timeout_ms, unknown_tagged_fields=unknown), pos
 
 
@@ -22409,10 +23300,10 @@ def _e_ElectLeadersRequest_v2(o: ElectLeadersRequest, out: list[Chunk]) -> None:
     for e_topic_partitions in o.topic_partitions or ():
         _e_ElectLeadersRequest_TopicPartitions_v2(e_topic_partitions, out)
     out.append(_S_i.pack(o.timeout_ms))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ElectLeadersRequest._ENCODERS = (_e_ElectLeadersRequest_v0, _e_ElectLeadersRequest_v1, _e_ElectLeadersRequest_v2,)
@@ -22499,22 +23390,25 @@ def _d_ElectLeadersResponse_PartitionResult_v2(buf: memoryview, pos: int) -> tup
     pos += 6
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ElectLeadersResponse_PartitionResult(partition_id=f_partition_id, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
 
 
 def _e_ElectLeadersResponse_PartitionResult_v2(o: ElectLeadersResponse.PartitionResult, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.partition_id, o.error_code))
     out.append(write_compact_nullable_string(o.error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ElectLeadersResponse_ReplicaElectionResult_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse.ReplicaElectionResult, int]:
@@ -22550,12 +23444,15 @@ def _d_ElectLeadersResponse_ReplicaElectionResult_v2(buf: memoryview, pos: int) 
             e_partition_result, pos = _d_ElectLeadersResponse_PartitionResult_v2(buf, pos)
             f_partition_result.append(e_partition_result)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ElectLeadersResponse_ReplicaElectionResult(topic=f_topic, partition_result=f_partition_result, unknown_tagged_fields=unknown), pos
 
 
@@ -22564,10 +23461,10 @@ def _e_ElectLeadersResponse_ReplicaElectionResult_v2(o: ElectLeadersResponse.Rep
     out.append(write_compact_array_length(o.partition_result, False))
     for e_partition_result in o.partition_result or ():
         _e_ElectLeadersResponse_PartitionResult_v2(e_partition_result, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ElectLeadersResponse_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
@@ -22627,12 +23524,15 @@ def _d_ElectLeadersResponse_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersR
             e_replica_election_results, pos = _d_ElectLeadersResponse_ReplicaElectionResult_v2(buf, pos)
             f_replica_election_results.append(e_replica_election_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ElectLeadersResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, replica_election_results=f_replica_election_results, unknown_tagged_fields=unknown), pos
 
 
@@ -22641,10 +23541,10 @@ def _e_ElectLeadersResponse_v2(o: ElectLeadersResponse, out: list[Chunk]) -> Non
     out.append(write_compact_array_length(o.replica_election_results, False))
     for e_replica_election_results in o.replica_election_results or ():
         _e_ElectLeadersResponse_ReplicaElectionResult_v2(e_replica_election_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ElectLeadersResponse._ENCODERS = (_e_ElectLeadersResponse_v0, _e_ElectLeadersResponse_v1, _e_ElectLeadersResponse_v2,)
@@ -22734,12 +23634,15 @@ def _d_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf: memoryview, pos: i
     pos += 1
     f_value, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_IncrementalAlterConfigsRequest_AlterableConfig(name=f_name, config_operation=f_config_operation, value=f_value, unknown_tagged_fields=unknown), pos
 
 
@@ -22747,10 +23650,10 @@ def _e_IncrementalAlterConfigsRequest_AlterableConfig_v1(o: IncrementalAlterConf
     out.append(write_compact_string(o.name))
     out.append(_S_b.pack(o.config_operation))
     out.append(write_compact_nullable_string(o.value))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest.AlterConfigsResource, int]:
@@ -22791,12 +23694,15 @@ def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf: memoryview, p
             e_configs, pos = _d_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, pos)
             f_configs.append(e_configs)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_IncrementalAlterConfigsRequest_AlterConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs, unknown_tagged_fields=unknown), pos
 
 
@@ -22806,10 +23712,10 @@ def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(o: IncrementalAlte
     out.append(write_compact_array_length(o.configs, False))
     for e_configs in o.configs or ():
         _e_IncrementalAlterConfigsRequest_AlterableConfig_v1(e_configs, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_IncrementalAlterConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
@@ -22847,12 +23753,15 @@ def _d_IncrementalAlterConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[Inc
     (f_validate_only,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_IncrementalAlterConfigsRequest(resources=f_resources, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
 
 
@@ -22861,10 +23770,10 @@ def _e_IncrementalAlterConfigsRequest_v1(o: IncrementalAlterConfigsRequest, out:
     for e_resources in o.resources or ():
         _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(e_resources, out)
     out.append(_S_o.pack(o.validate_only))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 IncrementalAlterConfigsRequest._ENCODERS = (_e_IncrementalAlterConfigsRequest_v0, _e_IncrementalAlterConfigsRequest_v1,)
@@ -22943,12 +23852,15 @@ def _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf: memo
     pos += 1
     f_resource_name, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, unknown_tagged_fields=unknown), pos
 
 
@@ -22957,10 +23869,10 @@ def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(o: Increm
     out.append(write_compact_nullable_string(o.error_message))
     out.append(_S_b.pack(o.resource_type))
     out.append(write_compact_string(o.resource_name))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_IncrementalAlterConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
@@ -22998,12 +23910,15 @@ def _d_IncrementalAlterConfigsResponse_v1(buf: memoryview, pos: int) -> tuple[In
             e_responses, pos = _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, pos)
             f_responses.append(e_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_IncrementalAlterConfigsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -23012,10 +23927,10 @@ def _e_IncrementalAlterConfigsResponse_v1(o: IncrementalAlterConfigsResponse, ou
     out.append(write_compact_array_length(o.responses, False))
     for e_responses in o.responses or ():
         _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(e_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 IncrementalAlterConfigsResponse._ENCODERS = (_e_IncrementalAlterConfigsResponse_v0, _e_IncrementalAlterConfigsResponse_v1,)
@@ -23093,12 +24008,15 @@ def _d_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf: memoryvi
     else:
         f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterPartitionReassignmentsRequest_ReassignablePartition(partition_index=f_partition_index, replicas=f_replicas, unknown_tagged_fields=unknown), pos
 
 
@@ -23107,10 +24025,10 @@ def _e_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(o: AlterParti
     out.append(write_compact_array_length(o.replicas, True))
     if o.replicas:
         out.append(write_fixed_array(o.replicas, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest.ReassignableTopic, int]:
@@ -23125,12 +24043,15 @@ def _d_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf: memoryview, 
             e_partitions, pos = _d_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterPartitionReassignmentsRequest_ReassignableTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -23139,10 +24060,10 @@ def _e_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(o: AlterPartition
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterPartitionReassignmentsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
@@ -23158,12 +24079,15 @@ def _d_AlterPartitionReassignmentsRequest_v0(buf: memoryview, pos: int) -> tuple
             e_topics, pos = _d_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterPartitionReassignmentsRequest(timeout_ms=f_timeout_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -23172,10 +24096,10 @@ def _e_AlterPartitionReassignmentsRequest_v0(o: AlterPartitionReassignmentsReque
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterPartitionReassignmentsRequest_v1(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
@@ -23191,12 +24115,15 @@ def _d_AlterPartitionReassignmentsRequest_v1(buf: memoryview, pos: int) -> tuple
             e_topics, pos = _d_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterPartitionReassignmentsRequest(timeout_ms=f_timeout_ms, allow_replication_factor_change=f_allow_replication_factor_change, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -23205,10 +24132,10 @@ def _e_AlterPartitionReassignmentsRequest_v1(o: AlterPartitionReassignmentsReque
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AlterPartitionReassignmentsRequest._ENCODERS = (_e_AlterPartitionReassignmentsRequest_v0, _e_AlterPartitionReassignmentsRequest_v1,)
@@ -23287,22 +24214,25 @@ def _d_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(buf:
     pos += 6
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(partition_index=f_partition_index, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
 
 
 def _e_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(o: AlterPartitionReassignmentsResponse.ReassignablePartitionResponse, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.partition_index, o.error_code))
     out.append(write_compact_nullable_string(o.error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse.ReassignableTopicResponse, int]:
@@ -23317,12 +24247,15 @@ def _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf: mem
             e_partitions, pos = _d_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterPartitionReassignmentsResponse_ReassignableTopicResponse(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -23331,10 +24264,10 @@ def _e_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(o: Alter
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
@@ -23351,12 +24284,15 @@ def _d_AlterPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tupl
             e_responses, pos = _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, pos)
             f_responses.append(e_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterPartitionReassignmentsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, responses=f_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -23366,10 +24302,10 @@ def _e_AlterPartitionReassignmentsResponse_v0(o: AlterPartitionReassignmentsResp
     out.append(write_compact_array_length(o.responses, False))
     for e_responses in o.responses or ():
         _e_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(e_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterPartitionReassignmentsResponse_v1(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
@@ -23386,12 +24322,15 @@ def _d_AlterPartitionReassignmentsResponse_v1(buf: memoryview, pos: int) -> tupl
             e_responses, pos = _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, pos)
             f_responses.append(e_responses)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterPartitionReassignmentsResponse(throttle_time_ms=f_throttle_time_ms, allow_replication_factor_change=f_allow_replication_factor_change, error_code=f_error_code, error_message=f_error_message, responses=f_responses, unknown_tagged_fields=unknown), pos
 
 
@@ -23401,10 +24340,10 @@ def _e_AlterPartitionReassignmentsResponse_v1(o: AlterPartitionReassignmentsResp
     out.append(write_compact_array_length(o.responses, False))
     for e_responses in o.responses or ():
         _e_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(e_responses, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AlterPartitionReassignmentsResponse._ENCODERS = (_e_AlterPartitionReassignmentsResponse_v0, _e_AlterPartitionReassignmentsResponse_v1,)
@@ -23463,12 +24402,15 @@ def _d_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(buf
     else:
         f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
 
 
@@ -23477,10 +24419,10 @@ def _e_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o: 
     out.append(write_compact_array_length(o.partition_indexes, False))
     if o.partition_indexes:
         out.append(write_fixed_array(o.partition_indexes, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListPartitionReassignmentsRequest_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsRequest, int]:
@@ -23496,12 +24438,15 @@ def _d_ListPartitionReassignmentsRequest_v0(buf: memoryview, pos: int) -> tuple[
             e_topics, pos = _d_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListPartitionReassignmentsRequest(timeout_ms=f_timeout_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -23510,10 +24455,10 @@ def _e_ListPartitionReassignmentsRequest_v0(o: ListPartitionReassignmentsRequest
     out.append(write_compact_array_length(o.topics, True))
     for e_topics in o.topics or ():
         _e_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ListPartitionReassignmentsRequest._ENCODERS = (_e_ListPartitionReassignmentsRequest_v0,)
@@ -23609,12 +24554,15 @@ def _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf: m
     else:
         f_removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(partition_index=f_partition_index, replicas=f_replicas, adding_replicas=f_adding_replicas, removing_replicas=f_removing_replicas, unknown_tagged_fields=unknown), pos
 
 
@@ -23629,10 +24577,10 @@ def _e_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(o: Lis
     out.append(write_compact_array_length(o.removing_replicas, False))
     if o.removing_replicas:
         out.append(write_fixed_array(o.removing_replicas, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsResponse.OngoingTopicReassignment, int]:
@@ -23647,12 +24595,15 @@ def _d_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf: memor
             e_partitions, pos = _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListPartitionReassignmentsResponse_OngoingTopicReassignment(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -23661,10 +24612,10 @@ def _e_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(o: ListPar
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsResponse, int]:
@@ -23681,12 +24632,15 @@ def _d_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple
             e_topics, pos = _d_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListPartitionReassignmentsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -23696,10 +24650,10 @@ def _e_ListPartitionReassignmentsResponse_v0(o: ListPartitionReassignmentsRespon
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ListPartitionReassignmentsResponse._ENCODERS = (_e_ListPartitionReassignmentsResponse_v0,)
@@ -23988,12 +24942,15 @@ def _d_DescribeClientQuotasRequest_ComponentData_v1(buf: memoryview, pos: int) -
     pos += 1
     f_match, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClientQuotasRequest_ComponentData(entity_type=f_entity_type, match_type=f_match_type, match=f_match, unknown_tagged_fields=unknown), pos
 
 
@@ -24001,10 +24958,10 @@ def _e_DescribeClientQuotasRequest_ComponentData_v1(o: DescribeClientQuotasReque
     out.append(write_compact_string(o.entity_type))
     out.append(_S_b.pack(o.match_type))
     out.append(write_compact_nullable_string(o.match))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
@@ -24042,12 +24999,15 @@ def _d_DescribeClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[Descri
     (f_strict,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClientQuotasRequest(components=f_components, strict=f_strict, unknown_tagged_fields=unknown), pos
 
 
@@ -24056,10 +25016,10 @@ def _e_DescribeClientQuotasRequest_v1(o: DescribeClientQuotasRequest, out: list[
     for e_components in o.components or ():
         _e_DescribeClientQuotasRequest_ComponentData_v1(e_components, out)
     out.append(_S_o.pack(o.strict))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeClientQuotasRequest._ENCODERS = (_e_DescribeClientQuotasRequest_v0, _e_DescribeClientQuotasRequest_v1,)
@@ -24160,22 +25120,25 @@ def _d_DescribeClientQuotasResponse_EntityData_v1(buf: memoryview, pos: int) -> 
     f_entity_type, pos = read_compact_string(buf, pos)
     f_entity_name, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClientQuotasResponse_EntityData(entity_type=f_entity_type, entity_name=f_entity_name, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeClientQuotasResponse_EntityData_v1(o: DescribeClientQuotasResponse.EntityData, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.entity_type))
     out.append(write_compact_nullable_string(o.entity_name))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeClientQuotasResponse_ValueData_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse.ValueData, int]:
@@ -24195,22 +25158,25 @@ def _d_DescribeClientQuotasResponse_ValueData_v1(buf: memoryview, pos: int) -> t
     (f_value,) = _S_d.unpack_from(buf, pos)
     pos += 8
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClientQuotasResponse_ValueData(key=f_key, value=f_value, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeClientQuotasResponse_ValueData_v1(o: DescribeClientQuotasResponse.ValueData, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.key))
     out.append(_S_d.pack(o.value))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeClientQuotasResponse_EntryData_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse.EntryData, int]:
@@ -24264,12 +25230,15 @@ def _d_DescribeClientQuotasResponse_EntryData_v1(buf: memoryview, pos: int) -> t
             e_values, pos = _d_DescribeClientQuotasResponse_ValueData_v1(buf, pos)
             f_values.append(e_values)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClientQuotasResponse_EntryData(entity=f_entity, values=f_values, unknown_tagged_fields=unknown), pos
 
 
@@ -24280,10 +25249,10 @@ def _e_DescribeClientQuotasResponse_EntryData_v1(o: DescribeClientQuotasResponse
     out.append(write_compact_array_length(o.values, False))
     for e_values in o.values or ():
         _e_DescribeClientQuotasResponse_ValueData_v1(e_values, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
@@ -24324,12 +25293,15 @@ def _d_DescribeClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[Descr
             e_entries, pos = _d_DescribeClientQuotasResponse_EntryData_v1(buf, pos)
             f_entries.append(e_entries)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClientQuotasResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, entries=f_entries, unknown_tagged_fields=unknown), pos
 
 
@@ -24339,10 +25311,10 @@ def _e_DescribeClientQuotasResponse_v1(o: DescribeClientQuotasResponse, out: lis
     out.append(write_compact_array_length(o.entries, True))
     for e_entries in o.entries or ():
         _e_DescribeClientQuotasResponse_EntryData_v1(e_entries, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeClientQuotasResponse._ENCODERS = (_e_DescribeClientQuotasResponse_v0, _e_DescribeClientQuotasResponse_v1,)
@@ -24441,22 +25413,25 @@ def _d_AlterClientQuotasRequest_EntityData_v1(buf: memoryview, pos: int) -> tupl
     f_entity_type, pos = read_compact_string(buf, pos)
     f_entity_name, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterClientQuotasRequest_EntityData(entity_type=f_entity_type, entity_name=f_entity_name, unknown_tagged_fields=unknown), pos
 
 
 def _e_AlterClientQuotasRequest_EntityData_v1(o: AlterClientQuotasRequest.EntityData, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.entity_type))
     out.append(write_compact_nullable_string(o.entity_name))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterClientQuotasRequest_OpData_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.OpData, int]:
@@ -24476,22 +25451,25 @@ def _d_AlterClientQuotasRequest_OpData_v1(buf: memoryview, pos: int) -> tuple[Al
     (f_value, f_remove,) = _S_do.unpack_from(buf, pos)
     pos += 9
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterClientQuotasRequest_OpData(key=f_key, value=f_value, remove=f_remove, unknown_tagged_fields=unknown), pos
 
 
 def _e_AlterClientQuotasRequest_OpData_v1(o: AlterClientQuotasRequest.OpData, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.key))
     out.append(_S_do.pack(o.value, o.remove))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterClientQuotasRequest_EntryData_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.EntryData, int]:
@@ -24545,12 +25523,15 @@ def _d_AlterClientQuotasRequest_EntryData_v1(buf: memoryview, pos: int) -> tuple
             e_ops, pos = _d_AlterClientQuotasRequest_OpData_v1(buf, pos)
             f_ops.append(e_ops)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterClientQuotasRequest_EntryData(entity=f_entity, ops=f_ops, unknown_tagged_fields=unknown), pos
 
 
@@ -24561,10 +25542,10 @@ def _e_AlterClientQuotasRequest_EntryData_v1(o: AlterClientQuotasRequest.EntryDa
     out.append(write_compact_array_length(o.ops, False))
     for e_ops in o.ops or ():
         _e_AlterClientQuotasRequest_OpData_v1(e_ops, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
@@ -24602,12 +25583,15 @@ def _d_AlterClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[AlterClie
     (f_validate_only,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterClientQuotasRequest(entries=f_entries, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
 
 
@@ -24616,10 +25600,10 @@ def _e_AlterClientQuotasRequest_v1(o: AlterClientQuotasRequest, out: list[Chunk]
     for e_entries in o.entries or ():
         _e_AlterClientQuotasRequest_EntryData_v1(e_entries, out)
     out.append(_S_o.pack(o.validate_only))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AlterClientQuotasRequest._ENCODERS = (_e_AlterClientQuotasRequest_v0, _e_AlterClientQuotasRequest_v1,)
@@ -24702,22 +25686,25 @@ def _d_AlterClientQuotasResponse_EntityData_v1(buf: memoryview, pos: int) -> tup
     f_entity_type, pos = read_compact_string(buf, pos)
     f_entity_name, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterClientQuotasResponse_EntityData(entity_type=f_entity_type, entity_name=f_entity_name, unknown_tagged_fields=unknown), pos
 
 
 def _e_AlterClientQuotasResponse_EntityData_v1(o: AlterClientQuotasResponse.EntityData, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.entity_type))
     out.append(write_compact_nullable_string(o.entity_name))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterClientQuotasResponse_EntryData_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse.EntryData, int]:
@@ -24758,12 +25745,15 @@ def _d_AlterClientQuotasResponse_EntryData_v1(buf: memoryview, pos: int) -> tupl
             e_entity, pos = _d_AlterClientQuotasResponse_EntityData_v1(buf, pos)
             f_entity.append(e_entity)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterClientQuotasResponse_EntryData(error_code=f_error_code, error_message=f_error_message, entity=f_entity, unknown_tagged_fields=unknown), pos
 
 
@@ -24773,10 +25763,10 @@ def _e_AlterClientQuotasResponse_EntryData_v1(o: AlterClientQuotasResponse.Entry
     out.append(write_compact_array_length(o.entity, False))
     for e_entity in o.entity or ():
         _e_AlterClientQuotasResponse_EntityData_v1(e_entity, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse, int]:
@@ -24814,12 +25804,15 @@ def _d_AlterClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[AlterCli
             e_entries, pos = _d_AlterClientQuotasResponse_EntryData_v1(buf, pos)
             f_entries.append(e_entries)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterClientQuotasResponse(throttle_time_ms=f_throttle_time_ms, entries=f_entries, unknown_tagged_fields=unknown), pos
 
 
@@ -24828,10 +25821,10 @@ def _e_AlterClientQuotasResponse_v1(o: AlterClientQuotasResponse, out: list[Chun
     out.append(write_compact_array_length(o.entries, False))
     for e_entries in o.entries or ():
         _e_AlterClientQuotasResponse_EntryData_v1(e_entries, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AlterClientQuotasResponse._ENCODERS = (_e_AlterClientQuotasResponse_v0, _e_AlterClientQuotasResponse_v1,)
@@ -24880,21 +25873,24 @@ _C_DescribeUserScramCredentialsRequest = DescribeUserScramCredentialsRequest
 def _d_DescribeUserScramCredentialsRequest_UserName_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsRequest.UserName, int]:
     f_name, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeUserScramCredentialsRequest_UserName(name=f_name, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeUserScramCredentialsRequest_UserName_v0(o: DescribeUserScramCredentialsRequest.UserName, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.name))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsRequest, int]:
@@ -24908,12 +25904,15 @@ def _d_DescribeUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tupl
             e_users, pos = _d_DescribeUserScramCredentialsRequest_UserName_v0(buf, pos)
             f_users.append(e_users)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeUserScramCredentialsRequest(users=f_users, unknown_tagged_fields=unknown), pos
 
 
@@ -24921,10 +25920,10 @@ def _e_DescribeUserScramCredentialsRequest_v0(o: DescribeUserScramCredentialsReq
     out.append(write_compact_array_length(o.users, True))
     for e_users in o.users or ():
         _e_DescribeUserScramCredentialsRequest_UserName_v0(e_users, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeUserScramCredentialsRequest._ENCODERS = (_e_DescribeUserScramCredentialsRequest_v0,)
@@ -25002,21 +26001,24 @@ def _d_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf: memoryview, p
     (f_mechanism, f_iterations,) = _S_bi.unpack_from(buf, pos)
     pos += 5
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeUserScramCredentialsResponse_CredentialInfo(mechanism=f_mechanism, iterations=f_iterations, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeUserScramCredentialsResponse_CredentialInfo_v0(o: DescribeUserScramCredentialsResponse.CredentialInfo, out: list[Chunk]) -> None:
     out.append(_S_bi.pack(o.mechanism, o.iterations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult, int]:
@@ -25034,12 +26036,15 @@ def _d_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v
             e_credential_infos, pos = _d_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, pos)
             f_credential_infos.append(e_credential_infos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(user=f_user, error_code=f_error_code, error_message=f_error_message, credential_infos=f_credential_infos, unknown_tagged_fields=unknown), pos
 
 
@@ -25050,10 +26055,10 @@ def _e_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v
     out.append(write_compact_array_length(o.credential_infos, False))
     for e_credential_infos in o.credential_infos or ():
         _e_DescribeUserScramCredentialsResponse_CredentialInfo_v0(e_credential_infos, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResponse, int]:
@@ -25070,12 +26075,15 @@ def _d_DescribeUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tup
             e_results, pos = _d_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeUserScramCredentialsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -25085,10 +26093,10 @@ def _e_DescribeUserScramCredentialsResponse_v0(o: DescribeUserScramCredentialsRe
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeUserScramCredentialsResponse._ENCODERS = (_e_DescribeUserScramCredentialsResponse_v0,)
@@ -25165,22 +26173,25 @@ def _d_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf: memoryvi
     (f_mechanism,) = _S_b.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterUserScramCredentialsRequest_ScramCredentialDeletion(name=f_name, mechanism=f_mechanism, unknown_tagged_fields=unknown), pos
 
 
 def _e_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(o: AlterUserScramCredentialsRequest.ScramCredentialDeletion, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.name))
     out.append(_S_b.pack(o.mechanism))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest.ScramCredentialUpsertion, int]:
@@ -25190,12 +26201,15 @@ def _d_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf: memoryv
     f_salt, pos = read_compact_bytes(buf, pos)
     f_salted_password, pos = read_compact_bytes(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(name=f_name, mechanism=f_mechanism, iterations=f_iterations, salt=f_salt, salted_password=f_salted_password, unknown_tagged_fields=unknown), pos
 
 
@@ -25204,10 +26218,10 @@ def _e_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(o: AlterUser
     out.append(_S_bi.pack(o.mechanism, o.iterations))
     out.append(write_compact_bytes(o.salt))
     out.append(write_compact_bytes(o.salted_password))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest, int]:
@@ -25230,12 +26244,15 @@ def _d_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[A
             e_upsertions, pos = _d_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, pos)
             f_upsertions.append(e_upsertions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterUserScramCredentialsRequest(deletions=f_deletions, upsertions=f_upsertions, unknown_tagged_fields=unknown), pos
 
 
@@ -25246,10 +26263,10 @@ def _e_AlterUserScramCredentialsRequest_v0(o: AlterUserScramCredentialsRequest, 
     out.append(write_compact_array_length(o.upsertions, False))
     for e_upsertions in o.upsertions or ():
         _e_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(e_upsertions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AlterUserScramCredentialsRequest._ENCODERS = (_e_AlterUserScramCredentialsRequest_v0,)
@@ -25307,12 +26324,15 @@ def _d_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf:
     pos += 2
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(user=f_user, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
 
 
@@ -25320,10 +26340,10 @@ def _e_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(o: A
     out.append(write_compact_string(o.user))
     out.append(_S_h.pack(o.error_code))
     out.append(write_compact_nullable_string(o.error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_AlterUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsResponse, int]:
@@ -25339,12 +26359,15 @@ def _d_AlterUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tuple[
             e_results, pos = _d_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_AlterUserScramCredentialsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -25353,10 +26376,10 @@ def _e_AlterUserScramCredentialsResponse_v0(o: AlterUserScramCredentialsResponse
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 AlterUserScramCredentialsResponse._ENCODERS = (_e_AlterUserScramCredentialsResponse_v0,)
@@ -25422,21 +26445,24 @@ def _d_DescribeQuorumRequest_PartitionData_v0(buf: memoryview, pos: int) -> tupl
     (f_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumRequest_PartitionData(partition_index=f_partition_index, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeQuorumRequest_PartitionData_v0(o: DescribeQuorumRequest.PartitionData, out: list[Chunk]) -> None:
     out.append(_S_i.pack(o.partition_index))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumRequest_TopicData_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumRequest.TopicData, int]:
@@ -25451,12 +26477,15 @@ def _d_DescribeQuorumRequest_TopicData_v0(buf: memoryview, pos: int) -> tuple[De
             e_partitions, pos = _d_DescribeQuorumRequest_PartitionData_v0(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumRequest_TopicData(topic_name=f_topic_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -25465,10 +26494,10 @@ def _e_DescribeQuorumRequest_TopicData_v0(o: DescribeQuorumRequest.TopicData, ou
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_DescribeQuorumRequest_PartitionData_v0(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumRequest, int]:
@@ -25482,12 +26511,15 @@ def _d_DescribeQuorumRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeQuor
             e_topics, pos = _d_DescribeQuorumRequest_TopicData_v0(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumRequest(topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -25495,10 +26527,10 @@ def _e_DescribeQuorumRequest_v0(o: DescribeQuorumRequest, out: list[Chunk]) -> N
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_DescribeQuorumRequest_TopicData_v0(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeQuorumRequest._ENCODERS = (_e_DescribeQuorumRequest_v0, _e_DescribeQuorumRequest_v0, _e_DescribeQuorumRequest_v0,)
@@ -25640,42 +26672,48 @@ def _d_DescribeQuorumResponse_ReplicaState_v0(buf: memoryview, pos: int) -> tupl
     (f_replica_id, f_log_end_offset,) = _S_iq.unpack_from(buf, pos)
     pos += 12
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse_ReplicaState(replica_id=f_replica_id, log_end_offset=f_log_end_offset, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeQuorumResponse_ReplicaState_v0(o: DescribeQuorumResponse.ReplicaState, out: list[Chunk]) -> None:
     out.append(_S_iq.pack(o.replica_id, o.log_end_offset))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_ReplicaState_v1(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.ReplicaState, int]:
     (f_replica_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp,) = _S_iqqq.unpack_from(buf, pos)
     pos += 28
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse_ReplicaState(replica_id=f_replica_id, log_end_offset=f_log_end_offset, last_fetch_timestamp=f_last_fetch_timestamp, last_caught_up_timestamp=f_last_caught_up_timestamp, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeQuorumResponse_ReplicaState_v1(o: DescribeQuorumResponse.ReplicaState, out: list[Chunk]) -> None:
     out.append(_S_iqqq.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_ReplicaState_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.ReplicaState, int]:
@@ -25685,12 +26723,15 @@ def _d_DescribeQuorumResponse_ReplicaState_v2(buf: memoryview, pos: int) -> tupl
     (f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp,) = _S_qqq.unpack_from(buf, pos)
     pos += 24
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse_ReplicaState(replica_id=f_replica_id, replica_directory_id=f_replica_directory_id, log_end_offset=f_log_end_offset, last_fetch_timestamp=f_last_fetch_timestamp, last_caught_up_timestamp=f_last_caught_up_timestamp, unknown_tagged_fields=unknown), pos
 
 
@@ -25698,10 +26739,10 @@ def _e_DescribeQuorumResponse_ReplicaState_v2(o: DescribeQuorumResponse.ReplicaS
     out.append(_S_i.pack(o.replica_id))
     out.append(write_uuid(o.replica_directory_id))
     out.append(_S_qqq.pack(o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_PartitionData_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.PartitionData, int]:
@@ -25726,12 +26767,15 @@ def _d_DescribeQuorumResponse_PartitionData_v0(buf: memoryview, pos: int) -> tup
             e_observers, pos = _d_DescribeQuorumResponse_ReplicaState_v0(buf, pos)
             f_observers.append(e_observers)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, leader_id=f_leader_id, leader_epoch=f_leader_epoch, high_watermark=f_high_watermark, current_voters=f_current_voters, observers=f_observers, unknown_tagged_fields=unknown), pos
 
 
@@ -25743,10 +26787,10 @@ def _e_DescribeQuorumResponse_PartitionData_v0(o: DescribeQuorumResponse.Partiti
     out.append(write_compact_array_length(o.observers, False))
     for e_observers in o.observers or ():
         _e_DescribeQuorumResponse_ReplicaState_v0(e_observers, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_PartitionData_v1(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.PartitionData, int]:
@@ -25771,12 +26815,15 @@ def _d_DescribeQuorumResponse_PartitionData_v1(buf: memoryview, pos: int) -> tup
             e_observers, pos = _d_DescribeQuorumResponse_ReplicaState_v1(buf, pos)
             f_observers.append(e_observers)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, leader_id=f_leader_id, leader_epoch=f_leader_epoch, high_watermark=f_high_watermark, current_voters=f_current_voters, observers=f_observers, unknown_tagged_fields=unknown), pos
 
 
@@ -25788,10 +26835,10 @@ def _e_DescribeQuorumResponse_PartitionData_v1(o: DescribeQuorumResponse.Partiti
     out.append(write_compact_array_length(o.observers, False))
     for e_observers in o.observers or ():
         _e_DescribeQuorumResponse_ReplicaState_v1(e_observers, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_PartitionData_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.PartitionData, int]:
@@ -25819,12 +26866,15 @@ def _d_DescribeQuorumResponse_PartitionData_v2(buf: memoryview, pos: int) -> tup
             e_observers, pos = _d_DescribeQuorumResponse_ReplicaState_v2(buf, pos)
             f_observers.append(e_observers)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, error_message=f_error_message, leader_id=f_leader_id, leader_epoch=f_leader_epoch, high_watermark=f_high_watermark, current_voters=f_current_voters, observers=f_observers, unknown_tagged_fields=unknown), pos
 
 
@@ -25838,10 +26888,10 @@ def _e_DescribeQuorumResponse_PartitionData_v2(o: DescribeQuorumResponse.Partiti
     out.append(write_compact_array_length(o.observers, False))
     for e_observers in o.observers or ():
         _e_DescribeQuorumResponse_ReplicaState_v2(e_observers, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_TopicData_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.TopicData, int]:
@@ -25856,12 +26906,15 @@ def _d_DescribeQuorumResponse_TopicData_v0(buf: memoryview, pos: int) -> tuple[D
             e_partitions, pos = _d_DescribeQuorumResponse_PartitionData_v0(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse_TopicData(topic_name=f_topic_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -25870,10 +26923,10 @@ def _e_DescribeQuorumResponse_TopicData_v0(o: DescribeQuorumResponse.TopicData, 
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_DescribeQuorumResponse_PartitionData_v0(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_TopicData_v1(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.TopicData, int]:
@@ -25888,12 +26941,15 @@ def _d_DescribeQuorumResponse_TopicData_v1(buf: memoryview, pos: int) -> tuple[D
             e_partitions, pos = _d_DescribeQuorumResponse_PartitionData_v1(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse_TopicData(topic_name=f_topic_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -25902,10 +26958,10 @@ def _e_DescribeQuorumResponse_TopicData_v1(o: DescribeQuorumResponse.TopicData, 
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_DescribeQuorumResponse_PartitionData_v1(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_TopicData_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.TopicData, int]:
@@ -25920,12 +26976,15 @@ def _d_DescribeQuorumResponse_TopicData_v2(buf: memoryview, pos: int) -> tuple[D
             e_partitions, pos = _d_DescribeQuorumResponse_PartitionData_v2(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse_TopicData(topic_name=f_topic_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -25934,10 +26993,10 @@ def _e_DescribeQuorumResponse_TopicData_v2(o: DescribeQuorumResponse.TopicData, 
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_DescribeQuorumResponse_PartitionData_v2(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_Listener_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.Listener, int]:
@@ -25946,12 +27005,15 @@ def _d_DescribeQuorumResponse_Listener_v2(buf: memoryview, pos: int) -> tuple[De
     (f_port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse_Listener(name=f_name, host=f_host, port=f_port, unknown_tagged_fields=unknown), pos
 
 
@@ -25959,10 +27021,10 @@ def _e_DescribeQuorumResponse_Listener_v2(o: DescribeQuorumResponse.Listener, ou
     out.append(write_compact_string(o.name))
     out.append(write_compact_string(o.host))
     out.append(_S_H.pack(o.port))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_Node_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.Node, int]:
@@ -25978,12 +27040,15 @@ def _d_DescribeQuorumResponse_Node_v2(buf: memoryview, pos: int) -> tuple[Descri
             e_listeners, pos = _d_DescribeQuorumResponse_Listener_v2(buf, pos)
             f_listeners.append(e_listeners)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse_Node(node_id=f_node_id, listeners=f_listeners, unknown_tagged_fields=unknown), pos
 
 
@@ -25992,10 +27057,10 @@ def _e_DescribeQuorumResponse_Node_v2(o: DescribeQuorumResponse.Node, out: list[
     out.append(write_compact_array_length(o.listeners, False))
     for e_listeners in o.listeners or ():
         _e_DescribeQuorumResponse_Listener_v2(e_listeners, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
@@ -26011,12 +27076,15 @@ def _d_DescribeQuorumResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeQuo
             e_topics, pos = _d_DescribeQuorumResponse_TopicData_v0(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse(error_code=f_error_code, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -26025,10 +27093,10 @@ def _e_DescribeQuorumResponse_v0(o: DescribeQuorumResponse, out: list[Chunk]) ->
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_DescribeQuorumResponse_TopicData_v0(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
@@ -26044,12 +27112,15 @@ def _d_DescribeQuorumResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeQuo
             e_topics, pos = _d_DescribeQuorumResponse_TopicData_v1(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse(error_code=f_error_code, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -26058,10 +27129,10 @@ def _e_DescribeQuorumResponse_v1(o: DescribeQuorumResponse, out: list[Chunk]) ->
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_DescribeQuorumResponse_TopicData_v1(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeQuorumResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
@@ -26087,12 +27158,15 @@ def _d_DescribeQuorumResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeQuo
             e_nodes, pos = _d_DescribeQuorumResponse_Node_v2(buf, pos)
             f_nodes.append(e_nodes)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeQuorumResponse(error_code=f_error_code, error_message=f_error_message, topics=f_topics, nodes=f_nodes, unknown_tagged_fields=unknown), pos
 
 
@@ -26105,10 +27179,10 @@ def _e_DescribeQuorumResponse_v2(o: DescribeQuorumResponse, out: list[Chunk]) ->
     out.append(write_compact_array_length(o.nodes, False))
     for e_nodes in o.nodes or ():
         _e_DescribeQuorumResponse_Node_v2(e_nodes, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeQuorumResponse._ENCODERS = (_e_DescribeQuorumResponse_v0, _e_DescribeQuorumResponse_v1, _e_DescribeQuorumResponse_v2,)
@@ -26169,22 +27243,25 @@ def _d_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf: memoryview, pos: int) -> t
     (f_max_version_level, f_allow_downgrade,) = _S_ho.unpack_from(buf, pos)
     pos += 3
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateFeaturesRequest_FeatureUpdateKey(feature=f_feature, max_version_level=f_max_version_level, allow_downgrade=f_allow_downgrade, unknown_tagged_fields=unknown), pos
 
 
 def _e_UpdateFeaturesRequest_FeatureUpdateKey_v0(o: UpdateFeaturesRequest.FeatureUpdateKey, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.feature))
     out.append(_S_ho.pack(o.max_version_level, o.allow_downgrade))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest.FeatureUpdateKey, int]:
@@ -26192,22 +27269,25 @@ def _d_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf: memoryview, pos: int) -> t
     (f_max_version_level, f_upgrade_type,) = _S_hb.unpack_from(buf, pos)
     pos += 3
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateFeaturesRequest_FeatureUpdateKey(feature=f_feature, max_version_level=f_max_version_level, upgrade_type=f_upgrade_type, unknown_tagged_fields=unknown), pos
 
 
 def _e_UpdateFeaturesRequest_FeatureUpdateKey_v1(o: UpdateFeaturesRequest.FeatureUpdateKey, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.feature))
     out.append(_S_hb.pack(o.max_version_level, o.upgrade_type))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateFeaturesRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
@@ -26223,12 +27303,15 @@ def _d_UpdateFeaturesRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatur
             e_feature_updates, pos = _d_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, pos)
             f_feature_updates.append(e_feature_updates)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateFeaturesRequest(timeout_ms=f_timeout_ms, feature_updates=f_feature_updates, unknown_tagged_fields=unknown), pos
 
 
@@ -26237,10 +27320,10 @@ def _e_UpdateFeaturesRequest_v0(o: UpdateFeaturesRequest, out: list[Chunk]) -> N
     out.append(write_compact_array_length(o.feature_updates, False))
     for e_feature_updates in o.feature_updates or ():
         _e_UpdateFeaturesRequest_FeatureUpdateKey_v0(e_feature_updates, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateFeaturesRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
@@ -26258,12 +27341,15 @@ def _d_UpdateFeaturesRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateFeatur
     (f_validate_only,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateFeaturesRequest(timeout_ms=f_timeout_ms, feature_updates=f_feature_updates, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
 
 
@@ -26273,10 +27359,10 @@ def _e_UpdateFeaturesRequest_v1(o: UpdateFeaturesRequest, out: list[Chunk]) -> N
     for e_feature_updates in o.feature_updates or ():
         _e_UpdateFeaturesRequest_FeatureUpdateKey_v1(e_feature_updates, out)
     out.append(_S_o.pack(o.validate_only))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 UpdateFeaturesRequest._ENCODERS = (_e_UpdateFeaturesRequest_v0, _e_UpdateFeaturesRequest_v1, _e_UpdateFeaturesRequest_v1,)
@@ -26338,12 +27424,15 @@ def _d_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf: memoryview, pos: in
     pos += 2
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateFeaturesResponse_UpdatableFeatureResult(feature=f_feature, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
 
 
@@ -26351,10 +27440,10 @@ def _e_UpdateFeaturesResponse_UpdatableFeatureResult_v0(o: UpdateFeaturesRespons
     out.append(write_compact_string(o.feature))
     out.append(_S_h.pack(o.error_code))
     out.append(write_compact_nullable_string(o.error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateFeaturesResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesResponse, int]:
@@ -26371,12 +27460,15 @@ def _d_UpdateFeaturesResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatu
             e_results, pos = _d_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, pos)
             f_results.append(e_results)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateFeaturesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, results=f_results, unknown_tagged_fields=unknown), pos
 
 
@@ -26386,10 +27478,10 @@ def _e_UpdateFeaturesResponse_v0(o: UpdateFeaturesResponse, out: list[Chunk]) ->
     out.append(write_compact_array_length(o.results, False))
     for e_results in o.results or ():
         _e_UpdateFeaturesResponse_UpdatableFeatureResult_v0(e_results, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_UpdateFeaturesResponse_v2(buf: memoryview, pos: int) -> tuple[UpdateFeaturesResponse, int]:
@@ -26397,22 +27489,25 @@ def _d_UpdateFeaturesResponse_v2(buf: memoryview, pos: int) -> tuple[UpdateFeatu
     pos += 6
     f_error_message, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_UpdateFeaturesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
 
 
 def _e_UpdateFeaturesResponse_v2(o: UpdateFeaturesResponse, out: list[Chunk]) -> None:
     out.append(_S_ih.pack(o.throttle_time_ms, o.error_code))
     out.append(write_compact_nullable_string(o.error_message))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 UpdateFeaturesResponse._ENCODERS = (_e_UpdateFeaturesResponse_v0, _e_UpdateFeaturesResponse_v0, _e_UpdateFeaturesResponse_v2,)
@@ -26452,63 +27547,72 @@ def _d_DescribeClusterRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeClu
     (f_include_cluster_authorized_operations,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClusterRequest(include_cluster_authorized_operations=f_include_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeClusterRequest_v0(o: DescribeClusterRequest, out: list[Chunk]) -> None:
     out.append(_S_o.pack(o.include_cluster_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeClusterRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     (f_include_cluster_authorized_operations, f_endpoint_type,) = _S_ob.unpack_from(buf, pos)
     pos += 2
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClusterRequest(include_cluster_authorized_operations=f_include_cluster_authorized_operations, endpoint_type=f_endpoint_type, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeClusterRequest_v1(o: DescribeClusterRequest, out: list[Chunk]) -> None:
     out.append(_S_ob.pack(o.include_cluster_authorized_operations, o.endpoint_type))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeClusterRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     (f_include_cluster_authorized_operations, f_endpoint_type, f_include_fenced_brokers,) = _S_obo.unpack_from(buf, pos)
     pos += 3
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClusterRequest(include_cluster_authorized_operations=f_include_cluster_authorized_operations, endpoint_type=f_endpoint_type, include_fenced_brokers=f_include_fenced_brokers, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeClusterRequest_v2(o: DescribeClusterRequest, out: list[Chunk]) -> None:
     out.append(_S_obo.pack(o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeClusterRequest._ENCODERS = (_e_DescribeClusterRequest_v0, _e_DescribeClusterRequest_v1, _e_DescribeClusterRequest_v2,)
@@ -26584,12 +27688,15 @@ def _d_DescribeClusterResponse_DescribeClusterBroker_v0(buf: memoryview, pos: in
     pos += 4
     f_rack, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClusterResponse_DescribeClusterBroker(broker_id=f_broker_id, host=f_host, port=f_port, rack=f_rack, unknown_tagged_fields=unknown), pos
 
 
@@ -26598,10 +27705,10 @@ def _e_DescribeClusterResponse_DescribeClusterBroker_v0(o: DescribeClusterRespon
     out.append(write_compact_string(o.host))
     out.append(_S_i.pack(o.port))
     out.append(write_compact_nullable_string(o.rack))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeClusterResponse_DescribeClusterBroker_v2(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse.DescribeClusterBroker, int]:
@@ -26614,12 +27721,15 @@ def _d_DescribeClusterResponse_DescribeClusterBroker_v2(buf: memoryview, pos: in
     (f_is_fenced,) = _S_o.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClusterResponse_DescribeClusterBroker(broker_id=f_broker_id, host=f_host, port=f_port, rack=f_rack, is_fenced=f_is_fenced, unknown_tagged_fields=unknown), pos
 
 
@@ -26629,10 +27739,10 @@ def _e_DescribeClusterResponse_DescribeClusterBroker_v2(o: DescribeClusterRespon
     out.append(_S_i.pack(o.port))
     out.append(write_compact_nullable_string(o.rack))
     out.append(_S_o.pack(o.is_fenced))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
@@ -26654,12 +27764,15 @@ def _d_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCl
     (f_cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClusterResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, cluster_id=f_cluster_id, controller_id=f_controller_id, brokers=f_brokers, cluster_authorized_operations=f_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -26672,10 +27785,10 @@ def _e_DescribeClusterResponse_v0(o: DescribeClusterResponse, out: list[Chunk]) 
     for e_brokers in o.brokers or ():
         _e_DescribeClusterResponse_DescribeClusterBroker_v0(e_brokers, out)
     out.append(_S_i.pack(o.cluster_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
@@ -26699,12 +27812,15 @@ def _d_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCl
     (f_cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClusterResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, endpoint_type=f_endpoint_type, cluster_id=f_cluster_id, controller_id=f_controller_id, brokers=f_brokers, cluster_authorized_operations=f_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -26718,10 +27834,10 @@ def _e_DescribeClusterResponse_v1(o: DescribeClusterResponse, out: list[Chunk]) 
     for e_brokers in o.brokers or ():
         _e_DescribeClusterResponse_DescribeClusterBroker_v0(e_brokers, out)
     out.append(_S_i.pack(o.cluster_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeClusterResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
@@ -26745,12 +27861,15 @@ def _d_DescribeClusterResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeCl
     (f_cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeClusterResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, endpoint_type=f_endpoint_type, cluster_id=f_cluster_id, controller_id=f_controller_id, brokers=f_brokers, cluster_authorized_operations=f_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -26764,10 +27883,10 @@ def _e_DescribeClusterResponse_v2(o: DescribeClusterResponse, out: list[Chunk]) 
     for e_brokers in o.brokers or ():
         _e_DescribeClusterResponse_DescribeClusterBroker_v2(e_brokers, out)
     out.append(_S_i.pack(o.cluster_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeClusterResponse._ENCODERS = (_e_DescribeClusterResponse_v0, _e_DescribeClusterResponse_v1, _e_DescribeClusterResponse_v2,)
@@ -26824,12 +27943,15 @@ def _d_DescribeProducersRequest_TopicRequest_v0(buf: memoryview, pos: int) -> tu
     else:
         f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeProducersRequest_TopicRequest(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
 
 
@@ -26838,10 +27960,10 @@ def _e_DescribeProducersRequest_TopicRequest_v0(o: DescribeProducersRequest.Topi
     out.append(write_compact_array_length(o.partition_indexes, False))
     if o.partition_indexes:
         out.append(write_fixed_array(o.partition_indexes, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeProducersRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersRequest, int]:
@@ -26855,12 +27977,15 @@ def _d_DescribeProducersRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeP
             e_topics, pos = _d_DescribeProducersRequest_TopicRequest_v0(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeProducersRequest(topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -26868,10 +27993,10 @@ def _e_DescribeProducersRequest_v0(o: DescribeProducersRequest, out: list[Chunk]
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_DescribeProducersRequest_TopicRequest_v0(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeProducersRequest._ENCODERS = (_e_DescribeProducersRequest_v0,)
@@ -26969,21 +28094,24 @@ def _d_DescribeProducersResponse_ProducerState_v0(buf: memoryview, pos: int) -> 
     (f_producer_id, f_producer_epoch, f_last_sequence, f_last_timestamp, f_coordinator_epoch, f_current_txn_start_offset,) = _S_qiiqiq.unpack_from(buf, pos)
     pos += 36
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeProducersResponse_ProducerState(producer_id=f_producer_id, producer_epoch=f_producer_epoch, last_sequence=f_last_sequence, last_timestamp=f_last_timestamp, coordinator_epoch=f_coordinator_epoch, current_txn_start_offset=f_current_txn_start_offset, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeProducersResponse_ProducerState_v0(o: DescribeProducersResponse.ProducerState, out: list[Chunk]) -> None:
     out.append(_S_qiiqiq.pack(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeProducersResponse_PartitionResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse.PartitionResponse, int]:
@@ -27000,12 +28128,15 @@ def _d_DescribeProducersResponse_PartitionResponse_v0(buf: memoryview, pos: int)
             e_active_producers, pos = _d_DescribeProducersResponse_ProducerState_v0(buf, pos)
             f_active_producers.append(e_active_producers)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeProducersResponse_PartitionResponse(partition_index=f_partition_index, error_code=f_error_code, error_message=f_error_message, active_producers=f_active_producers, unknown_tagged_fields=unknown), pos
 
 
@@ -27015,10 +28146,10 @@ def _e_DescribeProducersResponse_PartitionResponse_v0(o: DescribeProducersRespon
     out.append(write_compact_array_length(o.active_producers, False))
     for e_active_producers in o.active_producers or ():
         _e_DescribeProducersResponse_ProducerState_v0(e_active_producers, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeProducersResponse_TopicResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse.TopicResponse, int]:
@@ -27033,12 +28164,15 @@ def _d_DescribeProducersResponse_TopicResponse_v0(buf: memoryview, pos: int) -> 
             e_partitions, pos = _d_DescribeProducersResponse_PartitionResponse_v0(buf, pos)
             f_partitions.append(e_partitions)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeProducersResponse_TopicResponse(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -27047,10 +28181,10 @@ def _e_DescribeProducersResponse_TopicResponse_v0(o: DescribeProducersResponse.T
     out.append(write_compact_array_length(o.partitions, False))
     for e_partitions in o.partitions or ():
         _e_DescribeProducersResponse_PartitionResponse_v0(e_partitions, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeProducersResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse, int]:
@@ -27066,12 +28200,15 @@ def _d_DescribeProducersResponse_v0(buf: memoryview, pos: int) -> tuple[Describe
             e_topics, pos = _d_DescribeProducersResponse_TopicResponse_v0(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeProducersResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -27080,10 +28217,10 @@ def _e_DescribeProducersResponse_v0(o: DescribeProducersResponse, out: list[Chun
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_DescribeProducersResponse_TopicResponse_v0(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeProducersResponse._ENCODERS = (_e_DescribeProducersResponse_v0,)
@@ -27126,12 +28263,15 @@ def _d_DescribeTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[Descri
             e_transactional_ids, pos = read_compact_string(buf, pos)
             f_transactional_ids.append(e_transactional_ids)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeTransactionsRequest(transactional_ids=f_transactional_ids, unknown_tagged_fields=unknown), pos
 
 
@@ -27139,10 +28279,10 @@ def _e_DescribeTransactionsRequest_v0(o: DescribeTransactionsRequest, out: list[
     out.append(write_compact_array_length(o.transactional_ids, False))
     for e_transactional_ids in o.transactional_ids or ():
         out.append(write_compact_string(e_transactional_ids))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeTransactionsRequest._ENCODERS = (_e_DescribeTransactionsRequest_v0,)
@@ -27229,12 +28369,15 @@ def _d_DescribeTransactionsResponse_TopicData_v0(buf: memoryview, pos: int) -> t
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeTransactionsResponse_TopicData(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
 
 
@@ -27243,10 +28386,10 @@ def _e_DescribeTransactionsResponse_TopicData_v0(o: DescribeTransactionsResponse
     out.append(write_compact_array_length(o.partitions, False))
     if o.partitions:
         out.append(write_fixed_array(o.partitions, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeTransactionsResponse_TransactionState_v0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsResponse.TransactionState, int]:
@@ -27266,12 +28409,15 @@ def _d_DescribeTransactionsResponse_TransactionState_v0(buf: memoryview, pos: in
             e_topics, pos = _d_DescribeTransactionsResponse_TopicData_v0(buf, pos)
             f_topics.append(e_topics)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeTransactionsResponse_TransactionState(error_code=f_error_code, transactional_id=f_transactional_id, transaction_state=f_transaction_state, transaction_timeout_ms=f_transaction_timeout_ms, transaction_start_time_ms=f_transaction_start_time_ms, producer_id=f_producer_id, producer_epoch=f_producer_epoch, topics=f_topics, unknown_tagged_fields=unknown), pos
 
 
@@ -27283,10 +28429,10 @@ def _e_DescribeTransactionsResponse_TransactionState_v0(o: DescribeTransactionsR
     out.append(write_compact_array_length(o.topics, False))
     for e_topics in o.topics or ():
         _e_DescribeTransactionsResponse_TopicData_v0(e_topics, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsResponse, int]:
@@ -27302,12 +28448,15 @@ def _d_DescribeTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
             e_transaction_states, pos = _d_DescribeTransactionsResponse_TransactionState_v0(buf, pos)
             f_transaction_states.append(e_transaction_states)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeTransactionsResponse(throttle_time_ms=f_throttle_time_ms, transaction_states=f_transaction_states, unknown_tagged_fields=unknown), pos
 
 
@@ -27316,10 +28465,10 @@ def _e_DescribeTransactionsResponse_v0(o: DescribeTransactionsResponse, out: lis
     out.append(write_compact_array_length(o.transaction_states, False))
     for e_transaction_states in o.transaction_states or ():
         _e_DescribeTransactionsResponse_TransactionState_v0(e_transaction_states, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeTransactionsResponse._ENCODERS = (_e_DescribeTransactionsResponse_v0,)
@@ -27374,12 +28523,15 @@ def _d_ListTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[ListTransa
     else:
         f_producer_id_filters, pos = read_fixed_array(buf, pos, n, 'q', 8)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListTransactionsRequest(state_filters=f_state_filters, producer_id_filters=f_producer_id_filters, unknown_tagged_fields=unknown), pos
 
 
@@ -27390,10 +28542,10 @@ def _e_ListTransactionsRequest_v0(o: ListTransactionsRequest, out: list[Chunk]) 
     out.append(write_compact_array_length(o.producer_id_filters, False))
     if o.producer_id_filters:
         out.append(write_fixed_array(o.producer_id_filters, 'q'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListTransactionsRequest_v1(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
@@ -27415,12 +28567,15 @@ def _d_ListTransactionsRequest_v1(buf: memoryview, pos: int) -> tuple[ListTransa
     (f_duration_filter,) = _S_q.unpack_from(buf, pos)
     pos += 8
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListTransactionsRequest(state_filters=f_state_filters, producer_id_filters=f_producer_id_filters, duration_filter=f_duration_filter, unknown_tagged_fields=unknown), pos
 
 
@@ -27432,10 +28587,10 @@ def _e_ListTransactionsRequest_v1(o: ListTransactionsRequest, out: list[Chunk]) 
     if o.producer_id_filters:
         out.append(write_fixed_array(o.producer_id_filters, 'q'))
     out.append(_S_q.pack(o.duration_filter))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListTransactionsRequest_v2(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
@@ -27458,12 +28613,15 @@ def _d_ListTransactionsRequest_v2(buf: memoryview, pos: int) -> tuple[ListTransa
     pos += 8
     f_transactional_id_pattern, pos = read_compact_nullable_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListTransactionsRequest(state_filters=f_state_filters, producer_id_filters=f_producer_id_filters, duration_filter=f_duration_filter, transactional_id_pattern=f_transactional_id_pattern, unknown_tagged_fields=unknown), pos
 
 
@@ -27476,10 +28634,10 @@ def _e_ListTransactionsRequest_v2(o: ListTransactionsRequest, out: list[Chunk]) 
         out.append(write_fixed_array(o.producer_id_filters, 'q'))
     out.append(_S_q.pack(o.duration_filter))
     out.append(write_compact_nullable_string(o.transactional_id_pattern))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ListTransactionsRequest._ENCODERS = (_e_ListTransactionsRequest_v0, _e_ListTransactionsRequest_v1, _e_ListTransactionsRequest_v2,)
@@ -27541,12 +28699,15 @@ def _d_ListTransactionsResponse_TransactionState_v0(buf: memoryview, pos: int) -
     pos += 8
     f_transaction_state, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListTransactionsResponse_TransactionState(transactional_id=f_transactional_id, producer_id=f_producer_id, transaction_state=f_transaction_state, unknown_tagged_fields=unknown), pos
 
 
@@ -27554,10 +28715,10 @@ def _e_ListTransactionsResponse_TransactionState_v0(o: ListTransactionsResponse.
     out.append(write_compact_string(o.transactional_id))
     out.append(_S_q.pack(o.producer_id))
     out.append(write_compact_string(o.transaction_state))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[ListTransactionsResponse, int]:
@@ -27582,12 +28743,15 @@ def _d_ListTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[ListTrans
             e_transaction_states, pos = _d_ListTransactionsResponse_TransactionState_v0(buf, pos)
             f_transaction_states.append(e_transaction_states)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListTransactionsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, unknown_state_filters=f_unknown_state_filters, transaction_states=f_transaction_states, unknown_tagged_fields=unknown), pos
 
 
@@ -27599,10 +28763,10 @@ def _e_ListTransactionsResponse_v0(o: ListTransactionsResponse, out: list[Chunk]
     out.append(write_compact_array_length(o.transaction_states, False))
     for e_transaction_states in o.transaction_states or ():
         _e_ListTransactionsResponse_TransactionState_v0(e_transaction_states, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ListTransactionsResponse._ENCODERS = (_e_ListTransactionsResponse_v0, _e_ListTransactionsResponse_v0, _e_ListTransactionsResponse_v0,)
@@ -27636,20 +28800,23 @@ _C_ListConfigResourcesRequest = ListConfigResourcesRequest
 
 def _d_ListConfigResourcesRequest_v0(buf: memoryview, pos: int) -> tuple[ListConfigResourcesRequest, int]:
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListConfigResourcesRequest(unknown_tagged_fields=unknown), pos
 
 
 def _e_ListConfigResourcesRequest_v0(o: ListConfigResourcesRequest, out: list[Chunk]) -> None:
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListConfigResourcesRequest_v1(buf: memoryview, pos: int) -> tuple[ListConfigResourcesRequest, int]:
@@ -27660,12 +28827,15 @@ def _d_ListConfigResourcesRequest_v1(buf: memoryview, pos: int) -> tuple[ListCon
     else:
         f_resource_types, pos = read_fixed_array(buf, pos, n, 'b', 1)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListConfigResourcesRequest(resource_types=f_resource_types, unknown_tagged_fields=unknown), pos
 
 
@@ -27673,10 +28843,10 @@ def _e_ListConfigResourcesRequest_v1(o: ListConfigResourcesRequest, out: list[Ch
     out.append(write_compact_array_length(o.resource_types, False))
     if o.resource_types:
         out.append(write_fixed_array(o.resource_types, 'b'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ListConfigResourcesRequest._ENCODERS = (_e_ListConfigResourcesRequest_v0, _e_ListConfigResourcesRequest_v1,)
@@ -27731,21 +28901,24 @@ _C_ListConfigResourcesResponse = ListConfigResourcesResponse
 def _d_ListConfigResourcesResponse_ConfigResource_v0(buf: memoryview, pos: int) -> tuple[ListConfigResourcesResponse.ConfigResource, int]:
     f_resource_name, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListConfigResourcesResponse_ConfigResource(resource_name=f_resource_name, unknown_tagged_fields=unknown), pos
 
 
 def _e_ListConfigResourcesResponse_ConfigResource_v0(o: ListConfigResourcesResponse.ConfigResource, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.resource_name))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListConfigResourcesResponse_ConfigResource_v1(buf: memoryview, pos: int) -> tuple[ListConfigResourcesResponse.ConfigResource, int]:
@@ -27753,22 +28926,25 @@ def _d_ListConfigResourcesResponse_ConfigResource_v1(buf: memoryview, pos: int) 
     (f_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListConfigResourcesResponse_ConfigResource(resource_name=f_resource_name, resource_type=f_resource_type, unknown_tagged_fields=unknown), pos
 
 
 def _e_ListConfigResourcesResponse_ConfigResource_v1(o: ListConfigResourcesResponse.ConfigResource, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.resource_name))
     out.append(_S_b.pack(o.resource_type))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListConfigResourcesResponse_v0(buf: memoryview, pos: int) -> tuple[ListConfigResourcesResponse, int]:
@@ -27784,12 +28960,15 @@ def _d_ListConfigResourcesResponse_v0(buf: memoryview, pos: int) -> tuple[ListCo
             e_config_resources, pos = _d_ListConfigResourcesResponse_ConfigResource_v0(buf, pos)
             f_config_resources.append(e_config_resources)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListConfigResourcesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, config_resources=f_config_resources, unknown_tagged_fields=unknown), pos
 
 
@@ -27798,10 +28977,10 @@ def _e_ListConfigResourcesResponse_v0(o: ListConfigResourcesResponse, out: list[
     out.append(write_compact_array_length(o.config_resources, False))
     for e_config_resources in o.config_resources or ():
         _e_ListConfigResourcesResponse_ConfigResource_v0(e_config_resources, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_ListConfigResourcesResponse_v1(buf: memoryview, pos: int) -> tuple[ListConfigResourcesResponse, int]:
@@ -27817,12 +28996,15 @@ def _d_ListConfigResourcesResponse_v1(buf: memoryview, pos: int) -> tuple[ListCo
             e_config_resources, pos = _d_ListConfigResourcesResponse_ConfigResource_v1(buf, pos)
             f_config_resources.append(e_config_resources)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_ListConfigResourcesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, config_resources=f_config_resources, unknown_tagged_fields=unknown), pos
 
 
@@ -27831,10 +29013,10 @@ def _e_ListConfigResourcesResponse_v1(o: ListConfigResourcesResponse, out: list[
     out.append(write_compact_array_length(o.config_resources, False))
     for e_config_resources in o.config_resources or ():
         _e_ListConfigResourcesResponse_ConfigResource_v1(e_config_resources, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 ListConfigResourcesResponse._ENCODERS = (_e_ListConfigResourcesResponse_v0, _e_ListConfigResourcesResponse_v1,)
@@ -27903,21 +29085,24 @@ _C_DescribeTopicPartitionsRequest = DescribeTopicPartitionsRequest
 def _d_DescribeTopicPartitionsRequest_TopicRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest.TopicRequest, int]:
     f_name, pos = read_compact_string(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeTopicPartitionsRequest_TopicRequest(name=f_name, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeTopicPartitionsRequest_TopicRequest_v0(o: DescribeTopicPartitionsRequest.TopicRequest, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.name))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeTopicPartitionsRequest_Cursor_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest.Cursor, int]:
@@ -27925,22 +29110,25 @@ def _d_DescribeTopicPartitionsRequest_Cursor_v0(buf: memoryview, pos: int) -> tu
     (f_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeTopicPartitionsRequest_Cursor(topic_name=f_topic_name, partition_index=f_partition_index, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeTopicPartitionsRequest_Cursor_v0(o: DescribeTopicPartitionsRequest.Cursor, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.topic_name))
     out.append(_S_i.pack(o.partition_index))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeTopicPartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest, int]:
@@ -27961,12 +29149,15 @@ def _d_DescribeTopicPartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[Des
     if marker >= 0:
         f_cursor, pos = _d_DescribeTopicPartitionsRequest_Cursor_v0(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeTopicPartitionsRequest(topics=f_topics, response_partition_limit=f_response_partition_limit, cursor=f_cursor, unknown_tagged_fields=unknown), pos
 
 
@@ -27980,10 +29171,10 @@ def _e_DescribeTopicPartitionsRequest_v0(o: DescribeTopicPartitionsRequest, out:
     else:
         out.append(b'\x01')
         _e_DescribeTopicPartitionsRequest_Cursor_v0(o.cursor, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeTopicPartitionsRequest._ENCODERS = (_e_DescribeTopicPartitionsRequest_v0,)
@@ -28123,12 +29314,15 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         f_offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, leader_epoch=f_leader_epoch, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes, eligible_leader_replicas=f_eligible_leader_replicas, last_known_elr=f_last_known_elr, offline_replicas=f_offline_replicas, unknown_tagged_fields=unknown), pos
 
 
@@ -28149,10 +29343,10 @@ def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     out.append(write_compact_array_length(o.offline_replicas, False))
     if o.offline_replicas:
         out.append(write_fixed_array(o.offline_replicas, 'i'))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic, int]:
@@ -28174,12 +29368,15 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(b
     (f_topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(error_code=f_error_code, name=f_name, topic_id=f_topic_id, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations, unknown_tagged_fields=unknown), pos
 
 
@@ -28192,10 +29389,10 @@ def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(o
     for e_partitions in o.partitions or ():
         _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(e_partitions, out)
     out.append(_S_i.pack(o.topic_authorized_operations))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeTopicPartitionsResponse_Cursor_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse.Cursor, int]:
@@ -28203,22 +29400,25 @@ def _d_DescribeTopicPartitionsResponse_Cursor_v0(buf: memoryview, pos: int) -> t
     (f_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeTopicPartitionsResponse_Cursor(topic_name=f_topic_name, partition_index=f_partition_index, unknown_tagged_fields=unknown), pos
 
 
 def _e_DescribeTopicPartitionsResponse_Cursor_v0(o: DescribeTopicPartitionsResponse.Cursor, out: list[Chunk]) -> None:
     out.append(write_compact_string(o.topic_name))
     out.append(_S_i.pack(o.partition_index))
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 def _d_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse, int]:
@@ -28239,12 +29439,15 @@ def _d_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
     if marker >= 0:
         f_next_cursor, pos = _d_DescribeTopicPartitionsResponse_Cursor_v0(buf, pos)
     unknown: dict[int, bytes] | None = None
-    n_tags, pos = read_unsigned_varint(buf, pos)
-    for _ in range(n_tags):
-        tag, raw, pos = read_tagged_field(buf, pos)
-        if unknown is None:
-            unknown = {}
-        unknown[tag] = bytes(raw)
+    if pos < len(buf) and not buf[pos]:
+        pos += 1
+    else:
+        n_tags, pos = read_unsigned_varint(buf, pos)
+        for _ in range(n_tags):
+            tag, raw, pos = read_tagged_field(buf, pos)
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(raw)
     return _C_DescribeTopicPartitionsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, next_cursor=f_next_cursor, unknown_tagged_fields=unknown), pos
 
 
@@ -28258,10 +29461,10 @@ def _e_DescribeTopicPartitionsResponse_v0(o: DescribeTopicPartitionsResponse, ou
     else:
         out.append(b'\x01')
         _e_DescribeTopicPartitionsResponse_Cursor_v0(o.next_cursor, out)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields.items())
-    write_tagged_fields(out, tagged)
+        write_tagged_fields(out, list(o.unknown_tagged_fields.items()))
+    else:
+        out.append(b'\x00')
 
 
 DescribeTopicPartitionsResponse._ENCODERS = (_e_DescribeTopicPartitionsResponse_v0,)

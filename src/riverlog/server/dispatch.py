@@ -17,7 +17,6 @@ client retries elsewhere or reconnects); other connections are untouched.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -105,9 +104,9 @@ class Dispatcher:
         except Exception:
             log.exception("handler for %s v%d failed", entry.request_cls.NAME, context.version)
             raise
-        if inspect.isawaitable(result):
-            return _guarded(result, entry.request_cls.NAME)
-        return result
+        if result is None or isinstance(result, ApiMessage):  # a plain class: a cheap check
+            return result
+        return _guarded(result, entry.request_cls.NAME)
 
     def _api_keys(self) -> list[ApiVersionsResponse.ApiVersion]:
         return [

@@ -50,7 +50,7 @@ __all__ = ["HostedPartition", "ReplicaManager", "RoleChange"]
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

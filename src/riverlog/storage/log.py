@@ -72,6 +72,11 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch (the default clock of logs)."""
+    return time.time_ns() // 1_000_000
+
+
 class PartitionLog:
     def __init__(
         self,
@@ -86,7 +91,7 @@ class PartitionLog:
         self.directory = directory
         self.config = config
         self.lock = threading.RLock()
-        self._clock_ms = clock_ms
+        self._now: Callable[[], int] = clock_ms or wall_clock_ms
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs = LeaderEpochCache(directory)
         self.producers = ProducerStateManager(directory)
@@ -100,9 +105,6 @@ class PartitionLog:
         self.high_watermark = self.log_end_offset
 
     # --- state -------------------------------------------------------------------------
-
-    def _now(self) -> int:
-        return self._clock_ms() if self._clock_ms is not None else int(time.time() * 1000)
 
     @property
     def active(self) -> LogSegment:

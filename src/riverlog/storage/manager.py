@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from riverlog.storage import checkpoint
 from riverlog.storage.cleaner import LogCleaner
-from riverlog.storage.log import PartitionLog, partition_dir_name
+from riverlog.storage.log import PartitionLog, partition_dir_name, wall_clock_ms
 from riverlog.storage.log_config import LogConfig
 from riverlog.storage.retention import apply_retention
 
@@ -58,7 +57,7 @@ class LogManager:
         self.defaults = dict(defaults or {})
         self.retention_check_interval_ms = retention_check_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.clock_ms = clock_ms or wall_clock_ms
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.cleaner: LogCleaner | None = None
         self._lock = threading.Lock()

@@ -85,7 +85,7 @@ def validate_batches(
         if config.compact and not header.is_control:
             _check_keys(data, pos, header)
         batches.append(ValidatedBatch(pos, header))
-        pos += header.size
+        pos += size
     return batches
 
 
