@@ -5,10 +5,16 @@ through `format("riverlog")`, next to reading the same rows from Parquet in the 
 Setup: an embedded broker in this process; 1,000,000 records (16-byte keys, 100-byte values,
 uncompressed) in 4 partitions; Spark local[2] (this machine has 2 cores). Each figure is the
 best of `RUNS` runs of one job:
-- `count()`: Parquet answers from its footers without reading rows, so it is shown but not
-  the comparison; a Python data source produces every column of every row for it;
+- `count()`: Parquet answers from its footers without reading rows; a Python data source
+  produces every column of every row for it (pyspark's Python Data Source API has no column
+  pruning or aggregate pushdown);
 - `sum(length(value))`: every row's value read — the fair read comparison;
 - write to Parquet: the connector's rows (or the Parquet copy's) written out as Parquet.
+
+Each job also runs on `ideal`, a Python data source that does no work at all: it yields one
+pre-built Arrow batch of the connector's schema over and over (same rows, same partitions).
+Its rate is the ceiling of any Python data source on this machine, the way the client's own
+ceiling is printed next to each broker figure in bench_broker.
 """
 
 from __future__ import annotations
@@ -18,14 +24,18 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from riverlog.client import Admin, Producer
 from riverlog.embedded import broker
+from riverlog.spark.reading import spark_schema
+from riverlog.spark.source import RiverlogDataSource
 
 RECORDS = 1_000_000
 PARTITIONS = 4
@@ -42,6 +52,44 @@ def produce(bootstrap: str) -> float:
             producer.send("bench", value, b"%016d" % i)
         producer.flush()
     return time.perf_counter() - began
+
+
+class IdealSource(DataSource):
+    """The connector's schema with no work behind it: one Arrow batch, yielded again and again."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "ideal"
+
+    def schema(self) -> str:
+        return RiverlogDataSource({}).schema()
+
+    def reader(self, schema: object) -> DataSourceReader:
+        return IdealReader()
+
+
+class IdealReader(DataSourceReader):
+    ROWS_PER_BATCH = 25_000
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(p) for p in range(PARTITIONS)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        n = self.ROWS_PER_BATCH
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array([b"%016d" % i for i in range(n)], pa.binary()),
+                pa.array([os.urandom(100)] * n, pa.binary()),
+                pa.array(["bench"] * n),
+                pa.array([partition.value] * n, pa.int32()),
+                pa.array(range(n), pa.int64()),
+                pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+                pa.array([0] * n, pa.int32()),
+            ],
+            schema=spark_schema(False),
+        )
+        for _ in range(RECORDS // PARTITIONS // n):
+            yield batch
 
 
 def best(job: Callable[[], object]) -> float:
@@ -90,16 +138,24 @@ def main() -> None:
             def total(df: Callable[[], DataFrame]) -> Callable[[], object]:
                 return lambda: df().agg(F.sum(F.length("value"))).collect()
 
-            print(f"{'job':<28}{'riverlog rows/s':>18}{'parquet rows/s':>18}{'ratio':>8}")
+            spark.dataSource.register(IdealSource)
+
+            def ideal() -> DataFrame:
+                return spark.read.format("ideal").load()
+
+            print(
+                f"{'job':<22}{'riverlog rows/s':>17}{'ideal rows/s':>15}{'parquet rows/s':>17}"
+                f"{'riverlog/parquet':>18}{'ideal/parquet':>15}"
+            )
             for name, on in (
                 ("count()", lambda df: df().count),
                 ("sum(length(value))", total),
                 ("write to Parquet", write),
             ):
-                ours, theirs = best(on(riverlog)), best(on(parquet))
+                ours, bound, theirs = best(on(riverlog)), best(on(ideal)), best(on(parquet))
                 print(
-                    f"{name:<28}{RECORDS / ours:>18,.0f}{RECORDS / theirs:>18,.0f}"
-                    f"{theirs / ours:>8.2f}"
+                    f"{name:<22}{RECORDS / ours:>17,.0f}{RECORDS / bound:>15,.0f}"
+                    f"{RECORDS / theirs:>17,.0f}{theirs / ours:>18.2f}{theirs / bound:>15.2f}"
                 )
             spark.stop()
     finally:
