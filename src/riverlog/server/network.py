@@ -151,7 +151,7 @@ class Connection(asyncio.BufferedProtocol):
         self, correlation_id: int, version: int, result: Response | Awaitable[Response]
     ) -> None:
         loop = asyncio.get_running_loop()
-        # Not `isinstance(result, Awaitable)`: an ABC check costs ~5% of a small request.
+        # Not `isinstance(result, Awaitable)`: an ABC check, ~0.3 µs on every request.
         if result is not None and not isinstance(result, ApiMessage):
             fut: asyncio.Future[list[Chunk] | None] = asyncio.ensure_future(
                 _encode_when_done(result, version, correlation_id)

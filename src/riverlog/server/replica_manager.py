@@ -40,6 +40,7 @@ from riverlog.server import state_change_log
 from riverlog.server.partition import HostedPartition, TopicPartition
 from riverlog.server.purgatory import Purgatory
 from riverlog.storage.log import AppendResult
+from riverlog.storage.log import wall_clock_ms as now_ms
 from riverlog.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,6 @@ log = logging.getLogger(__name__)
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 
 __all__ = ["HostedPartition", "ReplicaManager", "RoleChange"]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
