@@ -15,7 +15,7 @@ from unittest import mock
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from riverlog.client import arrow
@@ -340,8 +340,24 @@ def _oracle(batches: list[bytes]) -> list[dict[str, Any]] | ProtocolError:
         return e
 
 
+# Found in CI: a record's offset delta overwritten to -1 at base offset 0 — the Arrow path
+# dropped it as below `min_offset`, `decode_records` returned it; both now refuse it.
+NEGATIVE_OFFSET_DELTA = [
+    (
+        b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00m\xff\xff\xff\xff\x02T"
+        b"\xc8\x8e\xb3\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+        b"\x00\x00\x04\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"
+        b"\xff\xff\xff\x00\x00\x00\x04B\x00\x00\x00\x01\x08\x00\x00\x00\x00\x04"
+        b"\x08\xf0\x90\x80\x80\x02\x00\x06000\x16\x00\x00\x00\x00\x00\x00"
+        b"\x00\x00\x00\x00\x00\x16\x00\x80\x80\x80\x80\x00\x01\x02\x01\x01\x00\x0c"
+        b"\x00\x00\x04\x01\x01\x00\x0c\x00\x00\x06\x01\x01\x00"
+    )
+]
+
+
 @settings(settings.get_profile("arrow"), max_examples=400)
 @given(batches=corrupted(), lockstep=st.sampled_from(LOCKSTEP))
+@example(batches=NEGATIVE_OFFSET_DELTA, lockstep=1)
 def test_corrupt_records_raise_corrupt_record_error_exactly_when_the_oracle_does(
     batches: list[bytes], lockstep: int
 ) -> None:

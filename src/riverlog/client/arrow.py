@@ -298,6 +298,8 @@ class _Fields:
             raise CorruptRecordError("record length does not match its batch")
         self.timestamp_delta, pos = raw.varints(start + 1, end, bits=64)  # after attributes
         self.offset_delta, pos = raw.varints(pos, end)
+        if (self.offset_delta < 0).any():
+            raise CorruptRecordError("record offset delta is negative")
         self.key_length, self.key_start = raw.varints(pos, end)
         pos = _skip(self.key_start, self.key_length, end)
         self.value_length, self.value_start = raw.varints(pos, end)

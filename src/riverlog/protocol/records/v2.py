@@ -229,6 +229,8 @@ def _read_record(buf: memoryview, pos: int, base_offset: int, base_timestamp: in
     pos += 1  # attributes
     timestamp_delta, pos = read_varlong(view, pos)
     offset_delta, pos = read_varint(view, pos)
+    if offset_delta < 0:  # offsets only grow inside a batch; a negative delta is damage
+        raise CorruptRecordError(f"negative record offset delta {offset_delta}")
     key, pos = _read_nullable(view, pos)
     value, pos = _read_nullable(view, pos)
     count, pos = read_varint(view, pos)
