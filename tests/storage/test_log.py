@@ -81,7 +81,9 @@ def test_max_bytes_bound_and_kip74_first_batch(tmp_path: Path) -> None:
     for n in (2, 2, 2, 2):
         sizes.append(len(make_batch(recs(n))))
         log.append(make_batch(recs(n)), leader_epoch=0)
-    # max_bytes covering two batches and a bit: region never exceeds max_bytes.
+    # max_bytes covering two batches and a bit: region never exceeds max_bytes. The offset
+    # index (one entry per 4096 bytes by default) knows no batch start in range, so the
+    # region ends inside the third batch, as Kafka's would.
     result = log.read(0, sizes[0] + sizes[1] + 10)
     assert result.records is not None
     assert result.records.length == sizes[0] + sizes[1] + 10
@@ -95,6 +97,24 @@ def test_max_bytes_bound_and_kip74_first_batch(tmp_path: Path) -> None:
         assert [b.header.base_offset for b in got] == [4]
     result = log.read(4, 1, min_one_batch=False)
     assert result.records is None or result.records.length <= 1
+
+
+def test_max_bytes_read_ends_at_an_indexed_batch_start(tmp_path: Path) -> None:
+    # Every batch indexed: a region cut short by max_bytes holds whole batches only, so a
+    # follower does not receive a partial batch it drops and fetches again.
+    log = open_log(tmp_path, index_interval_bytes=1)
+    sizes = []
+    for n in (2, 2, 2, 2):
+        sizes.append(len(make_batch(recs(n))))
+        log.append(make_batch(recs(n)), leader_epoch=0)
+    for extra in (0, 1, sizes[2] - 1):
+        result = log.read(2, sizes[1] + sizes[2] + extra)
+        assert result.records is not None
+        assert result.records.length == sizes[1] + sizes[2]
+    result = log.read(2, sizes[1] - 1)  # KIP-74: the first batch whole even so
+    assert result.records is not None and result.records.length == sizes[1]
+    result = log.read(0, 10**6)  # everything to the end: nothing to cut
+    assert result.records is not None and result.records.length == sum(sizes)
 
 
 def test_max_offset_bounds_the_read(tmp_path: Path) -> None:

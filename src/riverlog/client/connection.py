@@ -1,7 +1,9 @@
 """One client connection to a broker: requests out, responses matched by correlation id.
 
-How it works. `Connection.open` connects with asyncio streams, reads frames with the codec's
-`FrameReader` on a reader task, and negotiates versions with ApiVersions: `send` picks, for each
+How it works. `Connection.open` connects with an `asyncio.BufferedProtocol` (`_Socket`): the
+event loop receives straight into the memory of the codec's `FrameReader` — a large response
+(a fetch of record data) into a buffer of its own, which the decoded records then view, with
+no copy through Python — and negotiates versions with ApiVersions: `send` picks, for each
 request, the highest version both sides support (`version_for`). Requests may be pipelined;
 each awaits its own future, resolved by correlation id. A response that cannot be decoded, or a
 closed socket, fails every request in flight with `ConnectionError` — the caller reconnects.
@@ -15,8 +17,9 @@ for transport problems and for APIs the broker does not support (`UnsupportedVer
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
+from collections.abc import Callable
+from typing import cast
 
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.exceptions import ProtocolError, UnsupportedVersionError
@@ -30,32 +33,91 @@ class RequestTimeoutError(ConnectionError):
     """A request unanswered in time; its connection was closed."""
 
 
+class _Socket(asyncio.BufferedProtocol):
+    """The transport side of one `Connection`: frames in, write flow control out."""
+
+    def __init__(self) -> None:
+        self.frames = FrameReader()
+        self.transport: asyncio.Transport | None = None
+        self.on_frame: Callable[[bytes | bytearray], None] = lambda frame: None
+        self.on_lost: Callable[[BaseException], None] = lambda error: None
+        self.lost = asyncio.get_running_loop().create_future()
+        """Done when the socket is closed."""
+        self._error: BaseException | None = None
+        self._writable: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's: not a subclass
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            for frame in self.frames.buffer_updated(nbytes):
+                self.on_frame(frame)
+        except ProtocolError as e:
+            self._error = ConnectionError(f"connection failed: {e}")
+            assert self.transport is not None
+            self.transport.abort()
+
+    def eof_received(self) -> bool:
+        return False  # the broker closed its side: close ours (connection_lost follows)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        error = self._error or (
+            ConnectionError(f"connection failed: {exc}") if exc is not None
+            else ConnectionError("the broker closed the connection")
+        )  # fmt: skip
+        self.on_lost(error)
+        self.resume_writing()  # a writer waiting to drain finds the connection closed
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    async def drain(self) -> None:
+        """Until the transport's write buffer is below its high-water mark; ConnectionError
+        if the socket is closed."""
+        if self._writable is not None:
+            await asyncio.shield(self._writable)
+        if self.lost.done():
+            raise ConnectionError("the connection is closed")
+
+
 class Connection:
-    def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str
-    ) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, transport: asyncio.Transport, socket: _Socket, client_id: str) -> None:
+        self._transport = transport
+        self._socket = socket
         self.client_id = client_id
         self.request_timeout_s: float | None = None
         """How long a request may go unanswered when `send` is given no timeout (None: no
         limit); set by whoever owns the connection, e.g. to `request.timeout.ms`."""
         self._correlation = itertools.count(1)
         self._pending: dict[int, tuple[asyncio.Future[ApiMessage], int, int]] = {}
-        self._task = asyncio.get_running_loop().create_task(self._read_loop())
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self.closed = False
-        peer = writer.get_extra_info("peername")
+        peer = transport.get_extra_info("peername")
         self.address: tuple[str, int] = (peer[0], peer[1]) if peer else ("", 0)
         """The broker's (host, port) as connected to."""
+        socket.on_frame = self._deliver
+        socket.on_lost = self._fail_pending
 
     @classmethod
     async def open(
         cls, host: str, port: int, *, client_id: str = "riverlog", timeout_s: float = 10.0
     ) -> Connection:
         async with asyncio.timeout(timeout_s):
-            reader, writer = await asyncio.open_connection(host, port)
-        conn = cls(reader, writer, client_id)
+            transport, socket = await asyncio.get_running_loop().create_connection(
+                _Socket, host, port
+            )
+        conn = cls(transport, socket, client_id)
         try:
             async with asyncio.timeout(timeout_s):
                 await conn._negotiate()
@@ -111,12 +173,12 @@ class Connection:
         """For produce with acks=0, which the broker does not answer."""
         chosen = self.version_for(type(request)) if version is None else version
         self._write(request, chosen, next(self._correlation))
-        await self._writer.drain()
+        await self._socket.drain()
 
     def _write(self, request: ApiMessage, version: int, correlation_id: int) -> None:
         if self.closed:
             raise ConnectionError("the connection is closed")
-        self._writer.write(encode_request(request, version, correlation_id, self.client_id))
+        self._transport.write(encode_request(request, version, correlation_id, self.client_id))
 
     async def _call(self, request: ApiMessage, version: int) -> ApiMessage:
         correlation_id = next(self._correlation)
@@ -124,28 +186,16 @@ class Connection:
         self._pending[correlation_id] = (future, request.API_KEY, version)
         try:
             self._write(request, version, correlation_id)
-            await self._writer.drain()
+            await self._socket.drain()
             return await future
         finally:
             self._pending.pop(correlation_id, None)
 
-    async def _read_loop(self) -> None:
-        frames = FrameReader()
-        error: BaseException = ConnectionError("the broker closed the connection")
-        try:
-            while True:
-                data = await self._reader.read(1 << 20)
-                if not data:
-                    break
-                for frame in frames.feed(data):
-                    self._deliver(frame)
-        except (OSError, ProtocolError) as e:
-            error = ConnectionError(f"connection failed: {e}")
-        finally:
-            self.closed = True
-            for future, _, _ in self._pending.values():
-                if not future.done():
-                    future.set_exception(error)
+    def _fail_pending(self, error: BaseException) -> None:
+        self.closed = True
+        for future, _, _ in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
 
     def _deliver(self, frame: bytes | bytearray) -> None:
         correlation_id = int.from_bytes(frame[:4], "big", signed=True)
@@ -159,12 +209,8 @@ class Connection:
 
     async def close(self) -> None:
         self.closed = True
-        self._task.cancel()
-        self._writer.close()
-        with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        self._transport.close()
+        await asyncio.shield(self._socket.lost)
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:

@@ -92,6 +92,11 @@ class OffsetIndex:
         i = bisect_right(self.offsets, offset)
         return self.positions[i - 1] if i > 0 else 0
 
+    def batch_start_at_or_before(self, position: int) -> int:
+        """The last indexed batch start at or before `position` (0 when none is)."""
+        i = bisect_right(self.positions, position)
+        return self.positions[i - 1] if i > 0 else 0
+
     def truncate_to(self, offset: int) -> None:
         """Drop entries of batches that end at or after `offset`."""
         keep = bisect_right(self.offsets, offset - 1)

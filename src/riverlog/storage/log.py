@@ -342,7 +342,10 @@ class PartitionLog:
         min_one_batch: bool = True,
     ) -> ReadResult:
         """Record data from the batch holding `offset`, up to `max_bytes` (at least one
-        whole batch with `min_one_batch`, as KIP-74), never past `max_offset`."""
+        whole batch with `min_one_batch`, as KIP-74), never past `max_offset`. Data cut
+        short by `max_bytes` ends at the last batch start the offset index knows within it:
+        whole batches, so no fetcher receives a partial batch only to fetch it again (Kafka
+        sends the partial tail; without an index entry in range, so do we)."""
         segments = self.segments
         end = segments[-1].next_offset
         if offset < self.log_start_offset or offset > end:
@@ -366,6 +369,10 @@ class PartitionLog:
                     break
                 wanted = max(max_bytes, found.header.size) if min_one_batch else max_bytes
                 length = min(available, wanted)
+                if length < available:  # cut short: end at a batch start the index knows
+                    end = seg.offset_index.batch_start_at_or_before(found.position + length)
+                    if end > found.position:
+                        length = end - found.position
                 if length > 0:
                     result = FileRegion(seg.fd, found.position, length)
                 break
