@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from riverlog.protocol.messages import (
     HeartbeatResponse,
 )
 from riverlog.protocol.primitives import FileRegion
+from riverlog.server import network
 from riverlog.server.dispatch import Dispatcher, RequestContext
 from riverlog.server.network import NetworkServer
 
@@ -121,6 +123,54 @@ async def test_records_from_a_file_region_arrive_intact(server: NetworkServer) -
     assert isinstance(response, FetchResponse)
     records = response.responses[0].partitions[0].records
     assert records is not None and bytes(records) == (b"0123456789" * 1000)[5:9005]
+
+
+async def test_record_data_larger_than_the_socket_takes_arrives_intact_and_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A slow reader: the server's direct sendfile stops when the socket is full and
+    # loop.sendfile sends the rest; later responses wait their turn.
+    data = random.Random(7).randbytes(6 << 20)
+    (tmp_path / "big.log").write_bytes(data)
+    fd = os.open(tmp_path / "big.log", os.O_RDONLY)
+    regions = [(0, len(data)), (1000, 3 << 20), (17, 5 << 20)]
+    served = iter(regions)
+    partial: list[tuple[int, int]] = []
+    original = network.Connection._sendfile_now
+
+    def sendfile_now(self: network.Connection, region: FileRegion) -> int:
+        sent = original(self, region)
+        if sent < region.length:
+            partial.append((sent, region.length))
+        return sent
+
+    monkeypatch.setattr(network.Connection, "_sendfile_now", sendfile_now)
+
+    def fetch(context: RequestContext) -> FetchResponse:
+        offset, length = next(served)
+        part = FetchResponse.PartitionData(records=FileRegion(fd, offset, length))
+        return FetchResponse(responses=[FetchResponse.FetchableTopicResponse(partitions=[part])])
+
+    dispatcher = Dispatcher()
+    dispatcher.register(FetchRequest, fetch)
+    srv = NetworkServer(dispatcher, "127.0.0.1", 0, max_request_bytes=1 << 20, max_idle_ms=60000)
+    await srv.start()
+    try:
+        client = await _connect(srv)
+        for _ in regions:
+            await client.send(FetchRequest(max_wait_ms=0, min_bytes=0), 11)
+        await asyncio.sleep(0.3)  # let the server fill the socket
+        for sent, (offset, length) in enumerate(regions, start=1):
+            correlation, response = await client.receive(FetchRequest.API_KEY, 11)
+            assert correlation == sent
+            assert isinstance(response, FetchResponse)
+            records = response.responses[0].partitions[0].records
+            assert records is not None and bytes(records) == data[offset : offset + length]
+        assert partial  # the fallback was taken
+    finally:
+        await srv.stop_accepting()
+        await srv.drain(1.0)
+        os.close(fd)
 
 
 @pytest.mark.parametrize(

