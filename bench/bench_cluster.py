@@ -3,13 +3,16 @@
 - acks=all produce throughput of 1 KiB records to an RF=3 topic (3 partitions, one led by
   each broker), next to the same load on a single broker without ZooKeeper in the same run
   (target, issue 6: the cluster at least 50% of the single broker). The two run alternately,
-  ROUNDS times, with the CPU seconds the brokers and the load generator spent: on this VM a
-  page written for the first time costs far more than a reused one (the hypervisor backs
-  guest memory on first touch; see docs/field-notes.md), and a cluster writes three copies,
-  so runs late in a sequence are slower for both — compare pairs, not a fresh single run
-  with a late cluster run. Both with librdkafka's idempotent producer, whose broker threads
-  poll in a tight loop while its 5 requests per broker are in flight (on 2 cores that CPU
-  is taken from the brokers), and without idempotence (no in-flight limit).
+  ROUNDS times, with the CPU seconds the brokers and the load generator spent. Before each
+  measured run the benchmark touches and frees WARM_BYTES of memory: this VM returns free
+  memory to the hypervisor within ~2-3 s (virtio-balloon free page reporting), and a page
+  written there for the first time costs ~10x a recycled one (~3-4.5 ms per MiB against
+  ~0.3) — a cost a broker whose memory is full of page cache does not pay, which falls three
+  times on RF=3 (three copies on one machine) and which, left to chance, swung the ratio
+  between 22% and 55% from round to round (docs/field-notes.md). Both with librdkafka's
+  idempotent producer, whose broker threads poll in a tight loop while its 5 requests per
+  broker are in flight (on 2 cores that CPU is taken from the brokers), and without
+  idempotence (no in-flight limit).
 - the time to create a topic of 1,000 partitions x 3 replicas, until every partition has a
   leader and a full ISR in Metadata
 - the time to fail over 1,000 leaders (all on one broker): after a controlled shutdown of that
@@ -21,6 +24,7 @@ Load client: confluent-kafka. Everything runs under a temporary directory and st
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import signal
 import subprocess
@@ -40,7 +44,8 @@ PRODUCE_BYTES = 128 * 1024 * 1024
 RECORD = 1024
 SESSION_TIMEOUT_MS = 6000
 PARTITIONS = 1000
-ROUNDS = 3
+ROUNDS = 5
+WARM_BYTES = 1536 << 20
 PRODUCERS = {
     True: "idempotent producer (5 requests in flight per broker)",
     False: "producer without idempotence (unbounded in flight)",
@@ -54,10 +59,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def warm_memory() -> None:
+    """Touch and free WARM_BYTES of memory: the next page-cache pages are recycled ones."""
+    chunk = b"\1" * (1 << 20)
+    with mmap.mmap(-1, WARM_BYTES) as memory:
+        for offset in range(0, WARM_BYTES, len(chunk)):
+            memory[offset : offset + len(chunk)] = chunk
+
+
 def measured_produce(
     bootstrap: str, topic: str, broker_pids: list[int], idempotent: bool
 ) -> tuple[float, str]:
     """MB/s, and where the CPU went: "brokers X s, load generator Y s"."""
+    warm_memory()
     before = [cpu_seconds(p) for p in broker_pids], cpu_seconds(os.getpid())
     mb_per_s = produce_acks_all(bootstrap, topic, 3, idempotent)
     brokers = sum(cpu_seconds(p) for p in broker_pids) - sum(before[0])
