@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import socket
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -136,15 +137,15 @@ async def test_record_data_larger_than_the_socket_takes_arrives_intact_and_in_or
     regions = [(0, len(data)), (1000, 3 << 20), (17, 5 << 20)]
     served = iter(regions)
     partial: list[tuple[int, int]] = []
-    original = network.Connection._sendfile_now
+    original = network._sendfile_now
 
-    def sendfile_now(self: network.Connection, region: FileRegion) -> int:
-        sent = original(self, region)
+    def sendfile_now(sock: socket.socket, region: FileRegion) -> int:
+        sent = original(sock, region)
         if sent < region.length:
             partial.append((sent, region.length))
         return sent
 
-    monkeypatch.setattr(network.Connection, "_sendfile_now", sendfile_now)
+    monkeypatch.setattr(network, "_sendfile_now", sendfile_now)
 
     def fetch(context: RequestContext) -> FetchResponse:
         offset, length = next(served)

@@ -111,6 +111,7 @@ def test_max_bytes_read_ends_at_an_indexed_batch_start(tmp_path: Path) -> None:
         result = log.read(2, sizes[1] + sizes[2] + extra)
         assert result.records is not None
         assert result.records.length == sizes[1] + sizes[2]
+        assert result.log_end_offset == log.log_end_offset == 8
     result = log.read(2, sizes[1] - 1)  # KIP-74: the first batch whole even so
     assert result.records is not None and result.records.length == sizes[1]
     result = log.read(0, 10**6)  # everything to the end: nothing to cut

@@ -92,9 +92,9 @@ class _Socket(asyncio.BufferedProtocol):
 
 
 class Connection:
-    def __init__(self, transport: asyncio.Transport, socket: _Socket, client_id: str) -> None:
+    def __init__(self, transport: asyncio.Transport, protocol: _Socket, client_id: str) -> None:
         self._transport = transport
-        self._socket = socket
+        self._protocol = protocol
         self.client_id = client_id
         self.request_timeout_s: float | None = None
         """How long a request may go unanswered when `send` is given no timeout (None: no
@@ -106,18 +106,18 @@ class Connection:
         peer = transport.get_extra_info("peername")
         self.address: tuple[str, int] = (peer[0], peer[1]) if peer else ("", 0)
         """The broker's (host, port) as connected to."""
-        socket.on_frame = self._deliver
-        socket.on_lost = self._fail_pending
+        protocol.on_frame = self._deliver
+        protocol.on_lost = self._fail_pending
 
     @classmethod
     async def open(
         cls, host: str, port: int, *, client_id: str = "riverlog", timeout_s: float = 10.0
     ) -> Connection:
         async with asyncio.timeout(timeout_s):
-            transport, socket = await asyncio.get_running_loop().create_connection(
+            transport, protocol = await asyncio.get_running_loop().create_connection(
                 _Socket, host, port
             )
-        conn = cls(transport, socket, client_id)
+        conn = cls(transport, protocol, client_id)
         try:
             async with asyncio.timeout(timeout_s):
                 await conn._negotiate()
@@ -173,7 +173,7 @@ class Connection:
         """For produce with acks=0, which the broker does not answer."""
         chosen = self.version_for(type(request)) if version is None else version
         self._write(request, chosen, next(self._correlation))
-        await self._socket.drain()
+        await self._protocol.drain()
 
     def _write(self, request: ApiMessage, version: int, correlation_id: int) -> None:
         if self.closed:
@@ -186,7 +186,7 @@ class Connection:
         self._pending[correlation_id] = (future, request.API_KEY, version)
         try:
             self._write(request, version, correlation_id)
-            await self._socket.drain()
+            await self._protocol.drain()
             return await future
         finally:
             self._pending.pop(correlation_id, None)
@@ -210,7 +210,7 @@ class Connection:
     async def close(self) -> None:
         self.closed = True
         self._transport.close()
-        await asyncio.shield(self._socket.lost)
+        await asyncio.shield(self._protocol.lost)
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:

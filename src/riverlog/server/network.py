@@ -75,8 +75,8 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write.set()
         self._reading_paused = False
         self._sock: socket.socket | None = None
-        """The client socket's descriptor duplicated, to send record data straight to it
-        (`_send`); the transport owns the original."""
+        """The transport's socket descriptor, to send to straight when nothing is buffered
+        (`_send`); detached, never closed, here — the transport owns it."""
         self._burst: list[Chunk] | None = None
         """Answers ready at once while one read's frames are handled: one write for all."""
         self.closed = False
@@ -89,8 +89,8 @@ class Connection(asyncio.BufferedProtocol):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with contextlib.suppress(OSError):  # a duplicate descriptor, for MSG_MORE sends
-                self._sock = socket.fromfd(sock.fileno(), sock.family, sock.type)
+            with contextlib.suppress(OSError):  # the same descriptor, for MSG_MORE sends
+                self._sock = socket.socket(fileno=sock.fileno())
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
@@ -124,7 +124,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self._sock is not None:
-            self._sock.close()
+            self._sock.detach()  # the transport closes the descriptor
             self._sock = None
         self._can_write.set()
         self.server.connections.discard(self)
@@ -218,17 +218,18 @@ class Connection(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         last = len(chunks) - 1
         for i, chunk in enumerate(chunks):
+            direct = self._direct(transport)
             if isinstance(chunk, FileRegion):
-                sent = self._sendfile_now(chunk) if not transport.get_write_buffer_size() else 0
+                sent = 0 if direct is None else _sendfile_now(direct, chunk)
                 if sent < chunk.length:  # the socket is full: let the loop wait for it
                     with os.fdopen(chunk.fileno, "rb", buffering=0, closefd=False) as f:
                         await loop.sendfile(transport, f, chunk.offset + sent, chunk.length - sent)
-            elif i < last and self._sock is not None and not transport.get_write_buffer_size():
+            elif i < last and direct is not None:
                 # Bytes before record data: MSG_MORE holds them for the data to follow, so
                 # the fetcher wakes once per response, not for the header alone.
                 try:
-                    sent = self._sock.send(chunk, socket.MSG_MORE)
-                except (BlockingIOError, InterruptedError):
+                    sent = direct.send(chunk, socket.MSG_MORE)
+                except OSError:  # full, or failing: the transport deals with it
                     sent = 0
                 if sent < len(chunk):
                     transport.write(memoryview(chunk)[sent:])
@@ -236,28 +237,33 @@ class Connection(asyncio.BufferedProtocol):
                 transport.write(chunk)
         self.last_active = time.monotonic()
 
-    def _sendfile_now(self, region: FileRegion) -> int:
-        """Send what the socket takes of `region` without waiting (the transport's buffer
-        is empty, so the order holds); `loop.sendfile` would first pause reading, register
-        for writability and build futures even when one call sends everything."""
-        if self._sock is None:
-            return 0
-        sent = 0
-        while sent < region.length:
-            try:
-                n = os.sendfile(self._sock.fileno(), region.fileno, region.offset + sent,
-                                region.length - sent)  # fmt: skip
-            except (BlockingIOError, InterruptedError):
-                break
-            if n == 0:  # the file is shorter than the region: let loop.sendfile report it
-                break
-            sent += n
-        return sent
+    def _direct(self, transport: asyncio.Transport) -> socket.socket | None:
+        """The socket, when bytes may go to it straight: nothing buffered ahead, not closing."""
+        if self._sock is None or transport.is_closing() or transport.get_write_buffer_size():
+            return None
+        return self._sock
 
     def close(self) -> None:
         if not self.closed and self.transport is not None:
             self.closed = True
             self.transport.abort()
+
+
+def _sendfile_now(sock: socket.socket, region: FileRegion) -> int:
+    """Send what the socket takes of `region` without waiting; `loop.sendfile` would first
+    pause reading, register for writability and build futures even when one call sends
+    everything. Errors are left to `loop.sendfile`, which the caller goes on with."""
+    sent = 0
+    while sent < region.length:
+        try:
+            n = os.sendfile(sock.fileno(), region.fileno, region.offset + sent,
+                            region.length - sent)  # fmt: skip
+        except OSError:  # full (EAGAIN), or failing
+            break
+        if n == 0:  # the file is shorter than the region
+            break
+        sent += n
+    return sent
 
 
 async def _encode_when_done(

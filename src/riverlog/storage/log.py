@@ -370,9 +370,9 @@ class PartitionLog:
                 wanted = max(max_bytes, found.header.size) if min_one_batch else max_bytes
                 length = min(available, wanted)
                 if length < available:  # cut short: end at a batch start the index knows
-                    end = seg.offset_index.batch_start_at_or_before(found.position + length)
-                    if end > found.position:
-                        length = end - found.position
+                    boundary = seg.offset_index.batch_start_at_or_before(found.position + length)
+                    if boundary > found.position:
+                        length = boundary - found.position
                 if length > 0:
                     result = FileRegion(seg.fd, found.position, length)
                 break
