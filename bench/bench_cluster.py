@@ -8,8 +8,9 @@
   memory to the hypervisor within ~2-3 s (virtio-balloon free page reporting), and a page
   written there for the first time costs ~10x a recycled one (~3-4.5 ms per MiB against
   ~0.3) — a cost a broker whose memory is full of page cache does not pay, which falls three
-  times on RF=3 (three copies on one machine) and which, left to chance, swung the ratio
-  between 22% and 55% from round to round (docs/field-notes.md). Both with librdkafka's
+  times on RF=3 (three copies on one machine): left to chance, it put the brokers' CPU per
+  RF=3 round anywhere from 0.7 to 2.6 s (docs/field-notes.md). Rounds still vary (2 cores
+  shared by 4 processes), so the median is the figure. Both with librdkafka's
   idempotent producer, whose broker threads poll in a tight loop while its 5 requests per
   broker are in flight (on 2 cores that CPU is taken from the brokers), and without
   idempotence (no in-flight limit).
