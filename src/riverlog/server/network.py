@@ -225,8 +225,9 @@ class Connection(asyncio.BufferedProtocol):
                     with os.fdopen(chunk.fileno, "rb", buffering=0, closefd=False) as f:
                         await loop.sendfile(transport, f, chunk.offset + sent, chunk.length - sent)
             elif i < last and direct is not None:
-                # Bytes before record data: MSG_MORE holds them for the data to follow, so
-                # the fetcher wakes once per response, not for the header alone.
+                # Bytes with more of the response to follow (a header before record data):
+                # MSG_MORE holds them for the rest, so the fetcher wakes once per response,
+                # not for the header alone.
                 try:
                     sent = direct.send(chunk, socket.MSG_MORE)
                 except OSError:  # full, or failing: the transport deals with it
