@@ -1,10 +1,12 @@
 """Cluster-wide state kept right (a real ZooKeeper, three broker processes): offset commits
-are answered only once the ISR of the group's `__consumer_offsets` partition has them, and a
-topic config change made through one broker is applied by all (`/config/changes`)."""
+are answered only once the ISR of the group's `__consumer_offsets` partition has them, a
+topic config change made through one broker is applied by all (`/config/changes`), and the
+brokers' `replica.fetch.*` settings shape their followers' fetches."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -113,3 +115,25 @@ def test_a_topic_config_change_reaches_every_leader(cluster: Cluster) -> None:
         return all(e is not None and e.code() == ClientError.MSG_SIZE_TOO_LARGE for e in errors)
 
     wait_until(refused_everywhere, 20, "every leader refusing records over max.message.bytes")
+
+
+def test_followers_fetch_with_the_replica_fetch_settings(
+    zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """With `replica.fetch.min.bytes` far above one record, a follower's fetch waits the whole
+    `replica.fetch.wait.max.ms` at the leader, so each acks=all produce after the first waits
+    about that long for its ISR (with the defaults, 1 byte and 500 ms, it takes milliseconds)."""
+    settings = {"replica.fetch.min.bytes": "1048576", "replica.fetch.wait.max.ms": "1500"}
+    cluster = Cluster(zookeeper, tmp_path, settings=settings).start()
+    try:
+        topic = create_topic(cluster, partitions=1)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        producer.produce(topic, b"first")  # the followers' fetches now wait afresh
+        assert producer.flush(30) == 0
+        for i in range(2):
+            start = time.monotonic()
+            producer.produce(topic, b"record %d" % i)
+            assert producer.flush(30) == 0
+            assert time.monotonic() - start >= 1.2
+    finally:
+        cluster.stop()

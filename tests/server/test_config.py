@@ -42,6 +42,8 @@ def test_retention_precedence() -> None:
         ({"num.partitions": "zero"}, "num.partitions: expected an integer"),
         ({"num.partitions": "0"}, "below the minimum 1"),
         ({"auto.create.topics.enable": "yes"}, "expected true or false"),
+        ({"replica.fetch.min.bytes": "0"}, "below the minimum 1"),
+        ({"replica.fetch.wait.max.ms": "30000"}, "less than replica.lag.time.max.ms"),
     ],
 )
 def test_bad_values_are_named(props: dict[str, str], message: str) -> None:

@@ -17,6 +17,7 @@ from riverlog.protocol.records.v2 import iter_record_batches
 from riverlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PartitionLog
 from riverlog.storage.log_config import TOPIC_CONFIG_NAMES, InvalidConfigError, LogConfig
 from riverlog.storage.retention import apply_retention
+from riverlog.storage.segment import WRITE_CHUNK
 from tests.storage.logtools import (
     CODECS,
     Model,
@@ -28,6 +29,8 @@ from tests.storage.logtools import (
     read_region,
     segment_files,
 )
+
+STAMPED = 17  # base offset, length, partition leader epoch, magic: set by the log
 
 
 def recs(n: int, ts: int = 1_000, size: int = 50, tag: bytes = b"") -> list:
@@ -768,3 +771,25 @@ def test_producer_state_follows_truncation(tmp_path: Path) -> None:
         log.append(_pbatch(6), leader_epoch=0)
     assert e.value.error is error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert log.append(_pbatch(0), leader_epoch=0).duplicate
+
+
+def test_a_request_larger_than_one_write_lands_whole(tmp_path: Path) -> None:
+    """Appends go to the file in writes of at most WRITE_CHUNK: a 3-batch request of ~2.7 MiB
+    is written in pieces and lands byte for byte (past the offset and leader epoch the leader
+    stamps), readable with its offsets."""
+    log = open_log(tmp_path)
+    log.append(make_batch(recs(1)), leader_epoch=0)
+    start = log.active.size
+    parts = [make_batch(recs(900, size=1000, tag=b"%d" % i)) for i in range(3)]
+    data = b"".join(parts)
+    assert len(data) > 2 * WRITE_CHUNK
+    result = log.append(data, leader_epoch=0)
+    assert (result.first_offset, result.last_offset) == (1, 2700)
+    assert log.active.size == start + len(data)
+    position = start
+    for part in parts:
+        written = os.pread(log.active.fd, len(part), position)
+        assert written[STAMPED:] == part[STAMPED:]
+        position += len(part)
+    read_back = [(b.header.base_offset, len(b.records)) for b in read_all(log, 1)]
+    assert read_back == [(1, 900), (901, 900), (1801, 900)]

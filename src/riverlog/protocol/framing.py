@@ -233,13 +233,14 @@ class FrameReader:
             body_start = self._start + 4
             have = self._end - body_start
             if have >= size:
-                frames.append(bytes(shared[body_start : body_start + size]))
+                frames.append(shared[body_start : body_start + size])  # one copy, owned
                 self._start = body_start + size
                 continue
             if size > len(shared) - body_start and size > len(shared) // 2:
                 # Receive the rest of this frame straight into its own buffer.
                 big = bytearray(size)
-                big[:have] = shared[body_start : self._end]
+                with memoryview(shared) as received:  # copied once, then released
+                    big[:have] = received[body_start : self._end]
                 self._big, self._big_filled = big, have
                 self._start = self._end = 0
             break

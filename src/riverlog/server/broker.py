@@ -192,6 +192,10 @@ class Broker:
         self.leader_quota = ReplicationQuota(config["leader.replication.throttled.rate"])
         self.fetchers = ReplicaFetchers(
             self.broker_id,
+            max_wait_ms=config["replica.fetch.wait.max.ms"],
+            min_bytes=config["replica.fetch.min.bytes"],
+            max_bytes=config["replica.fetch.response.max.bytes"],
+            partition_max_bytes=config["replica.fetch.max.bytes"],
             quota=ReplicationQuota(config["follower.replication.throttled.rate"]),
         )
         self.controller = ControllerService(self)

@@ -106,6 +106,10 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "zookeeper.session.timeout.ms": (_int(1), "18000"),
     "broker.rack": (_str, ""),
     "replica.lag.time.max.ms": (_int(1), "30000"),
+    "replica.fetch.max.bytes": (_int(0), "1048576"),
+    "replica.fetch.response.max.bytes": (_int(0), "10485760"),
+    "replica.fetch.min.bytes": (_int(1), "1"),
+    "replica.fetch.wait.max.ms": (_int(0), "500"),
     "controlled.shutdown.enable": (_bool, "true"),
     "auto.leader.rebalance.enable": (_bool, "true"),
     "leader.imbalance.check.interval.seconds": (_int(1), "300"),
@@ -193,6 +197,10 @@ class BrokerConfig:
         for key, text in props.items():
             if key not in BROKER_KEYS:
                 unknown[key] = text
+        if values["replica.fetch.wait.max.ms"] >= values["replica.lag.time.max.ms"]:
+            raise ConfigError(  # Kafka's check: else followers idle out of the ISR
+                "replica.fetch.wait.max.ms should always be less than replica.lag.time.max.ms"
+            )
         given = {k: v for k, v in props.items() if k in BROKER_KEYS}
         return cls(values, unknown, given)
 

@@ -230,7 +230,7 @@ class _Fetcher(BackgroundLoop):
         request = FetchRequest(
             replica_id=self.owner.broker_id,
             max_wait_ms=self.owner.max_wait_ms,
-            min_bytes=1,
+            min_bytes=self.owner.min_bytes,
             max_bytes=self.owner.max_bytes,
             session_id=0,
             session_epoch=-1,
@@ -282,6 +282,7 @@ class ReplicaFetchers:
         broker_id: int,
         *,
         max_wait_ms: int = 500,
+        min_bytes: int = 1,
         max_bytes: int = 10 * 1024 * 1024,
         partition_max_bytes: int = 1024 * 1024,
         quota: ReplicationQuota | None = None,
@@ -289,6 +290,7 @@ class ReplicaFetchers:
         self.broker_id = broker_id
         self.quota = quota or ReplicationQuota(UNLIMITED)
         self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
         self.max_bytes = max_bytes
         self.partition_max_bytes = partition_max_bytes
         self._fetchers: dict[int, _Fetcher] = {}

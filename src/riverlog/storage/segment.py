@@ -42,6 +42,13 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+WRITE_CHUNK = 1 << 20
+"""Appends go to the file in writes of at most this size. Given a write of 2 MiB or more,
+the kernel (6.x, ext4 large folios) fills the page cache with 2 MiB folios, and on our VM
+(whose balloon hands freed 2 MiB blocks back to the host) those writes cost ~13x the system
+time of the same bytes written 1 MiB at a time (docs/field-notes.md)."""
+
+
 class BatchPosition(NamedTuple):
     """Where a batch is: its header and its start position in the segment file."""
 
@@ -74,9 +81,10 @@ class LogSegment:
     def append(self, data: memoryview | bytes, headers: list[BatchHeader]) -> int:
         """Write whole batches (already validated, offsets assigned); return their position."""
         position = self.size
-        written = os.write(self.fd, data)
-        while written < len(data):  # a short write: finish it (rare, e.g. signals)
-            written += os.write(self.fd, memoryview(data)[written:])
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.write(self.fd, view[written : written + WRITE_CHUNK])
         pos = position
         for header in headers:
             self._index_batch(pos, header)

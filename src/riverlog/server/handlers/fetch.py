@@ -174,6 +174,10 @@ class _Fetch:
                 return self.request.min_bytes
             limit = self.limit(hosted)
             if limit > fetch.fetch_offset and not self._held(hosted):
+                if self.replica_id >= 0 and self.request.min_bytes <= 1:
+                    # A follower reads up to the log end, where the last batch ends: with
+                    # its offset below that there is a batch to send (`respond` reads it).
+                    return self.request.min_bytes
                 read = log.read(fetch.fetch_offset, fetch.max_bytes, max_offset=limit)
                 total += read.records.length if read.records is not None else 0
                 if total >= self.request.min_bytes:
