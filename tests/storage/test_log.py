@@ -30,7 +30,7 @@ from tests.storage.logtools import (
     segment_files,
 )
 
-STAMPED = 17  # base offset, length, partition leader epoch, magic: set by the log
+STAMPED = 17  # the first bytes of a batch: the log sets its base offset and leader epoch
 
 
 def recs(n: int, ts: int = 1_000, size: int = 50, tag: bytes = b"") -> list:
