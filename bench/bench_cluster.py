@@ -88,7 +88,7 @@ class Run(NamedTuple):
     @property
     def cores_busy(self) -> float:
         """The share of the machine's cores the run kept busy."""
-        seconds = PRODUCE_BYTES // RECORD * RECORD / 1e6 / self.mb_per_s
+        seconds = PRODUCE_BYTES / 1e6 / self.mb_per_s
         return self.cpu_s / (seconds * (os.cpu_count() or 1))
 
     def __str__(self) -> str:
