@@ -7,11 +7,11 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from riverlog.controller.election import controller_id
 from riverlog.embedded import EmbeddedBroker, broker
 from riverlog.metadata import layout
 from riverlog.metadata.store import EmbeddedStore
 from riverlog.server.broker import METADATA_FILE
+from riverlog.server.controller.controller_election import controller_id
 
 
 def test_fixture_serves_a_real_client(riverlog_broker: EmbeddedBroker) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from riverlog.protocol import error_codes
 from riverlog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from riverlog.server.handlers.offsets import offsets_answer
-from riverlog.server.partition import HostedPartition
+from riverlog.server.replication.partition import HostedPartition
 from riverlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
 from tests.storage.logtools import config, make_batch
 

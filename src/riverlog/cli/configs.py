@@ -21,7 +21,7 @@ import asyncio
 import re
 import sys
 
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.connection import Connection
 from riverlog.protocol.error_codes import KafkaError

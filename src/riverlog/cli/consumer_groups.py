@@ -37,10 +37,10 @@ from riverlog.cli.group_tables import (
     reset_table,
     table,
 )
-from riverlog.client import admin
-from riverlog.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from riverlog.client import admin_requests as admin
+from riverlog.client.admin_requests import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.client.cluster import Cluster
-from riverlog.client.groups import GroupAdmin, GroupDescription
+from riverlog.client.group_admin import GroupAdmin, GroupDescription
 from riverlog.protocol.error_codes import KafkaError
 
 ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")

@@ -25,8 +25,8 @@ import json
 import sys
 from pathlib import Path
 
-from riverlog.client.admin import PREFERRED_ELECTION, UNCLEAN_ELECTION
-from riverlog.client.admin_client import AsyncAdmin
+from riverlog.client.admin import AsyncAdmin
+from riverlog.client.admin_requests import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.server.config import ConfigError, parse_properties

@@ -35,7 +35,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from riverlog.cli import replica_verifier as rv
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import FetchRequest, FetchResponse

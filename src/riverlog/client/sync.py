@@ -18,10 +18,10 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from riverlog.client.admin import PartitionReassignment, TopicInfo
-from riverlog.client.admin_client import AsyncAdmin, ClusterDescription
+from riverlog.client.admin import AsyncAdmin, ClusterDescription
+from riverlog.client.admin_requests import PartitionReassignment, TopicInfo
 from riverlog.client.consumer import AsyncConsumer, ConsumerRecord, Listener
-from riverlog.client.groups import GroupDescription, GroupListing
+from riverlog.client.group_admin import GroupDescription, GroupListing
 from riverlog.client.partitioner import Partitioner
 from riverlog.client.producer import (
     AsyncProducer,

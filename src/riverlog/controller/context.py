@@ -3,7 +3,7 @@
 `ControllerContext` holds what the controller read from the store: live brokers, each topic's
 assignment and id, each partition's leader/ISR state with the znode version it was read at,
 and its own epoch. The decision functions look at it and return the partition states to
-write; the controller's edge (`server/controller_service.py`) writes them version-checked,
+write; the controller's edge (`server/controller/service.py`) writes them version-checked,
 records them here with `written`, and tells the brokers. Nothing here does I/O.
 
 Decisions, as ZooKeeper-era Kafka's controller takes them:
@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from riverlog.controller.elections import (
+from riverlog.controller.partition_leader_election import (
     NO_LEADER,
     Elected,
     controlled_shutdown_election,

@@ -49,7 +49,7 @@ from riverlog.server import config_changes, registration
 from riverlog.server.broker_configs import DEFAULT_ENTITY, DynamicBrokerConfigs
 from riverlog.server.config import BrokerConfig
 from riverlog.server.config_changes import ConfigChangeListener
-from riverlog.server.controller_service import ControllerService
+from riverlog.server.controller.service import ControllerService
 from riverlog.server.dispatch import Dispatcher, RequestContext, Response
 from riverlog.server.fetch_session import FetchSessionCache
 from riverlog.server.group_coordinator import GroupCoordinator
@@ -57,7 +57,7 @@ from riverlog.server.handlers import (
     admin,
     cluster,
     configs,
-    elections,
+    elect_leaders,
     fetch,
     groups,
     metadata,
@@ -70,10 +70,10 @@ from riverlog.server.handlers import (
 from riverlog.server.metadata_cache import MetadataCache
 from riverlog.server.network import NetworkServer
 from riverlog.server.producer_ids import ProducerIdAllocator
-from riverlog.server.purgatory import Purgatory
-from riverlog.server.replica_fetcher import ReplicaFetchers
-from riverlog.server.replica_manager import ReplicaManager
-from riverlog.server.replication_quota import ReplicationQuota
+from riverlog.server.replication.purgatory import Purgatory
+from riverlog.server.replication.replica_fetcher import ReplicaFetchers
+from riverlog.server.replication.replica_manager import ReplicaManager
+from riverlog.server.replication.throttle import ReplicationQuota
 from riverlog.server.topics import Topic, TopicRegistry
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 from riverlog.storage.manager import LogManager
@@ -116,7 +116,7 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.UpdateMetadataRequest, cluster.handle_update_metadata),
     (m.StopReplicaRequest, cluster.handle_stop_replica),
     (m.ControlledShutdownRequest, cluster.handle_controlled_shutdown),
-    (m.ElectLeadersRequest, elections.handle_elect_leaders),
+    (m.ElectLeadersRequest, elect_leaders.handle_elect_leaders),
     (m.AlterPartitionReassignmentsRequest, reassignments.handle_alter_partition_reassignments),
     (m.ListPartitionReassignmentsRequest, reassignments.handle_list_partition_reassignments),
 ]
@@ -155,8 +155,9 @@ class Broker:
         self.data_dir = config.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.rack: str | None = config["broker.rack"] or None
-        self.membership = registration.Membership(self)
-        self.store = store or _open_store(config, self.data_dir, self.membership.session_changed)
+        self.cluster_membership = registration.ClusterMembership(self)
+        on_session = self.cluster_membership.session_changed
+        self.store = store or _open_store(config, self.data_dir, on_session)
         self.in_zookeeper = bool(config["zookeeper.connect"])
         stored = _stored_cluster_id(self.data_dir)
         self.cluster_id = stored or _new_cluster_id()
@@ -221,7 +222,7 @@ class Broker:
 
     async def start(self) -> None:
         await self.network.start()
-        await self.membership.start()
+        await self.cluster_membership.start()
         self.config_changes.start()
         lag_ms = self.config["replica.lag.time.max.ms"]
         self._isr_task = asyncio.get_running_loop().create_task(self._shrink_isrs(lag_ms))
@@ -279,7 +280,7 @@ class Broker:
         self.produce_purgatory.expire_all()
         await self.network.drain(5.0)
         self.logs.shutdown()
-        self.membership.resign()
+        self.cluster_membership.resign()
         self.store.close()
 
     @property

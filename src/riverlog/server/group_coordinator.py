@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from riverlog.coordinator.group import GroupState, JoinResult, Outbox, SyncResult
-from riverlog.coordinator.membership import GroupConfig, GroupManager, JoinRequest
+from riverlog.coordinator.group_manager import GroupConfig, GroupManager, JoinRequest
 from riverlog.coordinator.offsets import OffsetCache, TopicPartition
 from riverlog.coordinator.records import (
     GroupKey,
@@ -50,7 +50,7 @@ from riverlog.coordinator.records import (
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.records.v2 import Record, encode_batch, iter_record_batches
-from riverlog.server.partition import HostedPartition
+from riverlog.server.replication.partition import HostedPartition
 from riverlog.storage.log import AppendResult
 
 if TYPE_CHECKING:

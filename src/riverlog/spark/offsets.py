@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
 from riverlog.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, TopicPartition

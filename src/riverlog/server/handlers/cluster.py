@@ -21,7 +21,7 @@ from riverlog.protocol.error_codes import ErrorCode
 from riverlog.server import state_change_log
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
-from riverlog.server.replica_manager import RoleChange
+from riverlog.server.replication.replica_manager import RoleChange
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker

@@ -12,7 +12,7 @@ Topics are named by name up to v12 and by id from v13; an unknown id is UNKNOWN_
 Only the leader answers, except to the debugging consumer (replica id -2), which any replica
 answers from its own log up to its own high watermark.
 Followers catching up on throttled partitions get data only while the broker's leader
-replication quota allows (`server/replication_quota.py`).
+replication quota allows (`server/replication/throttle.py`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from riverlog.server.fetch_session import (
     PartitionFetch,
     PartitionState,
 )
-from riverlog.server.partition import HostedPartition
-from riverlog.server.replication_quota import throttled
+from riverlog.server.replication.partition import HostedPartition
+from riverlog.server.replication.throttle import throttled
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -144,7 +144,7 @@ class _Fetch:
 
     def _throttled(self, hosted: HostedPartition) -> bool:
         """A follower catching up on a partition throttled on this leader
-        (`server/replication_quota.py`)."""
+        (`server/replication/throttle.py`)."""
         return (
             self.replica_id >= 0
             and self.broker.leader_quota.limited

@@ -27,7 +27,7 @@ from riverlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
-    from riverlog.server.partition import HostedPartition
+    from riverlog.server.replication.partition import HostedPartition
 
 PartitionAnswer = ListOffsetsResponse.ListOffsetsPartitionResponse
 

@@ -24,7 +24,7 @@ from riverlog.protocol.messages import ProduceRequest, ProduceResponse
 from riverlog.protocol.records.batch_header import MAGIC_POSITION, peek_magic
 from riverlog.protocol.records.convert import legacy_to_v2
 from riverlog.server.dispatch import RequestContext
-from riverlog.server.partition import HostedPartition
+from riverlog.server.replication.partition import HostedPartition
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable

@@ -47,7 +47,7 @@ from riverlog.metadata.store import (
 )
 
 if TYPE_CHECKING:
-    from riverlog.server.controller_service import ControllerService
+    from riverlog.server.controller.service import ControllerService
 
 log = logging.getLogger(__name__)
 

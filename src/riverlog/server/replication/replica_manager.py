@@ -1,6 +1,6 @@
 """The partitions this broker hosts, their roles, and appends/reads on them for the handlers.
 
-Owns one `HostedPartition` (`server/partition.py`) per local replica. The controller's
+Owns one `HostedPartition` (`server/replication/partition.py`) per local replica. The controller's
 LeaderAndIsr requests make replicas leaders or followers (`apply_leader_and_isr`) — on a
 single node too, where it leads everything alone: a follower's log is
 fed by the replica fetcher from its leader, after truncating to where it agrees with the
@@ -37,8 +37,8 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.messages import LeaderAndIsrRequest
 from riverlog.server import state_change_log
-from riverlog.server.partition import HostedPartition, TopicPartition
-from riverlog.server.purgatory import Purgatory
+from riverlog.server.replication.partition import HostedPartition, TopicPartition
+from riverlog.server.replication.purgatory import Purgatory
 from riverlog.storage.log import AppendResult
 from riverlog.storage.log import wall_clock_ms as now_ms
 from riverlog.storage.manager import LogManager

@@ -6,9 +6,13 @@ from __future__ import annotations
 import threading
 import uuid
 
-from riverlog.controller.election import ControllerElection, controller_epoch, controller_id
 from riverlog.metadata.store import EmbeddedStore
 from riverlog.metadata.zookeeper import ZooKeeperStore
+from riverlog.server.controller.controller_election import (
+    ControllerElection,
+    controller_epoch,
+    controller_id,
+)
 from tests.zookeeper_server import ZooKeeperServer
 
 

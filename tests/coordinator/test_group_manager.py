@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from riverlog.coordinator.group import GroupState, JoinResult, Outbox, SyncResult
-from riverlog.coordinator.membership import (
+from riverlog.coordinator.group_manager import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     GroupConfig,
     GroupManager,

@@ -1,5 +1,5 @@
 """ElectLeaders: preferred (type 0, the only one of v0) or unclean (type 1) leader elections,
-held by the controller (`server/controller_elections.py`).
+held by the controller (`server/controller/leader_rebalance.py`).
 
 Answered per partition with Kafka's error codes. Only the controller holds elections; any
 other broker answers NOT_CONTROLLER for every partition (clients then ask the controller). A
@@ -18,7 +18,7 @@ from riverlog.controller.context import TopicPartition
 from riverlog.controller.leader_balance import ELECTION_TYPES, PREFERRED, Outcome
 from riverlog.protocol import error_codes
 from riverlog.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
-from riverlog.server.controller_service import NotControllerError
+from riverlog.server.controller.service import NotControllerError
 from riverlog.server.dispatch import RequestContext
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ async def _elect(
     timed_out = Outcome(error_codes.REQUEST_TIMED_OUT)
     try:
         async with asyncio.timeout_at(deadline):
-            results = await broker.controller.elections.elect(wanted, election_type)
+            results = await broker.controller.leader_rebalance.elect(wanted, election_type)
     except NotControllerError:
         return _all(broker, wanted, Outcome(error_codes.NOT_CONTROLLER))
     except TimeoutError:

@@ -1,5 +1,6 @@
 """The controller at work: one event queue, ZooKeeper watches in, state writes and broker
-requests out. Runs on the broker that won `/controller` (`controller/election.py`).
+requests out. Runs on the broker that won `/controller`
+(`server/controller/controller_election.py`).
 
 How it works. On election it reads the cluster from the store (live brokers, topics and
 assignments, partition states with their znode versions), elects leaders for partitions that
@@ -8,14 +9,14 @@ Then it takes one event at a time from its queue: brokers joining or leaving
 (`/brokers/ids`), topics created or given partitions (`/brokers/topics`, each topic's node),
 ISR changes made by leaders (`/isr_change_notification`), topic deletions
 (`/admin/delete_topics`), partition reassignments (`/admin/reassign_partitions`,
-`server/controller_reassignment.py`), controlled shutdowns, and leader elections
-(`server/controller_elections.py`, through `submit`). Store watches are one-shot and fire on
+`server/controller/reassignment_executor.py`), controlled shutdowns, and leader elections
+(`server/controller/leader_rebalance.py`, through `submit`). Store watches are one-shot and fire on
 the store's thread: each re-arms itself and queues its event onto the loop.
 
 Decisions are pure (`controller/context.py`); here they are written — version-checked,
 batched into multi-ops of `WRITE_BATCH` partitions, each also checking `/controller_epoch`
 so a deposed controller's writes fail — and sent (`controller/requests.py`,
-`server/controller_channel.py`). A partition whose state a leader changed meanwhile is
+`server/controller/channel.py`). A partition whose state a leader changed meanwhile is
 re-read and decided again.
 """
 
@@ -51,10 +52,10 @@ from riverlog.metadata.store import (
     StoreUnavailableError,
 )
 from riverlog.server import state_change_log
-from riverlog.server.controller_channel import ControllerChannel
-from riverlog.server.controller_elections import LeaderElections
-from riverlog.server.controller_reassignment import Reassignments
-from riverlog.server.replica_manager import ISR_CHANGE_NOTIFICATION
+from riverlog.server.controller.channel import ControllerChannel
+from riverlog.server.controller.leader_rebalance import LeaderRebalance
+from riverlog.server.controller.reassignment_executor import Reassignments
+from riverlog.server.replication.replica_manager import ISR_CHANGE_NOTIFICATION
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
@@ -83,7 +84,7 @@ class ControllerService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.channel = ControllerChannel(broker.broker_id)
         self._live_before_resync: set[int] | None = None
-        self.elections = LeaderElections(self)
+        self.leader_rebalance = LeaderRebalance(self)
         self.reassignments = Reassignments(self)
 
     @property
@@ -99,7 +100,7 @@ class ControllerService:
         self._task = self._loop.create_task(self._run())
 
     async def stop(self) -> None:
-        self.elections.stop()
+        self.leader_rebalance.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -210,7 +211,7 @@ class ControllerService:
         self._send_leader_and_isr(everything)
         self._on_delete_topics(None)
         self._on_isr_change(None)
-        self.elections.failover()
+        self.leader_rebalance.failover()
         self._on_reassign(None)
 
     # --- reading the store --------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from riverlog.server.replication_quota import UNLIMITED, ReplicationQuota, throttled
+from riverlog.server.replication.throttle import UNLIMITED, ReplicationQuota, throttled
 
 
 def test_throttled_replica_lists_name_partition_broker_pairs_or_everything() -> None:

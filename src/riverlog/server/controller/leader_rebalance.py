@@ -31,14 +31,14 @@ from riverlog.metadata.store import NoNodeError
 from riverlog.protocol import error_codes
 
 if TYPE_CHECKING:
-    from riverlog.server.controller_service import ControllerService
+    from riverlog.server.controller.service import ControllerService
 
 log = logging.getLogger(__name__)
 
 FIRST_CHECK_DELAY_S = 5.0  # Kafka's: the first imbalance check after failover
 
 
-class LeaderElections:
+class LeaderRebalance:
     """Owned by the controller service; used on the event loop, its work on the queue."""
 
     def __init__(self, service: ControllerService) -> None:

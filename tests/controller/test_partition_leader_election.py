@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from riverlog.controller.elections import (
+from riverlog.controller.partition_leader_election import (
     Elected,
     controlled_shutdown_election,
     next_state,

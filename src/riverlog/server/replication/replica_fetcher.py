@@ -12,7 +12,7 @@ epochs. The follower's high watermark is the leader's, capped at its own end.
 
 Throttling. Partitions named in their topic's `follower.replication.throttled.replicas` for
 this broker, while catching up, are left out of fetch requests whenever the broker's
-follower replication quota is used up (`server/replication_quota.py`).
+follower replication quota is used up (`server/replication/throttle.py`).
 
 Errors. A lost connection is retried with backoff; partition errors (the leader moved, a
 newer epoch) leave the partition in place until the controller's next LeaderAndIsr moves it.
@@ -37,8 +37,8 @@ from riverlog.protocol.messages import (
     OffsetForLeaderEpochResponse,
 )
 from riverlog.server.background import BackgroundLoop, stop_all
-from riverlog.server.partition import HostedPartition, TopicPartition
-from riverlog.server.replication_quota import UNLIMITED, ReplicationQuota, throttled
+from riverlog.server.replication.partition import HostedPartition, TopicPartition
+from riverlog.server.replication.throttle import UNLIMITED, ReplicationQuota, throttled
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from riverlog.client.assignors import Assignor, MemberSubscription, assignor_for
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
 from riverlog.client.connection import Connection, RequestTimeoutError
-from riverlog.client.groups import GroupAdmin, decode_assignment
+from riverlog.client.group_admin import GroupAdmin, decode_assignment
 from riverlog.protocol import error_codes
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError, for_code
