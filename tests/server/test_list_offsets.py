@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol import error_codes
 from riverlog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from riverlog.server.handlers.offsets import offsets_answer
 from riverlog.server.replication.partition import HostedPartition
-from riverlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
+from riverlog.storage.log import PartitionLog
 from tests.storage.logtools import config, make_batch
 
 

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
+from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.records import compression
 from riverlog.protocol.records.batch_header import TIMESTAMP_LOG_APPEND_TIME
 from riverlog.protocol.records.v2 import iter_record_batches
-from riverlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PartitionLog
+from riverlog.storage.log import MAX_TIMESTAMP, PartitionLog
 from riverlog.storage.log_config import TOPIC_CONFIG_NAMES, InvalidConfigError, LogConfig
 from riverlog.storage.retention import apply_retention
 from riverlog.storage.segment import WRITE_CHUNK

@@ -28,7 +28,6 @@ from riverlog.cli.group_tables import (
     MISSING,
     OffsetRow,
     Scenario,
-    TopicPartition,
     assignment_text,
     offsets_table,
     parse_datetime,
@@ -38,9 +37,9 @@ from riverlog.cli.group_tables import (
     table,
 )
 from riverlog.client import admin_requests as admin
-from riverlog.client.admin_requests import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.client.cluster import Cluster
 from riverlog.client.group_admin import GroupAdmin, GroupDescription
+from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 from riverlog.protocol.error_codes import KafkaError
 
 ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")
@@ -50,8 +49,6 @@ SCENARIOS = (
 )  # fmt: skip
 INACTIVE = ("Empty", "Dead")
 RETRY_BACKOFF_MS = 100  # between ListOffsets attempts that met a leader change
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     action = parser.add_mutually_exclusive_group(required=True)

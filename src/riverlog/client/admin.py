@@ -21,6 +21,7 @@ from riverlog.client.cluster import BrokerAddress, Cluster
 from riverlog.client.config import AdminConfig
 from riverlog.client.connection import Connection
 from riverlog.client.group_admin import GroupAdmin, GroupDescription, GroupListing
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
 from riverlog.protocol.messages import (
@@ -28,7 +29,6 @@ from riverlog.protocol.messages import (
     DeleteRecordsResponse,
 )
 
-TopicPartition = tuple[str, int]
 T = TypeVar("T")
 TOPIC, BROKER = admin.TOPIC_RESOURCE, admin.BROKER_RESOURCE  # config resource types
 

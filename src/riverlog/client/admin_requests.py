@@ -245,8 +245,6 @@ async def alter_configs(
     _check(result.error_code, result.error_message)
 
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
 
 
 async def list_offsets(

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 from riverlog.client.config import CommonConfig
 from riverlog.client.connection import Connection, parse_bootstrap
+from riverlog.model import TopicPartition
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError, for_code
 from riverlog.protocol.messages import MetadataRequest, MetadataResponse
 
-TopicPartition = tuple[str, int]
 UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
 

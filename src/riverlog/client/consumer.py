@@ -29,8 +29,9 @@ from riverlog.client import fetcher
 from riverlog.client.admin_requests import leader_offsets
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
-from riverlog.client.fetcher import ConsumerRecord, FetchedPartition, TopicPartition
+from riverlog.client.fetcher import ConsumerRecord, FetchedPartition
 from riverlog.client.group_member import GroupMembership
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
 from riverlog.protocol.records.batch_header import read_batch_header

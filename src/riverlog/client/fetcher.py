@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.exceptions import CorruptRecordError, ProtocolError
 from riverlog.protocol.messages import FetchRequest, FetchResponse
@@ -36,7 +37,6 @@ from riverlog.protocol.records.batch_header import (
 from riverlog.protocol.records.v2 import CONTROL_ABORT, control_record_type
 from riverlog.protocol.records.v2 import decode_records as decode_v2_records
 
-TopicPartition = tuple[str, int]
 MAX_FETCH_VERSION = 12  # v13 addresses topics by id only
 READ_COMMITTED = 1
 # Fetch errors that mean the client's idea of the leader is out of date: refresh metadata.

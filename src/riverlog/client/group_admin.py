@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from riverlog.client.cluster import Cluster
 from riverlog.client.connection import Connection
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
 from riverlog.protocol.exceptions import ProtocolError
@@ -35,7 +36,6 @@ from riverlog.protocol.messages import (
     OffsetFetchResponse,
 )
 
-TopicPartition = tuple[str, int]
 RETRIABLE_LOOKUP = (error_codes.COORDINATOR_NOT_AVAILABLE, error_codes.COORDINATOR_LOAD_IN_PROGRESS)
 
 

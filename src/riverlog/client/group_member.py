@@ -33,6 +33,7 @@ from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
 from riverlog.client.connection import Connection, RequestTimeoutError
 from riverlog.client.group_admin import GroupAdmin, decode_assignment
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError, for_code
@@ -49,7 +50,6 @@ from riverlog.protocol.messages import (
     SyncGroupResponse,
 )
 
-TopicPartition = tuple[str, int]
 Callback = Callable[[set[TopicPartition]], Awaitable[None]]
 SUBSCRIPTION_VERSION = 3
 ASSIGNMENT_VERSION = 3

@@ -30,13 +30,13 @@ from riverlog.client.producer import (
     Headers,
     RecordMetadata,
 )
+from riverlog.model import TopicPartition
 from riverlog.protocol.error_codes import KafkaError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 _T = TypeVar("_T")
-TopicPartition = tuple[str, int]
 _QUEUE_LIMIT = 100_000  # records queued by `send` before it waits for the loop
 _BURST = 1_000  # records the loop moves into the producer at most between two yields
 

@@ -23,7 +23,6 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from riverlog.controller.partition_leader_election import (
-    NO_LEADER,
     Elected,
     controlled_shutdown_election,
     next_state,
@@ -31,8 +30,7 @@ from riverlog.controller.partition_leader_election import (
     offline_state,
 )
 from riverlog.metadata.layout import BrokerRegistration, PartitionState
-
-TopicPartition = tuple[str, int]
+from riverlog.model import NO_LEADER, TopicPartition
 
 
 @dataclass

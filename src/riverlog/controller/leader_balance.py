@@ -28,14 +28,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from riverlog.controller.context import ControllerContext, TopicPartition
+from riverlog.controller.context import ControllerContext
 from riverlog.controller.partition_leader_election import (
-    NO_LEADER,
     next_state,
     offline_election,
     preferred_election,
 )
 from riverlog.metadata.layout import PartitionState
+from riverlog.model import NO_LEADER, TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode
 

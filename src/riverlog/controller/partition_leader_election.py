@@ -22,8 +22,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from riverlog.metadata.layout import PartitionState
-
-NO_LEADER = -1
+from riverlog.model import NO_LEADER
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from riverlog.coordinator.group import GroupState, JoinResult, Outbox, SyncResult
 from riverlog.coordinator.group_manager import GroupConfig, GroupManager, JoinRequest
-from riverlog.coordinator.offsets import OffsetCache, TopicPartition
+from riverlog.coordinator.offsets import OffsetCache
 from riverlog.coordinator.records import (
     GroupKey,
     OffsetKey,
@@ -47,6 +47,7 @@ from riverlog.coordinator.records import (
     partition_for,
     replay,
 )
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.records.v2 import Record, encode_batch, iter_record_batches

@@ -48,6 +48,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from riverlog.model import TopicPartition
 from riverlog.protocol.records.batch_header import (
     BatchHeader,
     read_batch_header,
@@ -68,7 +69,6 @@ from riverlog.storage.segment import (
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 _MAX_GROUP_OFFSETS = 2**31 - 1
 

@@ -26,6 +26,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple
 
+from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.primitives import FileRegion
@@ -46,8 +47,6 @@ from riverlog.storage.validation import assign_offsets, validate_batches
 
 log = logging.getLogger(__name__)
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
 

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from riverlog.model import TopicPartition
 from riverlog.storage import checkpoint
 from riverlog.storage.cleaner import LogCleaner
 from riverlog.storage.log import PartitionLog, partition_dir_name, wall_clock_ms
@@ -31,7 +32,6 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
-TopicPartition = tuple[str, int]
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:

@@ -24,10 +24,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from riverlog.controller import leader_balance
-from riverlog.controller.context import TopicPartition
 from riverlog.controller.leader_balance import PREFERRED, Outcome
 from riverlog.metadata import layout
 from riverlog.metadata.store import NoNodeError
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 
 if TYPE_CHECKING:

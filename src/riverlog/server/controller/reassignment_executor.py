@@ -25,7 +25,6 @@ import logging
 from typing import TYPE_CHECKING
 
 from riverlog.controller import requests
-from riverlog.controller.context import TopicPartition
 from riverlog.controller.reassignment import (
     Assignment,
     Complete,
@@ -45,6 +44,7 @@ from riverlog.metadata.store import (
     Op,
     SetOp,
 )
+from riverlog.model import TopicPartition
 
 if TYPE_CHECKING:
     from riverlog.server.controller.service import ControllerService

@@ -33,7 +33,6 @@ from riverlog.controller import requests
 from riverlog.controller.context import (
     ControllerContext,
     TopicInfo,
-    TopicPartition,
     elect_offline,
     initial_states,
     move_leadership_off,
@@ -51,11 +50,11 @@ from riverlog.metadata.store import (
     SetOp,
     StoreUnavailableError,
 )
+from riverlog.model import TopicPartition
 from riverlog.server import state_change_log
 from riverlog.server.controller.channel import ControllerChannel
 from riverlog.server.controller.leader_rebalance import LeaderRebalance
 from riverlog.server.controller.reassignment_executor import Reassignments
-from riverlog.server.replication.replica_manager import ISR_CHANGE_NOTIFICATION
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
@@ -160,7 +159,7 @@ class ControllerService:
         before = self._live_before_resync
         epoch = self._context().epoch
         self.ctx = ControllerContext(epoch)
-        for path in (layout.BROKER_IDS, layout.TOPICS, ISR_CHANGE_NOTIFICATION,
+        for path in (layout.BROKER_IDS, layout.TOPICS, layout.ISR_CHANGE_NOTIFICATION,
                      layout.DELETE_TOPICS):  # fmt: skip
             with contextlib.suppress(NodeExistsError):
                 if not self.store.exists(path):
@@ -186,7 +185,7 @@ class ControllerService:
         self.reassignments.reset()
         self._watch(layout.BROKER_IDS, "brokers")
         self._watch(layout.TOPICS, "topics")
-        self._watch(ISR_CHANGE_NOTIFICATION, "isr_change")
+        self._watch(layout.ISR_CHANGE_NOTIFICATION, "isr_change")
         self._watch(layout.DELETE_TOPICS, "delete_topics")
         for broker_id in self._registered():
             self._add_broker(broker_id)
@@ -476,10 +475,10 @@ class ControllerService:
         self._send_leader_and_isr(new)
 
     def _on_isr_change(self, _arg: object) -> None:
-        self._watch(ISR_CHANGE_NOTIFICATION, "isr_change")
+        self._watch(layout.ISR_CHANGE_NOTIFICATION, "isr_change")
         changed: set[TopicPartition] = set()
-        for child in self.store.children(ISR_CHANGE_NOTIFICATION):
-            path = f"{ISR_CHANGE_NOTIFICATION}/{child}"
+        for child in self.store.children(layout.ISR_CHANGE_NOTIFICATION):
+            path = f"{layout.ISR_CHANGE_NOTIFICATION}/{child}"
             try:
                 raw = json.loads(self.store.get(path).data)
                 self.store.delete(path)

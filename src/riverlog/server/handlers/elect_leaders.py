@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from riverlog.controller.context import TopicPartition
 from riverlog.controller.leader_balance import ELECTION_TYPES, PREFERRED, Outcome
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
 from riverlog.server.controller.service import NotControllerError

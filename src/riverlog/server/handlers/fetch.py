@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, cast
 
+from riverlog.model import DEBUGGING_CONSUMER_ID, TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.exceptions import UnsupportedCompressionError
@@ -49,9 +50,6 @@ if TYPE_CHECKING:
 TOPIC_IDS_FROM = 13
 V2_RECORDS_FROM = 4  # Fetch v0-1 read magic 0, v2-3 magic 1
 ZSTD_FROM = 10  # KIP-110: older fetchers cannot read zstd batches
-DEBUGGING_CONSUMER_ID = -2
-"""Kafka's `Request.DebuggingConsumerId` (the replica verification tool): a consumer that
-may read from any replica, follower or leader, up to that replica's high watermark."""
 
 
 def _holds_zstd(region: FileRegion) -> bool:
@@ -71,7 +69,6 @@ def _down_convert(region: FileRegion, version: int) -> bytes:
     data = os.pread(region.fileno, region.length, region.offset)
     return v2_to_legacy(data, 0 if version <= 1 else 1)
 
-TopicPartition = tuple[str, int]
 
 
 def _requested(

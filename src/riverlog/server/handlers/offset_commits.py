@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from riverlog.coordinator.offsets import TopicPartition
 from riverlog.coordinator.records import StoredOffset
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
 from riverlog.server.dispatch import RequestContext

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from riverlog.controller.reassignment import Assignment, invalid_target, moving_to
 from riverlog.metadata import layout
 from riverlog.metadata.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode
 from riverlog.protocol.messages import (
@@ -33,7 +34,6 @@ from riverlog.server.dispatch import RequestContext
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
 
-TopicPartition = tuple[str, int]
 WRITE_ATTEMPTS = 10
 
 

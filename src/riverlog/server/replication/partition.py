@@ -19,10 +19,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from riverlog.model import UNKNOWN_OFFSET, TopicPartition
 from riverlog.storage.log import PartitionLog
-
-TopicPartition = tuple[str, int]
-UNKNOWN_OFFSET = -1
 
 
 @dataclass(slots=True)

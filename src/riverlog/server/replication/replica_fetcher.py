@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 
 from riverlog.client.connection import Connection
+from riverlog.model import UNDEFINED_EPOCH, TopicPartition
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import (
     FetchRequest,
@@ -37,14 +38,13 @@ from riverlog.protocol.messages import (
     OffsetForLeaderEpochResponse,
 )
 from riverlog.server.background import BackgroundLoop, stop_all
-from riverlog.server.replication.partition import HostedPartition, TopicPartition
+from riverlog.server.replication.partition import HostedPartition
 from riverlog.server.replication.throttle import UNLIMITED, ReplicationQuota, throttled
 
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12  # topic names, leader epochs, replica id in the request header
 EPOCH_VERSION = 4
-UNDEFINED_EPOCH = -1
 BACKOFF_S = 0.2
 REQUEST_TIMEOUT_S = 10.0
 MAX_TRUNCATION_ROUNDS = 10

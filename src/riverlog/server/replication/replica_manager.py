@@ -33,19 +33,18 @@ from riverlog.metadata.store import (
     NoNodeError,
     StoreUnavailableError,
 )
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.messages import LeaderAndIsrRequest
 from riverlog.server import state_change_log
-from riverlog.server.replication.partition import HostedPartition, TopicPartition
+from riverlog.server.replication.partition import HostedPartition
 from riverlog.server.replication.purgatory import Purgatory
 from riverlog.storage.log import AppendResult
 from riverlog.storage.log import wall_clock_ms as now_ms
 from riverlog.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
-
-ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 
 __all__ = ["HostedPartition", "ReplicaManager", "RoleChange"]
 
@@ -173,7 +172,7 @@ class ReplicaManager:
         ).encode()
         try:
             self.store.create(
-                f"{ISR_CHANGE_NOTIFICATION}/isr_change_{time.time_ns()}_{self.broker_id}", note
+                f"{layout.ISR_CHANGE_NOTIFICATION}/isr_change_{time.time_ns()}_{self.broker_id}", note
             )
         except StoreUnavailableError as e:  # the controller reads the state at its next resync
             log.warning("ISR change of %s-%d not announced: %s", hosted.topic, hosted.index, e)
