@@ -31,12 +31,12 @@ import functools
 import logging
 import random
 import shutil
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from riverlog.clock import SYSTEM_CLOCK, Clock
 from riverlog.controller.assignment import AssignmentError, assign
 from riverlog.metadata import layout
 from riverlog.metadata.store import EmbeddedStore, MetadataStore, NodeExistsError
@@ -55,7 +55,6 @@ from riverlog.server.handlers import HANDLERS
 from riverlog.server.metadata_cache import MetadataCache
 from riverlog.server.network import NetworkServer
 from riverlog.server.producer_ids import ProducerIdAllocator
-from riverlog.server.replication.purgatory import Purgatory
 from riverlog.server.replication.replica_fetcher import ReplicaFetchers
 from riverlog.server.replication.replica_manager import ReplicaManager
 from riverlog.server.replication.throttle import ReplicationQuota
@@ -68,6 +67,7 @@ log = logging.getLogger(__name__)
 METADATA_FILE = "riverlog-metadata.json"
 READY_TIMEOUT_S = 10.0
 META_PROPERTIES = "meta.properties"
+
 
 def _open_store(
     config: BrokerConfig, data_dir: Path, on_session: Callable[[str], None]
@@ -96,8 +96,15 @@ def _new_cluster_id() -> str:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, store: MetadataStore | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        store: MetadataStore | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.config = config
+        self.clock = clock
         self.broker_id = config.broker_id
         self.data_dir = config.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -129,22 +136,26 @@ class Broker:
             checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
             topic_configs={t.name: t.config for t in self.topics.all()},
             cleaner_enabled=config["log.cleaner.enable"],
+            clock_ms=clock.wall_ms,
         )
-        self.fetch_purgatory = Purgatory()
-        self.produce_purgatory = Purgatory()
         self.fetch_sessions = FetchSessionCache()
         self.metadata = MetadataCache()
-        self.replicas = ReplicaManager(
-            self.broker_id, self.logs, self.fetch_purgatory, self.produce_purgatory, self.store
-        )
-        self.leader_quota = ReplicationQuota(config["leader.replication.throttled.rate"])
-        self.fetchers = ReplicaFetchers(
+        fetchers = ReplicaFetchers(
             self.broker_id,
             max_wait_ms=config["replica.fetch.wait.max.ms"],
             min_bytes=config["replica.fetch.min.bytes"],
             max_bytes=config["replica.fetch.response.max.bytes"],
             partition_max_bytes=config["replica.fetch.max.bytes"],
             quota=ReplicationQuota(config["follower.replication.throttled.rate"]),
+            clock=self.clock,
+        )
+        self.replicas = ReplicaManager(
+            self.broker_id,
+            self.logs,
+            self.store,
+            fetchers,
+            ReplicationQuota(config["leader.replication.throttled.rate"]),
+            self.clock,
         )
         self.controller = ControllerService(self)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
@@ -188,9 +199,9 @@ class Broker:
     async def _lead_everything(self, timeout_s: float) -> None:
         """A single node: wait until its controller made it leader of every partition, so
         that the broker is ready to serve when `start` returns."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.monotonic_s() + timeout_s
         while not self._leads_everything():
-            if time.monotonic() > deadline:
+            if self.clock.monotonic_s() > deadline:
                 log.warning("broker %d: not leading all its partitions %.0f s after start",
                             self.broker_id, timeout_s)  # fmt: skip
                 return
@@ -199,12 +210,9 @@ class Broker:
     def _leads_everything(self) -> bool:
         if self.metadata.controller_id < 0:
             return False
-        for topic in self.topics.all():
-            for index in topic.partitions:
-                hosted = self.replicas.partitions.get((topic.name, index))
-                if hosted is None or hosted.leader_id != self.broker_id:
-                    return False
-        return True
+        return self.replicas.leads_all(
+            (topic.name, index) for topic in self.topics.all() for index in topic.partitions
+        )
 
     async def _shrink_isrs(self, lag_ms: int) -> None:
         while True:
@@ -220,11 +228,9 @@ class Broker:
         await self.network.stop_accepting()
         if self._isr_task is not None:
             self._isr_task.cancel()
-        await self.fetchers.stop()
         await self.controller.stop()
         self.groups.stop()
-        self.fetch_purgatory.expire_all()
-        self.produce_purgatory.expire_all()
+        await self.replicas.stop()
         await self.network.drain(5.0)
         self.logs.shutdown()
         self.cluster_membership.resign()
@@ -316,8 +322,8 @@ class Broker:
     ) -> bool:
         """Wait until this broker's metadata has the topic with at least `partitions`
         partitions, all with leaders (or, with `exists=False`, no longer has it)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        deadline = self.clock.monotonic_s() + timeout_s
+        while self.clock.monotonic_s() < deadline:
             parts = self.metadata.partitions_of(name)
             if exists and len(parts) >= partitions and all(p.leader >= 0 for p in parts.values()):
                 return True
@@ -354,8 +360,8 @@ class Broker:
         defaults to every log not overriding them."""
         self.config = self.dynamic_configs.reload()
         self.topic_defaults = self.config.topic_defaults()
-        self.leader_quota.rate = self.config["leader.replication.throttled.rate"]
-        self.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
+        self.replicas.leader_throttle.rate = self.config["leader.replication.throttled.rate"]
+        self.replicas.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
         self.logs.update_defaults(self.topic_defaults,
                                   {t.name: t.config for t in self.topics.all()})  # fmt: skip
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import time
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple
 
+from riverlog.clock import SYSTEM_CLOCK
 from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
@@ -71,11 +71,6 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def wall_clock_ms() -> int:
-    """Milliseconds since the epoch (the default clock of logs)."""
-    return time.time_ns() // 1_000_000
-
-
 class PartitionLog:
     def __init__(
         self,
@@ -90,7 +85,7 @@ class PartitionLog:
         self.directory = directory
         self.config = config
         self.lock = threading.RLock()
-        self._now: Callable[[], int] = clock_ms or wall_clock_ms
+        self._now: Callable[[], int] = clock_ms or SYSTEM_CLOCK.wall_ms
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs = LeaderEpochCache(directory)
         self.producers = ProducerStateManager(directory)

@@ -13,7 +13,7 @@ Runs on the event loop thread only; `try_complete` must not block.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -22,9 +22,7 @@ T = TypeVar("T")
 class DelayedOperation(Generic[T]):
     """One waiting request: a completion check, an expiry answer, and its future."""
 
-    def __init__(
-        self, try_complete: Callable[[], T | None], on_expire: Callable[[], T]
-    ) -> None:
+    def __init__(self, try_complete: Callable[[], T | None], on_expire: Callable[[], T]) -> None:
         self.try_complete = try_complete
         self.on_expire = on_expire
         self.future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
@@ -47,7 +45,7 @@ class Purgatory:
 
     def delay(
         self,
-        keys: list[Hashable],
+        keys: Sequence[Hashable],
         timeout_s: float,
         try_complete: Callable[[], T | None],
         on_expire: Callable[[], T],

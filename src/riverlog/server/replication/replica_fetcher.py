@@ -25,11 +25,11 @@ import asyncio
 import contextlib
 import logging
 import struct
-import time
 from dataclasses import dataclass
 
 from riverlog.client.connection import Connection
-from riverlog.model import UNDEFINED_EPOCH, TopicPartition
+from riverlog.clock import SYSTEM_CLOCK, Clock
+from riverlog.model import TopicPartition
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import (
     FetchRequest,
@@ -74,9 +74,7 @@ class _Followed:
 
 
 class _Fetcher(BackgroundLoop):
-    def __init__(
-        self, owner: ReplicaFetchers, leader_id: int, address: tuple[str, int]
-    ) -> None:
+    def __init__(self, owner: ReplicaFetchers, leader_id: int, address: tuple[str, int]) -> None:
         self.owner = owner
         self.leader_id = leader_id
         self.address = address
@@ -168,7 +166,7 @@ class _Fetcher(BackgroundLoop):
                 await asyncio.sleep(BACKOFF_S)
         for left in self.partitions.values():  # no agreement found: fall back to the HW
             if not left.reconciled:
-                left.hosted.log.truncate_to(left.hosted.log.high_watermark)
+                left.hosted.truncate_to_high_watermark()
                 left.reconciled = True
 
     @staticmethod
@@ -176,21 +174,15 @@ class _Fetcher(BackgroundLoop):
         hosted: HostedPartition, answer: OffsetForLeaderEpochResponse.EpochEndOffset
     ) -> bool:
         """Truncate to where this log agrees with the leader's; whether that is settled."""
-        plog = hosted.log
-        end = plog.log_end_offset
-        if answer.leader_epoch == UNDEFINED_EPOCH or plog.epochs.latest_epoch == UNDEFINED_EPOCH:
-            target = min(plog.high_watermark, end) if plog.epochs.latest_epoch >= 0 else end
-            plog.truncate_to(target)
-            return True
-        local_epoch, local_end = plog.epochs.end_offset_for(answer.leader_epoch, end)
-        target = min(answer.end_offset, local_end)
-        if target < end:
+        end = hosted.log.log_end_offset
+        settled = hosted.truncate_to_leader(answer.leader_epoch, answer.end_offset)
+        if hosted.log.log_end_offset < end:
             log.info(
-                "truncating %s-%d from %d to %d (leader epoch %d ends at %d there)",
-                hosted.topic, hosted.index, end, target, answer.leader_epoch, answer.end_offset,
+                "truncated %s-%d from %d to %d (leader epoch %d ends at %d there)",
+                hosted.topic, hosted.index, end, hosted.log.log_end_offset,
+                answer.leader_epoch, answer.end_offset,
             )  # fmt: skip
-            plog.truncate_to(target)
-        return local_epoch == answer.leader_epoch
+        return settled
 
     # --- fetching ----------------------------------------------------------------------
 
@@ -207,10 +199,10 @@ class _Fetcher(BackgroundLoop):
 
     async def _fetch(self, conn: Connection) -> None:
         quota = self.owner.quota
-        held = quota.exceeded(time.monotonic())
+        held = quota.exceeded(self.owner.clock.monotonic_s())
         sent = {k: f for k, f in self.partitions.items() if not (held and self._throttled(f))}
         if not sent:  # all throttled: wait for the quota
-            await asyncio.sleep(min(1.0, max(0.01, quota.delay_s(time.monotonic()))))
+            await asyncio.sleep(min(1.0, max(0.01, quota.delay_s(self.owner.clock.monotonic_s()))))
             return
         topics: dict[str, FetchRequest.FetchTopic] = {}
         for (topic, index), followed in sent.items():
@@ -250,7 +242,7 @@ class _Fetcher(BackgroundLoop):
                     continue
                 records = data.records
                 if self._throttled(current) and isinstance(records, bytes | bytearray | memoryview):
-                    quota.record(len(records), time.monotonic())
+                    quota.record(len(records), self.owner.clock.monotonic_s())
                 self._append(current.hosted, data)
                 current.caught_up = current.hosted.log.log_end_offset >= data.high_watermark
         if failed and failed == len(sent):
@@ -259,16 +251,14 @@ class _Fetcher(BackgroundLoop):
     def _append(self, hosted: HostedPartition, data: FetchResponse.PartitionData) -> None:
         plog = hosted.log
         records = data.records
+        batches = memoryview(b"")
         if isinstance(records, bytes | bytearray | memoryview) and len(records) > 0:
             batches = whole_batches(memoryview(records))
-            if len(batches) > 0:
-                try:
-                    plog.append_as_follower(batches)
-                except KafkaError as e:
-                    log.error("replica of %s-%d refused fetched data: %s",
-                              hosted.topic, hosted.index, e)  # fmt: skip
-                    return
-        plog.update_high_watermark(data.high_watermark)
+        try:
+            hosted.append_as_follower(batches, data.high_watermark)
+        except KafkaError as e:
+            log.error("replica of %s-%d refused fetched data: %s", hosted.topic, hosted.index, e)
+            return
         if data.log_start_offset > plog.log_start_offset:
             with contextlib.suppress(KafkaError):
                 plog.delete_records_before(min(data.log_start_offset, plog.high_watermark))
@@ -286,8 +276,10 @@ class ReplicaFetchers:
         max_bytes: int = 10 * 1024 * 1024,
         partition_max_bytes: int = 1024 * 1024,
         quota: ReplicationQuota | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.broker_id = broker_id
+        self.clock = clock
         self.quota = quota or ReplicationQuota(UNLIMITED)
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
@@ -314,13 +306,6 @@ class ReplicaFetchers:
     def unfollow(self, key: TopicPartition) -> None:
         for fetcher in self._fetchers.values():
             fetcher.partitions.pop(key, None)
-
-    def following(self, key: TopicPartition) -> int | None:
-        """The leader a partition is fetched from, if it is."""
-        for leader_id, fetcher in self._fetchers.items():
-            if key in fetcher.partitions:
-                return leader_id
-        return None
 
     async def stop(self) -> None:
         self._stopped = True

@@ -1,31 +1,44 @@
-"""The partitions this broker hosts, their roles, and appends/reads on them for the handlers.
+"""The partitions this broker hosts and every replication rule applied to them at the edge:
+appends with `acks`, the wait for the ISR, the read for a fetch, followers' progress and the
+ISR, and becoming leader or follower.
 
-Owns one `HostedPartition` (`server/replication/partition.py`) per local replica. The controller's
-LeaderAndIsr requests make replicas leaders or followers (`apply_leader_and_isr`) — on a
-single node too, where it leads everything alone: a follower's log is
-fed by the replica fetcher from its leader, after truncating to where it agrees with the
-leader (by leader epoch); a leader tracks its followers through their fetches, advances the
-high watermark over the ISR, and changes the ISR itself — followers that caught up join,
-followers lagging more than `replica.lag.time.max.ms` leave — by a version-checked write of
-the partition's state znode plus an ISR change notification for the controller (and a line
-in the state-change log).
+Owns one `HostedPartition` (`replication/partition.py`, the pure rules) per local replica,
+the follower fetchers (`replication/replica_fetcher.py`), the leader's replication throttle,
+and the two purgatories. Handlers and coordinators call it; none of them looks at a
+partition's leader, epoch or ISR themselves.
 
-Whoever moves a partition's end offset, high watermark or role wakes both purgatories for
-it: fetches waiting for data and produces waiting for acks=all.
+- `append` (produce, offset commits, group records): only on the leader; acks=all first
+  checks `min.insync.replicas` (NOT_ENOUGH_REPLICAS); client appends to internal topics are
+  refused. `await_replication` then waits in the produce purgatory until each write is in
+  the ISR — one rule, `HostedPartition.replication_status`, for every waiter: the answer
+  changes only when the high watermark passes the write or this broker stops leading the
+  partition (a leader epoch bump alone, e.g. for an ISR change, changes nothing).
+- The read for a fetch (`fetch_target`, `fetchable_bytes`, `read_for_fetch`): only the leader
+  answers (any replica for the debugging consumer), fenced by the request's leader epoch;
+  followers read to the log end, consumers to the high watermark; followers catching up on
+  throttled partitions get data only while the leader's throttle allows.
+- LeaderAndIsr (`apply_leader_and_isr`): become leader or follower, start and stop the
+  fetchers, and tell the listeners (the group coordinator) which partitions they gained or
+  lost; StopReplica likewise. A leader changes the ISR itself — followers that caught up
+  join, followers lagging more than `replica.lag.time.max.ms` leave — by a version-checked
+  write of the partition's state znode plus an ISR change notification for the controller.
+  Each step goes to the state-change log.
 
-Everything here runs on the event loop thread (storage calls are short, bounded file I/O);
-the log manager's housekeeping thread takes each log's own lock.
+Whoever moves a partition's end offset, high watermark or role wakes both purgatories for it.
+Everything here runs on the event loop thread (storage calls are short, bounded file I/O).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+from riverlog.clock import Clock
 from riverlog.metadata import layout
 from riverlog.metadata.store import (
     BadVersionError,
@@ -33,26 +46,38 @@ from riverlog.metadata.store import (
     NoNodeError,
     StoreUnavailableError,
 )
-from riverlog.model import TopicPartition
+from riverlog.model import DEBUGGING_CONSUMER_ID, TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.messages import LeaderAndIsrRequest
+from riverlog.protocol.primitives import FileRegion
 from riverlog.server import state_change_log
 from riverlog.server.replication.partition import HostedPartition
 from riverlog.server.replication.purgatory import Purgatory
+from riverlog.server.replication.replica_fetcher import ReplicaFetchers
+from riverlog.server.replication.throttle import ReplicationQuota, throttled
 from riverlog.storage.log import AppendResult
-from riverlog.storage.log import wall_clock_ms as now_ms
 from riverlog.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HostedPartition", "ReplicaManager", "RoleChange"]
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+__all__ = ["HostedPartition", "LeadershipListener", "ReplicaManager", "RoleChange"]
+
+
+class LeadershipListener(Protocol):
+    """Told when this broker starts or stops leading partitions of one topic (the group
+    coordinator for `__consumer_offsets`)."""
+
+    def became_leader(self, index: int) -> None: ...
+
+    def stopped_leading(self, index: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class RoleChange:
-    """Partitions that became leaders or followers in one LeaderAndIsr, for the fetchers
-    and the group coordinator."""
+    """Partitions that became leaders or followers in one LeaderAndIsr."""
 
     leaders: list[HostedPartition]
     followers: list[tuple[HostedPartition, tuple[str, int]]]
@@ -64,41 +89,32 @@ class ReplicaManager:
         self,
         broker_id: int,
         logs: LogManager,
-        fetch_purgatory: Purgatory,
-        produce_purgatory: Purgatory,
         store: MetadataStore,
+        fetchers: ReplicaFetchers,
+        leader_throttle: ReplicationQuota,
+        clock: Clock,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
-        self.fetch_purgatory = fetch_purgatory
-        self.produce_purgatory = produce_purgatory
         self.store = store
-        self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self.fetchers = fetchers
+        self.leader_throttle = leader_throttle
+        self.clock = clock
+        self.fetch_purgatory = Purgatory()
+        self.produce_purgatory = Purgatory()
+        self._partitions: dict[TopicPartition, HostedPartition] = {}
+        self._listeners: dict[str, LeadershipListener] = {}
         self.controller_epoch = 0
 
     def __iter__(self) -> Iterator[HostedPartition]:
-        return iter(list(self.partitions.values()))
+        return iter(list(self._partitions.values()))
 
-    def _open(
-        self, topic: str, index: int, topic_id: uuid.UUID, config: dict[str, str]
-    ) -> HostedPartition:
-        existing = self.partitions.get((topic, index))
-        if existing is not None:
-            return existing
-        plog = self.logs.get_or_create(topic, index, config)
-        hosted = HostedPartition(topic, index, topic_id, plog, -1, -1)
-        self.partitions[(topic, index)] = hosted
-        return hosted
-
-    def stop_hosting(self, topic: str, index: int, *, delete: bool) -> None:
-        hosted = self.partitions.pop((topic, index), None)
-        if hosted is not None and delete:
-            self.logs.delete(topic, index)
-        self._wake((topic, index))
+    def add_listener(self, topic: str, listener: LeadershipListener) -> None:
+        self._listeners[topic] = listener
 
     def get(self, topic: str, index: int) -> HostedPartition:
         """The partition, or UNKNOWN_TOPIC_OR_PARTITION."""
-        hosted = self.partitions.get((topic, index))
+        hosted = self._partitions.get((topic, index))
         if hosted is None:
             raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
         return hosted
@@ -107,49 +123,174 @@ class ReplicaManager:
         """The partition if this broker leads it; else UNKNOWN_TOPIC_OR_PARTITION or
         NOT_LEADER_OR_FOLLOWER."""
         hosted = self.get(topic, index)
-        if hosted.leader_id != self.broker_id:
+        if not hosted.is_leader:
             raise KafkaError(error_codes.NOT_LEADER_OR_FOLLOWER)
         return hosted
+
+    def leads_all(self, keys: Iterable[TopicPartition]) -> bool:
+        return all((h := self._partitions.get(key)) is not None and h.is_leader for key in keys)
 
     def _wake(self, key: TopicPartition) -> None:
         self.fetch_purgatory.check(key)
         self.produce_purgatory.check(key)
 
-    def append(self, topic: str, index: int, records: memoryview) -> AppendResult:
+    # --- appends and the wait for the ISR ----------------------------------------------
+
+    def append(
+        self, topic: str, index: int, records: memoryview, *, acks: int, internal: bool = False
+    ) -> tuple[HostedPartition, AppendResult]:
+        """Append a record set on the leader. `internal`: a broker component's own write,
+        allowed on internal topics (clients' writes there are refused, as Kafka does)."""
+        if not internal and topic in INTERNAL_TOPICS:
+            raise KafkaError(
+                error_codes.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}"
+            )
         hosted = self.leader(topic, index)
-        result = hosted.log.append(records, hosted.leader_epoch)
+        if acks == -1:
+            hosted.check_min_isr()
+        result = hosted.append_as_leader(records)
         if not result.duplicate:
-            if hosted.alone:
-                hosted.log.update_high_watermark(hosted.log.log_end_offset)
             self.fetch_purgatory.check(hosted.key)
-        return result
+        return hosted, result
+
+    def await_replication(
+        self, writes: Sequence[tuple[HostedPartition, int]], timeout_ms: int
+    ) -> list[ErrorCode] | asyncio.Future[list[ErrorCode]]:
+        """For each (partition, offset after the write): NONE once the ISR has it, or why
+        not (`HostedPartition.replication_status`; REQUEST_TIMED_OUT after `timeout_ms`) —
+        at once when every write is settled already (a leader alone in its ISR), else as a
+        future completed from the produce purgatory."""
+        outcome: list[ErrorCode | None] = [None] * len(writes)
+
+        def status(hosted: HostedPartition, required: int) -> ErrorCode | None:
+            if self._partitions.get(hosted.key) is not hosted:  # stopped hosting it since
+                return error_codes.NOT_LEADER_OR_FOLLOWER
+            return hosted.replication_status(required)
+
+        def try_complete() -> list[ErrorCode] | None:
+            for i, (hosted, required) in enumerate(writes):
+                if outcome[i] is None:
+                    outcome[i] = status(hosted, required)
+            if any(code is None for code in outcome):
+                return None
+            return [code for code in outcome if code is not None]
+
+        def expire() -> list[ErrorCode]:
+            return [error_codes.REQUEST_TIMED_OUT if code is None else code for code in outcome]
+
+        settled = try_complete()
+        if settled is not None:
+            return settled
+        keys = list({hosted.key: None for hosted, _ in writes})
+        return self.produce_purgatory.delay(keys, timeout_ms / 1000, try_complete, expire)
+
+    # --- reads for fetches -------------------------------------------------------------
+
+    def fetch_target(
+        self, key: TopicPartition, current_leader_epoch: int, replica_id: int
+    ) -> HostedPartition | ErrorCode:
+        """The replica a fetch reads, or why not."""
+        hosted = self._partitions.get(key)
+        if hosted is None:
+            return error_codes.UNKNOWN_TOPIC_OR_PARTITION
+        if not hosted.is_leader and replica_id != DEBUGGING_CONSUMER_ID:
+            return error_codes.NOT_LEADER_OR_FOLLOWER
+        error = hosted.check_leader_epoch(current_leader_epoch)
+        return hosted if error is error_codes.NONE else error
+
+    @staticmethod
+    def fetch_limit(hosted: HostedPartition, replica_id: int) -> int:
+        """Followers read up to the log end, consumers up to the (local) high watermark."""
+        return hosted.log.log_end_offset if replica_id >= 0 else hosted.log.high_watermark
+
+    def _throttled(self, hosted: HostedPartition, replica_id: int) -> bool:
+        """A follower catching up on a partition throttled on this leader."""
+        return (
+            replica_id >= 0
+            and self.leader_throttle.limited
+            and replica_id not in hosted.isr
+            and throttled(
+                hosted.log.config.leader_replication_throttled_replicas,
+                hosted.index,
+                self.broker_id,
+            )
+        )
+
+    def _held(self, hosted: HostedPartition, replica_id: int) -> bool:
+        """Throttled while the leader's replication quota is used up: no data this time."""
+        return self._throttled(hosted, replica_id) and self.leader_throttle.exceeded(
+            self.clock.monotonic_s()
+        )
+
+    def fetchable_bytes(
+        self, hosted: HostedPartition, fetch_offset: int, max_bytes: int, replica_id: int,
+        min_bytes: int,
+    ) -> int:  # fmt: skip
+        """Bytes a fetch could read now from one partition, at least `min_bytes` when the
+        fetch must be answered at once (an offset out of range); cheap: offsets first."""
+        plog = hosted.log
+        if fetch_offset > plog.log_end_offset or fetch_offset < plog.log_start_offset:
+            return min_bytes
+        limit = self.fetch_limit(hosted, replica_id)
+        if limit <= fetch_offset or self._held(hosted, replica_id):
+            return 0
+        if replica_id >= 0 and min_bytes <= 1:
+            # A follower reads up to the log end, where the last batch ends: with its
+            # offset below that there is a batch to send (`read_for_fetch` reads it).
+            return min_bytes
+        read = plog.read(fetch_offset, max_bytes, max_offset=limit)
+        return read.records.length if read.records is not None else 0
+
+    def read_for_fetch(
+        self, hosted: HostedPartition, fetch_offset: int, max_bytes: int, replica_id: int,
+        *, min_one_batch: bool,
+    ) -> FileRegion | None:  # fmt: skip
+        """Record data for one partition of a fetch (None: nothing now); raises KafkaError
+        (OFFSET_OUT_OF_RANGE)."""
+        if self._held(hosted, replica_id):
+            return None
+        read = hosted.log.read(
+            fetch_offset,
+            max_bytes,
+            max_offset=self.fetch_limit(hosted, replica_id),
+            min_one_batch=min_one_batch,
+        )
+        if read.records is not None and self._throttled(hosted, replica_id):
+            self.leader_throttle.record(read.records.length, self.clock.monotonic_s())
+        return read.records
 
     # --- leaders: followers' progress and the ISR --------------------------------------
 
-    def follower_fetched(self, hosted: HostedPartition, replica_id: int, offset: int) -> None:
-        now = now_ms()
-        if hosted.follower_fetched(replica_id, offset, now):
-            self._wake(hosted.key)
-        if hosted.pending_isr is None and hosted.follower_to_add(replica_id):
-            self._change_isr(hosted, [*hosted.isr, replica_id])
+    def follower_fetched(
+        self, replica_id: int, positions: Iterable[tuple[TopicPartition, int]]
+    ) -> None:
+        """A follower's fetch offsets are its log end offsets: the leader's view of its
+        progress, which may move high watermarks and grow ISRs."""
+        now = self.clock.wall_ms()
+        for key, offset in positions:
+            hosted = self._partitions.get(key)
+            if hosted is None or not hosted.is_leader:
+                continue
+            outcome = hosted.follower_fetched(replica_id, offset, now)
+            if outcome.high_watermark_moved:
+                self._wake(key)
+            if outcome.isr_expansion is not None:
+                self._change_isr(hosted, outcome.isr_expansion)
 
     def shrink_isrs(self, max_lag_ms: int) -> None:
         """Drop lagging followers from the ISRs this broker leads (run periodically)."""
-        now = now_ms()
+        now = self.clock.wall_ms()
         for hosted in self:
-            if hosted.leader_id != self.broker_id or hosted.pending_isr is not None:
-                continue
-            lagging = hosted.lagging(now, max_lag_ms)
-            if lagging:
-                log.info(
-                    "shrinking ISR of %s-%d from %s: %s lagging",
-                    hosted.topic, hosted.index, hosted.isr, lagging,
-                )  # fmt: skip
-                self._change_isr(hosted, [r for r in hosted.isr if r not in lagging])
+            shrunk = hosted.isr_to_shrink(now, max_lag_ms)
+            if shrunk is not None:
+                log.info("shrinking ISR of %s-%d from %s to %s",
+                         hosted.topic, hosted.index, hosted.isr, shrunk)  # fmt: skip
+                self._change_isr(hosted, shrunk)
 
     def _change_isr(self, hosted: HostedPartition, isr: list[int]) -> None:
-        state = layout.PartitionState(self.broker_id, hosted.leader_epoch, isr,
-                                      self.controller_epoch)  # fmt: skip
+        state = layout.PartitionState(
+            self.broker_id, hosted.leader_epoch, isr, self.controller_epoch
+        )
         path = layout.partition_state_path(hosted.topic, hosted.index)
         hosted.pending_isr = isr
         try:
@@ -161,32 +302,43 @@ class ReplicaManager:
             log.warning("ISR of %s-%d not changed for now: %s", hosted.topic, hosted.index, e)
             hosted.pending_isr = None  # nothing was written: the next check tries again
             return
-        state_change_log.isr_changed(self.broker_id, hosted.key, hosted.isr, isr,
-                                     hosted.leader_epoch, version)  # fmt: skip
-        if hosted.isr_written(isr, version):
-            self._wake(hosted.key)
-        else:
-            self.produce_purgatory.check(hosted.key)
+        state_change_log.isr_changed(
+            self.broker_id, hosted.key, hosted.isr, isr, hosted.leader_epoch, version
+        )
+        hosted.isr_written(isr, version)
+        self._wake(hosted.key)  # the HW may have moved, or the ISR fell below the minimum
         note = json.dumps(
             {"version": 1, "partitions": [{"topic": hosted.topic, "partition": hosted.index}]}
         ).encode()
+        name = f"isr_change_{self.clock.wall_ns()}_{self.broker_id}"
         try:
-            self.store.create(
-                f"{layout.ISR_CHANGE_NOTIFICATION}/isr_change_{time.time_ns()}_{self.broker_id}", note
-            )
+            self.store.create(f"{layout.ISR_CHANGE_NOTIFICATION}/{name}", note)
         except StoreUnavailableError as e:  # the controller reads the state at its next resync
             log.warning("ISR change of %s-%d not announced: %s", hosted.topic, hosted.index, e)
 
     # --- the controller's requests ------------------------------------------------------
 
+    def _open(
+        self, topic: str, index: int, topic_id: uuid.UUID, config: dict[str, str]
+    ) -> HostedPartition:
+        existing = self._partitions.get((topic, index))
+        if existing is not None:
+            return existing
+        plog = self.logs.get_or_create(topic, index, config)
+        hosted = HostedPartition(topic, index, topic_id, plog, self.broker_id)
+        self._partitions[(topic, index)] = hosted
+        return hosted
+
     def apply_leader_and_isr(
         self,
         request: LeaderAndIsrRequest,
         configs: Callable[[str], dict[str, str]],
-    ) -> tuple[dict[TopicPartition, ErrorCode], RoleChange]:
-        """Become leader or follower of each partition the request names for this broker.
-        A request from an older controller epoch, or a partition state with an older
-        leader epoch than known, changes nothing."""
+        correlation_id: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Become leader or follower of each partition the request names for this broker:
+        leaders stop fetching, followers fetch from their leader, listeners learn what they
+        lead now. A request from an older controller epoch, or a partition state with an
+        older leader epoch than known, changes nothing."""
         errors: dict[TopicPartition, ErrorCode] = {}
         leaders: list[HostedPartition] = []
         followers: list[tuple[HostedPartition, tuple[str, int]]] = []
@@ -194,7 +346,7 @@ class ReplicaManager:
         stale = request.controller_epoch < self.controller_epoch
         if not stale:
             self.controller_epoch = request.controller_epoch
-        now = now_ms()
+        now = self.clock.wall_ms()
         for topic in request.topic_states:
             for p in topic.partition_states:
                 key = (topic.topic_name, p.partition_index)
@@ -204,32 +356,92 @@ class ReplicaManager:
                 if self.broker_id not in p.replicas:
                     errors[key] = error_codes.NONE
                     continue
-                current = self.partitions.get(key)
+                current = self._partitions.get(key)
                 if current is not None and p.leader_epoch <= current.leader_epoch:
-                    errors[key] = error_codes.NONE if p.leader_epoch == current.leader_epoch \
-                        else error_codes.STALE_CONTROLLER_EPOCH  # fmt: skip
+                    errors[key] = (
+                        error_codes.NONE
+                        if p.leader_epoch == current.leader_epoch
+                        else error_codes.STALE_CONTROLLER_EPOCH
+                    )
                     continue
                 hosted = self._open(key[0], key[1], topic.topic_id, configs(key[0]))
                 errors[key] = error_codes.NONE
+                isr, replicas = list(p.isr), list(p.replicas)
                 if p.leader == self.broker_id:
-                    hosted.make_leader(self.broker_id, p.leader_epoch, list(p.isr),
-                                       list(p.replicas), p.partition_epoch, now)  # fmt: skip
+                    hosted.make_leader(p.leader_epoch, isr, replicas, p.partition_epoch, now)
                     leaders.append(hosted)
                 else:
-                    hosted.make_follower(p.leader, p.leader_epoch, list(p.isr),
-                                         list(p.replicas), p.partition_epoch)  # fmt: skip
+                    hosted.make_follower(p.leader, p.leader_epoch, isr, replicas,
+                                         p.partition_epoch)  # fmt: skip
                     if p.leader in endpoints:
                         followers.append((hosted, endpoints[p.leader]))
                 self._wake(key)
-        return errors, RoleChange(leaders, followers)
+        change = RoleChange(leaders, followers)
+        if state_change_log.enabled():
+            state_change_log.leader_and_isr_received(
+                self.broker_id, request, correlation_id, self._outcomes(errors, change)
+            )
+        self._start_roles(change)
+        return errors
+
+    def _start_roles(self, change: RoleChange) -> None:
+        for hosted in change.leaders:
+            self.fetchers.unfollow(hosted.key)
+            listener = self._listeners.get(hosted.topic)
+            if listener is not None:
+                listener.became_leader(hosted.index)
+        for hosted, address in change.followers:
+            self.fetchers.follow(hosted, address)
+            listener = self._listeners.get(hosted.topic)
+            if listener is not None:
+                listener.stopped_leading(hosted.index)
+
+    def _outcomes(
+        self, errors: dict[TopicPartition, ErrorCode], change: RoleChange
+    ) -> dict[TopicPartition, str]:
+        """What a LeaderAndIsr did to each partition, for the state-change log."""
+        out = {}
+        for key, error in errors.items():
+            hosted = self._partitions.get(key)
+            if error.code != 0:
+                out[key] = f"ignored with error {error.name} (stale controller or leader epoch)"
+            elif hosted is None:
+                out[key] = "not a replica on this broker"
+            else:
+                out[key] = f"nothing to do: already at leader epoch {hosted.leader_epoch}"
+        for hosted in change.leaders:
+            out[hosted.key] = (
+                f"became leader with leader epoch {hosted.leader_epoch} and ISR "
+                f"{hosted.isr} at log end offset {hosted.log.log_end_offset}"
+            )
+        for hosted, _ in change.followers:
+            out[hosted.key] = (
+                f"became follower of broker {hosted.leader_id} with leader epoch "
+                f"{hosted.leader_epoch} at log end offset {hosted.log.log_end_offset}"
+            )
+        return out
 
     def stop_replicas(
         self, controller_epoch: int, partitions: list[tuple[TopicPartition, bool]]
     ) -> dict[TopicPartition, ErrorCode]:
-        """StopReplica: stop serving (and with `delete`, remove) these replicas."""
+        """StopReplica: stop fetching, leading and serving (with `delete`, remove) these
+        replicas."""
         if controller_epoch < self.controller_epoch:
             return {key: error_codes.STALE_CONTROLLER_EPOCH for key, _ in partitions}
         self.controller_epoch = controller_epoch
         for (topic, index), delete in partitions:
-            self.stop_hosting(topic, index, delete=delete)
+            self.fetchers.unfollow((topic, index))
+            listener = self._listeners.get(topic)
+            if listener is not None:
+                listener.stopped_leading(index)
+            hosted = self._partitions.pop((topic, index), None)
+            if hosted is not None and delete:
+                self.logs.delete(topic, index)
+            self._wake((topic, index))
         return {key: error_codes.NONE for key, _ in partitions}
+
+    async def stop(self) -> None:
+        """Broker shutdown: stop fetching and answer every waiting request now."""
+        await self.fetchers.stop()
+        self.fetch_purgatory.expire_all()
+        self.produce_purgatory.expire_all()
