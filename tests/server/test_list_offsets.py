@@ -45,7 +45,8 @@ def test_a_new_leader_behind_on_its_high_watermark_says_offsets_are_not_availabl
     assert ask(hosted, LATEST_TIMESTAMP, version=1).offset == 0
     assert ask(hosted, LATEST_TIMESTAMP, consumer=False).offset == 10
 
-    assert hosted.follower_fetched(2, 10, now_ms=1).high_watermark_moved  # the follower's first fetch: HW 10
+    # the follower's first fetch: HW 10
+    assert hosted.follower_fetched(2, 10, now_ms=1).high_watermark_moved
     latest = ask(hosted, LATEST_TIMESTAMP)
     assert (latest.error_code, latest.offset, latest.leader_epoch) == (0, 10, 3)
     by_time = ask(hosted, 1_005, version=5)
