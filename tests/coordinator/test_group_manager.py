@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import itertools
 
-from riverlog.coordinator.group import GroupState, JoinResult, Outbox, SyncResult
+import pytest
+
+from riverlog.coordinator.group import (
+    VALID_PREVIOUS_STATES,
+    Group,
+    GroupState,
+    IllegalTransitionError,
+    JoinResult,
+    Outbox,
+    SyncResult,
+)
 from riverlog.coordinator.group_manager import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     GroupConfig,
@@ -385,3 +395,40 @@ def test_offset_retention_rules() -> None:
     assert sorted(cache.expired(group, 2 * day, day)) == [("t", 0), ("t", 1)]
     assert cache.delete("g", [("t", 0), ("t", 9)]) == [("t", 0)]
     assert cache.delete_group("g") == [("t", 1)] and not cache.has_offsets("g")
+
+
+# --- the state table ---------------------------------------------------------------------
+
+TRANSITIONS = [
+    (before, after, before in VALID_PREVIOUS_STATES[after])
+    for before in GroupState
+    for after in GroupState
+]
+
+
+@pytest.mark.parametrize(("before", "after", "allowed"), TRANSITIONS)
+def test_only_kafkas_valid_previous_states_lead_to_a_state(
+    before: GroupState, after: GroupState, allowed: bool
+) -> None:
+    group = Group("g", now_ms=0)
+    group.state = before
+    if allowed:
+        group.transition(after, now_ms=5)
+        assert (group.state, group.state_timestamp_ms) == (after, 5)
+    else:
+        with pytest.raises(IllegalTransitionError):
+            group.transition(after, now_ms=5)
+        assert group.state is before
+
+
+def test_the_table_is_kafkas() -> None:
+    expected = {
+        ("Empty", "PreparingRebalance"),
+        ("PreparingRebalance", "CompletingRebalance"),
+        ("PreparingRebalance", "Empty"),
+        ("CompletingRebalance", "Stable"),
+        ("CompletingRebalance", "PreparingRebalance"),
+        ("Stable", "PreparingRebalance"),
+        *((state.value, "Dead") for state in GroupState),
+    }
+    assert {(b.value, a.value) for b, a, allowed in TRANSITIONS if allowed} == expected

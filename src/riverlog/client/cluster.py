@@ -264,9 +264,6 @@ class Cluster:
                 )
         return leader
 
-    async def leader_connection(self, topic: str, partition: int) -> Connection:
-        return await self.connection(await self.leader_of(topic, partition))
-
     def available_partitions(self, topic: str) -> list[int]:
         """Partitions of `topic` with a known leader."""
         count = self.partition_counts.get(topic, 0)
