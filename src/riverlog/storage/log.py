@@ -339,7 +339,9 @@ class PartitionLog:
         whole batch with `min_one_batch`, as KIP-74), never past `max_offset`. Data cut
         short by `max_bytes` ends at the last batch start the offset index knows within it:
         whole batches, so no fetcher receives a partial batch only to fetch it again (Kafka
-        sends the partial tail; without an index entry in range, so do we)."""
+        sends the partial tail; without an index entry in range, so do we). Without
+        `min_one_batch`, a first batch larger than `max_bytes` gives nothing: a later
+        partition of a fetch never gets a cut-off batch."""
         segments = self.segments
         end = segments[-1].next_offset
         if offset < self.log_start_offset or offset > end:
@@ -361,6 +363,8 @@ class PartitionLog:
                 available = stop - found.position
                 if available <= 0:
                     break
+                if not min_one_batch and max_bytes < min(found.header.size, available):
+                    break  # not even the first batch fits: nothing (no cut-off batch)
                 wanted = max(max_bytes, found.header.size) if min_one_batch else max_bytes
                 length = min(available, wanted)
                 if length < available:  # cut short: end at a batch start the index knows
