@@ -14,6 +14,7 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.records.v2 import Record, encode_batch
 from riverlog.server.replication.partition import HostedPartition, truncation_target
+from riverlog.server.replication.replica_selector import ReplicaView, rack_aware
 from riverlog.storage.epoch_cache import LeaderEpochCache
 from riverlog.storage.log import PartitionLog
 from riverlog.storage.log_config import LogConfig
@@ -298,3 +299,39 @@ def test_truncation_target(
 ) -> None:
     cache = epochs(tmp_path, starts)
     assert truncation_target(cache, end, hw, leader_epoch, leader_end) == expected
+
+
+# --- fetch from the closest replica (KIP-392) ----------------------------------------------
+
+LEADER = ReplicaView(1, "r1", 100, 0)
+SELECTOR_CASES = [
+    pytest.param("", [ReplicaView(2, "r2", 100, 0)], 1, id="no client rack: the leader"),
+    pytest.param("r1", [ReplicaView(2, "r1", 100, 0)], 1, id="the leader is in the rack"),
+    pytest.param("r3", [ReplicaView(2, "r2", 100, 0)], 1, id="no replica in the rack"),
+    pytest.param(
+        "r2",
+        [ReplicaView(2, "r2", 90, 0), ReplicaView(3, "r2", 95, 50)],
+        3,
+        id="the most caught-up replica in the rack",
+    ),
+    pytest.param(
+        "r2",
+        [ReplicaView(2, "r2", 95, 10), ReplicaView(3, "r2", 95, 50)],
+        2,
+        id="equally far: the most recently caught up",
+    ),
+]
+
+
+@pytest.mark.parametrize(("rack", "candidates", "expected"), SELECTOR_CASES)
+def test_rack_aware_replica_selector(
+    rack: str, candidates: list[ReplicaView], expected: int
+) -> None:
+    assert rack_aware(rack, LEADER, candidates) == expected
+
+
+def test_read_replicas_are_followers_holding_the_offset(tmp_path: Path) -> None:
+    hosted = leader(tmp_path, 10)
+    hosted.follower_fetched(2, 8, now_ms=100)
+    assert hosted.read_replicas(5, now_ms=150) == [(2, 8, 150)]  # 3's position is unknown
+    assert hosted.read_replicas(9, now_ms=150) == []

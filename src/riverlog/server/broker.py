@@ -156,6 +156,8 @@ class Broker:
             fetchers,
             ReplicationQuota(config["leader.replication.throttled.rate"]),
             self.clock,
+            replica_selector=config["replica.selector.class"] or "",
+            rack_of=self._rack_of,
         )
         self.controller = ControllerService(self)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
@@ -172,6 +174,12 @@ class Broker:
             max_request_bytes=config["socket.request.max.bytes"],
             max_idle_ms=config["connections.max.idle.ms"],
         )
+
+    def _rack_of(self, broker_id: int) -> str | None:
+        if broker_id == self.broker_id:
+            return self.rack
+        known = self.metadata.brokers.get(broker_id)
+        return known.rack if known is not None else None
 
     def _bind(self, handler: Callable[..., Any]) -> Callable[[RequestContext], Response]:
         return functools.partial(handler, self)

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from riverlog.server.replication.replica_selector import SELECTORS
+
 
 class ConfigError(ValueError):
     """A configuration value that is missing, malformed or out of range."""
@@ -49,6 +51,14 @@ def _str(text: str) -> str:
 
 def _list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _replica_selector(text: str) -> str:
+    """KIP-392's `replica.selector.class`: none, or a selector riverlog implements."""
+    name = text.strip()
+    if name and name not in SELECTORS:
+        raise ConfigError(f"riverlog implements only {', '.join(sorted(SELECTORS))}")
+    return name
 
 
 INT32_MAX = 2**31 - 1
@@ -110,6 +120,7 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "replica.fetch.response.max.bytes": (_int(0), "10485760"),
     "replica.fetch.min.bytes": (_int(1), "1"),
     "replica.fetch.wait.max.ms": (_int(0), "500"),
+    "replica.selector.class": (_replica_selector, ""),
     "controlled.shutdown.enable": (_bool, "true"),
     "auto.leader.rebalance.enable": (_bool, "true"),
     "leader.imbalance.check.interval.seconds": (_int(1), "300"),

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 TOPIC_IDS_FROM = 13
 V2_RECORDS_FROM = 4  # Fetch v0-1 read magic 0, v2-3 magic 1
 ZSTD_FROM = 10  # KIP-110: older fetchers cannot read zstd batches
+RACK_AWARE_FROM = 11  # KIP-392: consumers say their rack and may read from followers
 
 
 def _holds_zstd(region: FileRegion) -> bool:
@@ -121,13 +122,26 @@ class _Fetch:
         self.replica_id = replica_id
         """The fetching follower's broker id; -1 for consumers, -2 for the debugging
         consumer."""
+        self.client_rack = request.rack_id if version >= RACK_AWARE_FROM else None
+        """A consumer's `client.rack` (KIP-392); None before Fetch v11."""
 
     def _target(self, key: Hashable, fetch: PartitionFetch) -> HostedPartition | int:
         """The replica to read, or why not: an error code."""
         target = self.broker.replicas.fetch_target(
-            cast(TopicPartition, key), fetch.current_leader_epoch, self.replica_id
+            cast(TopicPartition, key),
+            fetch.current_leader_epoch,
+            self.replica_id,
+            followers_serve=self.client_rack is not None,
         )
         return target if isinstance(target, HostedPartition) else target.code
+
+    def _preferred_replica(self, hosted: HostedPartition, fetch: PartitionFetch) -> int:
+        """KIP-392: another replica this consumer should read from, or -1."""
+        if self.client_rack is None or self.replica_id >= 0:
+            return -1
+        return self.broker.replicas.preferred_read_replica(
+            hosted, fetch.fetch_offset, self.client_rack
+        )
 
     def available(self) -> int:
         """Bytes available to this fetch now, capped at min_bytes (cheap: offsets first)."""
@@ -135,8 +149,11 @@ class _Fetch:
         min_bytes = self.request.min_bytes
         for key, fetch in self.ctx.partitions.items():
             hosted = self._target(key, fetch)
-            if not isinstance(hosted, HostedPartition):
-                return min_bytes  # an error to report: answer now
+            if (
+                not isinstance(hosted, HostedPartition)
+                or self._preferred_replica(hosted, fetch) >= 0
+            ):
+                return min_bytes  # an error or another replica to name: answer now
             total += self.broker.replicas.fetchable_bytes(
                 hosted, fetch.fetch_offset, fetch.max_bytes, self.replica_id, min_bytes
             )
@@ -163,6 +180,11 @@ class _Fetch:
             hosted = target if isinstance(target, HostedPartition) else None
             if hosted is None:
                 error = cast(int, target)
+            elif (preferred := self._preferred_replica(hosted, fetch)) >= 0:
+                data.preferred_read_replica = preferred  # no data: read it there
+                log = hosted.log
+                data.high_watermark = data.last_stable_offset = log.high_watermark
+                data.log_start_offset = log.log_start_offset
             else:
                 log = hosted.log
                 try:

@@ -200,6 +200,15 @@ class HostedPartition:
             and state.log_end_offset >= self.leader_epoch_start
         )
 
+    def read_replicas(self, fetch_offset: int, now_ms: int) -> list[tuple[int, int, int]]:
+        """Followers known to hold `fetch_offset`, as (broker id, log end offset, ms since
+        caught up): where a consumer may read it (KIP-392)."""
+        return [
+            (replica, state.log_end_offset, now_ms - state.last_caught_up_ms)
+            for replica, state in self.followers.items()
+            if state.log_end_offset >= fetch_offset and state.log_end_offset != UNKNOWN_OFFSET
+        ]
+
     def isr_to_shrink(self, now_ms: int, max_lag_ms: int) -> list[int] | None:
         """The ISR without the followers not caught up for longer than `max_lag_ms`, or
         None when none lags (or a write is in flight, or this replica does not lead)."""

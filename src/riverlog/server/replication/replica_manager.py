@@ -55,6 +55,7 @@ from riverlog.server import state_change_log
 from riverlog.server.replication.partition import HostedPartition
 from riverlog.server.replication.purgatory import Purgatory
 from riverlog.server.replication.replica_fetcher import ReplicaFetchers
+from riverlog.server.replication.replica_selector import ReplicaView, rack_aware
 from riverlog.server.replication.throttle import ReplicationQuota, throttled
 from riverlog.storage.log import AppendResult
 from riverlog.storage.manager import LogManager
@@ -93,6 +94,9 @@ class ReplicaManager:
         fetchers: ReplicaFetchers,
         leader_throttle: ReplicationQuota,
         clock: Clock,
+        *,
+        replica_selector: str = "",
+        rack_of: Callable[[int], str | None] = lambda _broker_id: None,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
@@ -100,6 +104,9 @@ class ReplicaManager:
         self.fetchers = fetchers
         self.leader_throttle = leader_throttle
         self.clock = clock
+        self.replica_selector = replica_selector
+        self.rack_of = rack_of
+        """The rack of a broker (`broker.rack`), as the cluster's metadata says."""
         self.fetch_purgatory = Purgatory()
         self.produce_purgatory = Purgatory()
         self._partitions: dict[TopicPartition, HostedPartition] = {}
@@ -187,16 +194,44 @@ class ReplicaManager:
     # --- reads for fetches -------------------------------------------------------------
 
     def fetch_target(
-        self, key: TopicPartition, current_leader_epoch: int, replica_id: int
+        self,
+        key: TopicPartition,
+        current_leader_epoch: int,
+        replica_id: int,
+        *,
+        followers_serve: bool = False,
     ) -> HostedPartition | ErrorCode:
-        """The replica a fetch reads, or why not."""
+        """The replica a fetch reads, or why not. The leader answers; so does a follower
+        for the debugging consumer, and for consumers that may read from followers
+        (`followers_serve`: Fetch v11+, KIP-392), up to its own high watermark."""
         hosted = self._partitions.get(key)
         if hosted is None:
             return error_codes.UNKNOWN_TOPIC_OR_PARTITION
-        if not hosted.is_leader and replica_id != DEBUGGING_CONSUMER_ID:
+        may_read_follower = replica_id == DEBUGGING_CONSUMER_ID or (
+            followers_serve and replica_id < 0
+        )
+        if not hosted.is_leader and not may_read_follower:
             return error_codes.NOT_LEADER_OR_FOLLOWER
         error = hosted.check_leader_epoch(current_leader_epoch)
         return hosted if error is error_codes.NONE else error
+
+    def preferred_read_replica(
+        self, hosted: HostedPartition, fetch_offset: int, client_rack: str
+    ) -> int:
+        """KIP-392: the replica a consumer should read from instead of this leader, or -1
+        (no selector, no better replica, or not the leader)."""
+        if not self.replica_selector or not hosted.is_leader:
+            return -1
+        now = self.clock.wall_ms()
+        leader = ReplicaView(
+            self.broker_id, self.rack_of(self.broker_id), hosted.log.log_end_offset, 0
+        )
+        candidates = [
+            ReplicaView(replica, self.rack_of(replica), end, since)
+            for replica, end, since in hosted.read_replicas(fetch_offset, now)
+        ]
+        chosen = rack_aware(client_rack, leader, candidates)
+        return -1 if chosen == self.broker_id else chosen
 
     @staticmethod
     def fetch_limit(hosted: HostedPartition, replica_id: int) -> int:
