@@ -65,5 +65,5 @@ def test_a_replica_selector_riverlog_does_not_implement_is_refused() -> None:
     assert BrokerConfig.from_properties({})["replica.selector.class"] is None
     chosen = BrokerConfig.from_properties({"replica.selector.class": rack_aware})
     assert chosen["replica.selector.class"] == rack_aware
-    with pytest.raises(ConfigError, match="replica.selector.class"):
+    with pytest.raises(ConfigError, match=r"replica\.selector\.class"):
         BrokerConfig.from_properties({"replica.selector.class": "com.example.MySelector"})
