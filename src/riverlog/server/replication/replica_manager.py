@@ -112,6 +112,7 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, HostedPartition] = {}
         self._listeners: dict[str, LeadershipListener] = {}
         self.controller_epoch = 0
+        self._isr_checked_s: float | None = None
 
     def __iter__(self) -> Iterator[HostedPartition]:
         return iter(list(self._partitions.values()))
@@ -313,8 +314,16 @@ class ReplicaManager:
                 self._change_isr(hosted, outcome.isr_expansion)
 
     def shrink_isrs(self, max_lag_ms: int) -> None:
-        """Drop lagging followers from the ISRs this broker leads (run periodically)."""
+        """Drop lagging followers from the ISRs this broker leads (run periodically, more
+        often than `max_lag_ms`). A broker that did not run itself for longer than that —
+        frozen, paused, starved — cannot tell lagging followers from fetches it has not
+        read yet: it skips that round, and judges at the next one."""
         now = self.clock.wall_ms()
+        ran_at, self._isr_checked_s = self._isr_checked_s, self.clock.monotonic_s()
+        if ran_at is not None and (self._isr_checked_s - ran_at) * 1000 > max_lag_ms:
+            log.info("ISR check skipped: broker %d did not run for %.1f s",
+                     self.broker_id, self._isr_checked_s - ran_at)  # fmt: skip
+            return
         for hosted in self:
             shrunk = hosted.isr_to_shrink(now, max_lag_ms)
             if shrunk is not None:
