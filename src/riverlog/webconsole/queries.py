@@ -192,8 +192,8 @@ class ConsoleClient:
             row.rtt_ms = (time.perf_counter() - started) * 1000
             row.api_count = len(conn.broker_versions)
             for cls in (ProduceRequest, FetchRequest, MetadataRequest):
-                if cls.API_KEY in conn.broker_versions:
-                    row.versions[cls.NAME] = conn.broker_versions[cls.API_KEY][1]
+                if (span := conn.broker_versions.get(cls.API_KEY)) is not None:
+                    row.versions[cls.NAME.removesuffix("Request")] = span[1]
             row.log_dirs = await self.log_dirs(row.node_id)
         except (KafkaError, ConnectionError, OSError, TimeoutError) as e:
             row.reachable = False
