@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from riverlog.client import admin
 from riverlog.client.admin_client import AsyncAdmin
-from riverlog.client.config import AdminConfig
 from riverlog.client.consumer import AsyncConsumer
 from riverlog.client.fetcher import ConsumerRecord
 from riverlog.client.groups import GroupDescription
@@ -125,11 +124,6 @@ class ConsoleClient:
     def __init__(self, config: Mapping[str, object]) -> None:
         self.config = dict(config)
         self.admin = AsyncAdmin(self.config)
-
-    @staticmethod
-    def check(config: Mapping[str, object]) -> None:
-        """Raise ValueError if the client cannot take `config` (unknown keys, bad values)."""
-        AdminConfig.parse(config)
 
     async def close(self) -> None:
         await self.admin.close()
