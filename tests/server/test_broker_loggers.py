@@ -15,7 +15,7 @@ import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from riverlog.cli import configs
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.connection import connect_any
 from riverlog.embedded import EmbeddedBroker, broker
 from riverlog.protocol import error_codes

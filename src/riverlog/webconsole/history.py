@@ -18,7 +18,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
-TopicPartition = tuple[str, int]
+from riverlog.model import TopicPartition
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.webconsole.history import History
 from riverlog.webconsole.html import (
     Html,

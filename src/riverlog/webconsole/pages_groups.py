@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from riverlog.client.groups import GroupListing
+from riverlog.client.group_admin import GroupListing
+from riverlog.model import TopicPartition
 from riverlog.webconsole.history import History, group_lag
 from riverlog.webconsole.html import (
     Html,
@@ -27,7 +28,7 @@ from riverlog.webconsole.html import (
     tag,
     text_input,
 )
-from riverlog.webconsole.queries import GroupView, TopicPartition
+from riverlog.webconsole.queries import GroupView
 
 SCENARIOS = [("earliest", "to earliest"), ("latest", "to latest"), ("current", "to current"),
              ("offset", "to offset"), ("shift", "shift by"), ("datetime", "to datetime"),

@@ -17,11 +17,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from riverlog.client import admin
-from riverlog.client.admin_client import AsyncAdmin
+from riverlog.client import admin_requests as admin
+from riverlog.client.admin import AsyncAdmin
 from riverlog.client.consumer import AsyncConsumer
 from riverlog.client.fetcher import ConsumerRecord
-from riverlog.client.groups import GroupDescription
+from riverlog.client.group_admin import GroupDescription
+from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import (
     DescribeLogDirsRequest,
@@ -31,8 +32,7 @@ from riverlog.protocol.messages import (
     ProduceRequest,
 )
 
-TopicPartition = tuple[str, int]
-EARLIEST, LATEST = admin.EARLIEST_TIMESTAMP, admin.LATEST_TIMESTAMP
+EARLIEST, LATEST = EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 
 @dataclass
@@ -290,6 +290,7 @@ class ConsoleClient:
                 "auto.offset.reset": "none",
             }
         )
+        consumer.cluster.auto_create_topics = False  # browsing never creates a topic
         found: list[ConsumerRecord] = []
         position = start
         deadline = time.monotonic() + timeout_s

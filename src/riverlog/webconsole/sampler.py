@@ -13,9 +13,10 @@ import contextlib
 import logging
 import time
 
+from riverlog.model import TopicPartition
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.webconsole.history import History, Sample
-from riverlog.webconsole.queries import EARLIEST, LATEST, ConsoleClient, TopicPartition
+from riverlog.webconsole.queries import EARLIEST, LATEST, ConsoleClient
 
 log = logging.getLogger(__name__)
 
