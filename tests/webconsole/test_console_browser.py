@@ -6,7 +6,6 @@ cluster's true state as confluent-kafka reports it. Screenshots go to the test's
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,17 +18,15 @@ from riverlog.embedded import EmbeddedBroker, broker
 from tests.webconsole.console_harness import RunningConsole, running_console
 
 CHROMIUM = "/usr/bin/chromium"
-pytestmark = pytest.mark.skipif(
-    shutil.which(CHROMIUM) is None, reason="Debian's chromium is not installed (./dev setup)"
-)
 TOPIC, GROUP, RECORDS, CONSUMED = "orders", "billing", 30, 12
+CLICKS, CLICK_RECORDS = "clicks", 40
 
 
 @pytest.fixture
 def cluster() -> Iterator[EmbeddedBroker]:
     with broker() as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-        for future in admin.create_topics([NewTopic(TOPIC, 3, 1)]).values():
+        for future in admin.create_topics([NewTopic(TOPIC, 3, 1), NewTopic(CLICKS, 1, 1)]).values():
             future.result(30)
         producer = confluent_kafka.Producer({"bootstrap.servers": b.bootstrap_servers})
         for i in range(RECORDS):
@@ -89,14 +86,15 @@ def test_console_shows_the_cluster_as_it_is(cluster: EmbeddedBroker, tmp_path: P
             _brokers(page, console, shots)
             _topic_and_messages(page, truth, shots)
             _group_lag_and_reset(page, console, truth, lag, shots)
+            _throughput(page, cluster, console, shots)
             _create_and_delete_topic(page, cluster, shots)
         finally:
             browser.close()
     # the dry run changed nothing
     assert true_state(cluster.bootstrap_servers) == truth
     assert sorted(p.name for p in shots.iterdir()) == [
-        "brokers.png", "group.png", "messages.png", "reset-dry-run.png", "topic-deleted.png",
-        "topic.png",
+        "brokers.png", "group.png", "messages.png", "reset-dry-run.png", "throughput.png",
+        "topic-deleted.png", "topic.png",
     ]  # fmt: skip
 
 
@@ -105,7 +103,7 @@ def _brokers(page: Page, console: RunningConsole, shots: Path) -> None:
     (row,) = cells(page, "#brokers")
     assert row[0] == "0" and row[3] == "yes"  # broker 0, the controller
     assert row[4].startswith("up")
-    assert int(row[5]) == 3 + 50  # leads orders' 3 partitions and __consumer_offsets' 50
+    assert int(row[5]) == 3 + 1 + 50  # leads orders, clicks and __consumer_offsets
     assert "Produce v" in row[8]
     page.screenshot(path=str(shots / "brokers.png"), full_page=True)
 
@@ -176,6 +174,28 @@ def _group_lag_and_reset(
         (TOPIC, part, committed, low) for part, (committed, low, _) in sorted(truth.items())
     ]
     p.screenshot(path=str(shots / "reset-dry-run.png"), full_page=True)
+
+
+def _throughput(page: Page, cluster: EmbeddedBroker, console: RunningConsole, shots: Path) -> None:
+    """Records produced while the console samples show up in its rates: the rates integrated
+    over the sampled intervals give back the records and the bytes written."""
+    before = console.history.samples
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for i in range(CLICK_RECORDS):
+        producer.produce(CLICKS, b"click %d" % i)
+    assert producer.flush(30) == 0
+    console.wait_for_samples(before + 2)  # one sample surely after the last record
+    page.get_by_role("link", name="Throughput").click()
+    page.get_by_role("link", name=CLICKS, exact=True).click()
+    on_disk = sum(f.stat().st_size for f in cluster.config.data_dir.glob(f"{CLICKS}-0/*.log"))
+    for chart, series, written in (("#messages-chart", "in", CLICK_RECORDS),
+                                   ("#bytes-chart", "in", on_disk)):  # fmt: skip
+        page.locator(f"{chart} canvas").wait_for()
+        data = json.loads(page.locator(chart).get_attribute("data-series") or "{}")
+        x, rates = data["x"], data["series"][series]
+        integral = sum(rates[i] * (x[i] - x[i - 1]) for i in range(1, len(x)))
+        assert integral == pytest.approx(written, rel=1e-6)
+    page.screenshot(path=str(shots / "throughput.png"), full_page=True)
 
 
 def _create_and_delete_topic(page: Page, cluster: EmbeddedBroker, shots: Path) -> None:

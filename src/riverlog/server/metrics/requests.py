@@ -39,7 +39,9 @@ from riverlog.protocol.records.batch_header import MAGIC_POSITION
 PRODUCE, FETCH = 0, 1
 BUCKETS_MS = (0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
               5000.0, 10000.0, 30000.0)  # fmt: skip
+_BUCKETS_S = tuple(b / 1000 for b in BUCKETS_MS)  # compared with perf_counter's seconds
 _INT32 = struct.Struct(">i")
+_now = time.perf_counter
 _BATCH_LENGTH_AT, _RECORD_COUNT_AT, _LOG_OVERHEAD = 8, 57, 12
 
 
@@ -84,10 +86,10 @@ class RequestMetrics:
         size = max(api_names, default=0) + 1
         self.api_names = dict(api_names)
         self.topic_name = topic_name
-        self.requests = [0] * size
-        self.time_ms = [0.0] * size
+        self.seconds = [0.0] * size
         self.buckets = [[0] * (len(BUCKETS_MS) + 1) for _ in range(size)]
         self.errors: dict[tuple[int, int], int] = {}
+        self._has_error_code: list[bool | None] = [None] * size
         self.topics: dict[str, TopicCounters] = {}
 
     def topic(self, name: str) -> TopicCounters:
@@ -102,19 +104,21 @@ class RequestMetrics:
 
     def done(self, request: Request, response: Any, started: float) -> None:
         """A request answered (`response` None: Produce with acks=0)."""
-        key = request.api_key
-        elapsed_ms = (time.perf_counter() - started) * 1000.0
-        self.requests[key] += 1
-        self.time_ms[key] += elapsed_ms
-        self.buckets[key][bisect_left(BUCKETS_MS, elapsed_ms)] += 1
-        if key == PRODUCE:
+        elapsed = _now() - started
+        key = request.header.request_api_key
+        self.seconds[key] += elapsed  # the count is the buckets' sum, taken at scrape time
+        self.buckets[key][bisect_left(_BUCKETS_S, elapsed)] += 1
+        if key > FETCH:
+            if response is not None:
+                has_code = self._has_error_code[key]
+                if has_code is None:  # learnt once per request type: getattr's miss is slow
+                    has_code = self._has_error_code[key] = hasattr(response, "error_code")
+                if has_code and response.error_code:
+                    self._error(key, response.error_code)
+        elif key == PRODUCE:
             self._produced(request.body, response)
-        elif key == FETCH:
-            self._fetched(request.body, response)
         else:
-            code = getattr(response, "error_code", 0)
-            if code:
-                self._error(key, code)
+            self._fetched(request.body, response)
 
     def failed(self, request: Request, started: float) -> None:
         """A handler raised: the connection is closed without an answer."""
@@ -163,16 +167,16 @@ class RequestMetrics:
             "kafka_network_requestmetrics_totaltimems",
             "Time from dispatch to the answer being ready (ms), per request type",
             labels=["request"])  # fmt: skip
-        for key, count in enumerate(self.requests):
-            if not count:
+        for key, counts in enumerate(self.buckets):
+            if not any(counts):
                 continue
             name = self.api_names.get(key, str(key))
-            requests.add_metric([name], count)
             cumulative, buckets = 0, []
-            for bound, n in zip((*BUCKETS_MS, float("inf")), self.buckets[key], strict=True):
+            for bound, n in zip((*BUCKETS_MS, float("inf")), counts, strict=True):
                 cumulative += n
                 buckets.append((_le(bound), cumulative))
-            times.add_metric([name], buckets, self.time_ms[key])
+            requests.add_metric([name], cumulative)
+            times.add_metric([name], buckets, self.seconds[key] * 1000.0)
         errors = CounterMetricFamily(
             "kafka_network_requestmetrics_errors", "Error codes in answers, per request type",
             labels=["request", "error"])  # fmt: skip
