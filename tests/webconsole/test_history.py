@@ -1,5 +1,6 @@
 """The console's in-memory history (pure): lag per group and topic over time, throughput
-from offsets and sizes, pruning to the kept window; and the console's client config."""
+from offsets and sizes, pruning to the kept window; the console's client config; how the
+message browser renders bytes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from riverlog.cli.web_console import client_config
 from riverlog.webconsole.history import History, Sample
+from riverlog.webconsole.pages_messages import render_bytes
 
 
 def sample(at_ms: int, end: int, size: int, committed: int) -> Sample:
@@ -57,3 +59,13 @@ def test_client_config_fails_closed(tmp_path: Path) -> None:
     props.write_text("no.such.key=1\n")
     with pytest.raises(ValueError, match=r"no\.such\.key"):
         client_config("h:9092", str(props))
+
+
+def test_value_rendering() -> None:
+    assert render_bytes(None, "auto") == ("null", "null")
+    assert render_bytes(b'{"a":1}', "auto") == ("json", '{\n  "a": 1\n}')
+    assert render_bytes(b"hello\tworld", "auto") == ("text", "hello\tworld")
+    assert render_bytes(b"\x00\xff", "auto") == ("hex", "00 ff")
+    assert render_bytes(b"\x00\xff", "json") == ("hex", "00 ff")
+    assert render_bytes(b"\xff ok", "text") == ("text", "\ufffd ok")
+    assert render_bytes(b"{}", "hex") == ("hex", "7b 7d")

@@ -44,8 +44,7 @@ def render_bytes(data: bytes | None, how: str) -> tuple[str, str]:
     if how in ("auto", "text"):
         try:
             text = data.decode("utf-8")
-            if how == "text" or text.isprintable() or all(c.isprintable() or c in "\n\t\r"
-                                                          for c in text):  # fmt: skip
+            if how == "text" or all(c.isprintable() or c in "\n\t\r" for c in text):
                 return "text", text
         except UnicodeDecodeError:
             if how == "text":

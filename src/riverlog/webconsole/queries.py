@@ -301,7 +301,10 @@ class ConsoleClient:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                for record in await consumer.poll(int(left * 1000)):
+                polled = await consumer.poll(int(min(left, 0.5) * 1000))
+                if not polled and await consumer.position(tp) >= end:
+                    break  # only control records (transaction markers) were left
+                for record in polled:
                     position = record.offset + 1
                     if record.offset >= end or len(found) >= limit:
                         break

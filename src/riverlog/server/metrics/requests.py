@@ -121,9 +121,13 @@ class RequestMetrics:
             self._fetched(request.body, response)
 
     def failed(self, request: Request, started: float) -> None:
-        """A handler raised: the connection is closed without an answer."""
-        self.done(request, None, started)
-        self._error(request.api_key, error_codes.UNKNOWN_SERVER_ERROR.code)
+        """A handler raised: the connection is closed without an answer (its records, if
+        any, are not counted as in)."""
+        elapsed = _now() - started
+        key = request.header.request_api_key
+        self.seconds[key] += elapsed
+        self.buckets[key][bisect_left(_BUCKETS_S, elapsed)] += 1
+        self._error(key, error_codes.UNKNOWN_SERVER_ERROR.code)
 
     def _produced(self, body: Any, response: Any) -> None:
         # The handler answers topics and partitions in the request's order; an answer that
