@@ -5,8 +5,9 @@ Prometheus metrics cost the broker (prints numbers, asserts none). About two min
    partitions (10 topics x 100) and 100 consumer groups with committed offsets on every
    partition of their topic; the console runs as `riverlog console` (its own process,
    sampling every 5 s). Each page is fetched 5 times after a warm-up: median wall time and
-   the console process's CPU per page (its sampler's rounds in that time included). Baseline, same run: one Metadata request for
-   every topic through riverlog's client (the floor of any page). Target: < 1 s per page.
+   the console process's CPU per page (its sampler's rounds in that time included).
+   Baseline, same run: one Metadata request for every topic through riverlog's client (the
+   floor of any page). Target: < 1 s per page.
 2. Metrics off vs on: two brokers, one with `metrics.listener`, measured alternately (two
    rounds each): produce throughput of 100-byte records (confluent-kafka, acks=1) and the
    rate of small requests (Metadata for no topics, 32 in flight, riverlog's client), with
