@@ -70,8 +70,9 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
                        active="", error=str(e), status=400)  # fmt: skip
     except (KafkaError, ConnectionError, OSError, TimeoutError) as e:
         log.info("console: %s %s: %s", request.method, request.path, e)
+        what = e.error.name if isinstance(e, KafkaError) else type(e).__name__
         return _render(request, "Cluster error", tag("p", "The cluster answered with an error."),
-                       active="", error=f"{type(e).__name__}: {e}", status=502)  # fmt: skip
+                       active="", error=f"{what}: {e}", status=502)  # fmt: skip
 
 
 def _int(value: str, what: str, minimum: int | None = None) -> int:
