@@ -11,7 +11,7 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from playwright.sync_api import Page, sync_playwright
 
 from riverlog.embedded import EmbeddedBroker, broker
@@ -209,6 +209,20 @@ def _create_and_delete_topic(page: Page, cluster: EmbeddedBroker, shots: Path) -
     assert cells(p, "#configs") == [["retention.ms", "3600000"]]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     assert len(admin.list_topics(timeout=10).topics["scratch"].partitions) == 2
+
+    p.fill("input[name=count]", "3")
+    p.get_by_role("button", name="Add partitions").click()
+    assert "scratch now has 3 partitions." in p.locator(".flash").inner_text()
+    assert len(cells(p, "#partitions")) == 3
+    assert len(admin.list_topics(timeout=10).topics["scratch"].partitions) == 3
+    p.fill("textarea[name=set]", "cleanup.policy=compact")
+    p.fill("input[name=delete]", "retention.ms")
+    p.get_by_role("button", name="Apply").click()
+    assert cells(p, "#configs") == [["cleanup.policy", "compact"]]
+    resource = ConfigResource("topic", "scratch")
+    described = admin.describe_configs([resource])[resource].result(10)
+    assert described["cleanup.policy"].value == "compact"
+    assert described["retention.ms"].is_default
 
     p.fill("input[name=confirm]", "not-the-name")
     p.get_by_role("button", name="Delete topic").click()
