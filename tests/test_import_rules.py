@@ -19,6 +19,8 @@ FORBIDDEN = {
     "client": {"server", "storage", "coordinator", "controller", "cli"},
     "server": {"cli"},
     "spark": {"server", "storage", "coordinator", "controller", "metadata", "cli"},
+    # the web console works against any Kafka: it reaches the cluster only through the client
+    "webconsole": {"server", "storage", "coordinator", "controller", "metadata"},
 }
 
 # server wings -> riverlog.server modules they must not import: the replication wing knows

@@ -47,6 +47,7 @@ class AsyncAdmin:
         self.config = AdminConfig.parse(config)
         c = self.config
         self.cluster = Cluster.from_config(c)
+        self.cluster.auto_create_topics = False  # an admin client never creates by asking
         self.groups = GroupAdmin(self.cluster)
 
     async def __aenter__(self) -> AsyncAdmin:

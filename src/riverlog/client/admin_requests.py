@@ -43,6 +43,7 @@ from riverlog.protocol.messages import (
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+BROKER_LOGGER_RESOURCE = 8
 DYNAMIC_TOPIC_CONFIG = 1
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 

@@ -68,6 +68,10 @@ class Cluster:
         self.leaders: dict[TopicPartition, int] = {}
         self.partition_counts: dict[str, int] = {}
         self.topics_in_use: set[str] = set()
+        self.auto_create_topics = True
+        """Whether Metadata requests may create missing topics when not told either way
+        (an admin client's and a browsing consumer's cluster say False: asking about a topic
+        just deleted must not bring it back)."""
         self._connections: dict[int, Connection] = {}
         self._opening: dict[int, asyncio.Future[Connection]] = {}
         self._backoffs: dict[object, _Backoff] = {}
@@ -164,9 +168,12 @@ class Cluster:
     # -- metadata ------------------------------------------------------------------------
 
     async def refresh(
-        self, topics: list[str] | None = None, *, allow_auto_create: bool = True
+        self, topics: list[str] | None = None, *, allow_auto_create: bool | None = None
     ) -> None:
-        """Read Metadata for the topics in use (plus `topics`, which become in use)."""
+        """Read Metadata for the topics in use (plus `topics`, which become in use); may
+        create missing ones if `allow_auto_create` (None: `auto_create_topics`)."""
+        if allow_auto_create is None:
+            allow_auto_create = self.auto_create_topics
         if topics:
             self.topics_in_use.update(topics)
         if self._refreshing is not None:

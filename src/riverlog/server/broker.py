@@ -53,6 +53,7 @@ from riverlog.server.fetch_session import FetchSessionCache
 from riverlog.server.group_coordinator import GroupCoordinator
 from riverlog.server.handlers import HANDLERS
 from riverlog.server.metadata_cache import MetadataCache
+from riverlog.server.metrics import endpoint as metrics_endpoint
 from riverlog.server.network import NetworkServer
 from riverlog.server.producer_ids import ProducerIdAllocator
 from riverlog.server.replication.replica_fetcher import ReplicaFetchers
@@ -174,6 +175,7 @@ class Broker:
             max_request_bytes=config["socket.request.max.bytes"],
             max_idle_ms=config["connections.max.idle.ms"],
         )
+        self.metrics = metrics_endpoint.for_broker(self)  # None unless metrics.listener
 
     def _rack_of(self, broker_id: int) -> str | None:
         if broker_id == self.broker_id:
@@ -188,6 +190,8 @@ class Broker:
 
     async def start(self) -> None:
         await self.network.start()
+        if self.metrics is not None:
+            await self.metrics.start()
         await self.cluster_membership.start()
         self.config_changes.start()
         lag_ms = self.config["replica.lag.time.max.ms"]
@@ -240,6 +244,8 @@ class Broker:
         self.groups.stop()
         await self.replicas.stop()
         await self.network.drain(5.0)
+        if self.metrics is not None:
+            await self.metrics.stop()
         self.logs.shutdown()
         self.cluster_membership.resign()
         self.store.close()

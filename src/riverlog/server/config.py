@@ -61,6 +61,17 @@ def _replica_selector(text: str) -> str:
     return name
 
 
+def _metrics_listener(text: str) -> str:
+    """`http://HOST:PORT` of the Prometheus endpoint (`server/metrics/endpoint.py`), or ""."""
+    from riverlog.server.metrics.endpoint import parse_listener
+
+    try:
+        parse_listener(text.strip())
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return text.strip()
+
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
@@ -115,6 +126,7 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "zookeeper.connect": (_str, ""),
     "zookeeper.session.timeout.ms": (_int(1), "18000"),
     "broker.rack": (_str, ""),
+    "metrics.listener": (_metrics_listener, ""),
     "replica.lag.time.max.ms": (_int(1), "30000"),
     "replica.fetch.max.bytes": (_int(0), "1048576"),
     "replica.fetch.response.max.bytes": (_int(0), "10485760"),
