@@ -33,6 +33,7 @@ from riverlog.client.fetcher import ConsumerRecord, FetchedPartition, TopicParti
 from riverlog.client.membership import GroupMembership
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
+from riverlog.protocol.exceptions import CorruptRecordError
 from riverlog.protocol.records.batch_header import read_batch_header
 
 if TYPE_CHECKING:
@@ -331,7 +332,16 @@ class AsyncConsumer:
             if position is None:
                 continue
             if fetched.records is None:
-                fetched.records = fetcher.decode_records(tp, fetched.batches, position)
+                try:
+                    fetched.records = fetcher.decode_records(tp, fetched.batches, position)
+                except CorruptRecordError as e:
+                    if out:  # hand out what came before; the next poll raises
+                        break
+                    del self._buffered[tp]
+                    raise KafkaError(
+                        error_codes.CORRUPT_MESSAGE,
+                        f"{e}: seek past it to go on (the position stays at {position})",
+                    ) from e
             taken, fetched.records = fetched.records[:room], fetched.records[room:]
             out += taken
             room -= len(taken)
@@ -374,7 +384,9 @@ class AsyncConsumer:
             if code == error_codes.OFFSET_OUT_OF_RANGE.code:
                 self._positions[tp] = None
                 self._needs_reset.add(tp)
-            elif code in fetcher.STALE_METADATA_ERRORS or for_code(code).retriable:
+            elif code in fetcher.STALE_METADATA_ERRORS or (
+                for_code(code).retriable and code != error_codes.CORRUPT_MESSAGE.code
+            ):
                 self.cluster.mark_stale(tp)
             else:
                 raise KafkaError(for_code(code), f"fetching {tp[0]}-{tp[1]} failed")
