@@ -18,7 +18,7 @@ from riverlog.client.fetcher import decode_records as consumer_decode
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.exceptions import CorruptRecordError
-from riverlog.protocol.records import compression
+from riverlog.protocol.records import compression, walk
 from riverlog.protocol.records.batch_header import BatchHeader, read_batch_header
 from riverlog.protocol.records.convert import v2_to_legacy
 from riverlog.protocol.records.legacy import decode_message_set
@@ -29,6 +29,18 @@ from tests.protocol import crafted
 from tests.storage.logtools import config, file_sizes, read_region
 
 CODECS = [compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
+
+
+WALKS = [pytest.param(walk.PYTHON, id="python-walk")]
+if walk.COMPILED is not None:
+    WALKS.append(pytest.param(walk.COMPILED, id="compiled-walk"))
+
+
+@pytest.fixture(autouse=True, params=WALKS)
+def each_walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs with the compiled record walk and with its pure-Python twin."""
+    monkeypatch.setattr(walk, "scan", request.param.scan)
+    monkeypatch.setattr(walk, "decode", request.param.decode)
 
 
 def open_log(path: Path, **cfg: str | int) -> PartitionLog:
