@@ -137,22 +137,44 @@ def python_scan(
     raw = bytes(data)
     n = len(raw)
     errors: list[tuple[int, int]] = []
+    check_ts = ts_low <= ts_high
     pos = 0
     for i in range(count):
         if pos >= n:
             return f"the batch declares {count} records but holds {i}", errors
-        try:
-            r = _record(raw, pos, n, False)
+        try:  # `_record` without building one; one-byte varints inline
+            b = raw[pos]
+            length, q = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint(raw, pos, n, 5)
+            end = q + length
+            if length < 1 or end > n:
+                raise _Bad
+            q += 1  # attributes
+            b = raw[q] if q < end else 0x80
+            ts_delta, q = ((b >> 1) ^ -(b & 1), q + 1) if b < 0x80 else _varint(raw, q, end, 10)
+            b = raw[q] if q < end else 0x80
+            offset_delta, q = ((b >> 1) ^ -(b & 1), q + 1) if b < 0x80 else _varint(raw, q, end, 5)
+            b = raw[q] if q < end else 0x80
+            key_len, q = ((b >> 1) ^ -(b & 1), q + 1) if b < 0x80 else _varint(raw, q, end, 5)
+            if offset_delta < 0 or key_len < -1 or key_len > end - q:
+                raise _Bad
+            q += max(key_len, 0)
+            b = raw[q] if q < end else 0x80
+            value_len, q = ((b >> 1) ^ -(b & 1), q + 1) if b < 0x80 else _varint(raw, q, end, 5)
+            if value_len < -1 or value_len > end - q:
+                raise _Bad
+            q += max(value_len, 0)
+            if q + 1 != end or raw[q] != 0:  # headers (or damage): the full reading
+                _record(raw, pos, n, False)
         except _Bad:
             errors.append((i, FRAMING))
             return None, errors
-        pos = r.end
-        if r.offset_delta != i:
+        pos = end
+        if offset_delta != i:
             errors.append((i, OFFSET))
-        if require_keys and r.key_len < 0:
+        if require_keys and key_len < 0:
             errors.append((i, KEY))
-        if ts_low <= ts_high:
-            ts = base_timestamp + r.timestamp_delta
+        if check_ts:
+            ts = base_timestamp + ts_delta
             if ts != -1 and not (ts_low <= ts <= ts_high and INT64_MIN <= ts <= INT64_MAX):
                 errors.append((i, TIMESTAMP))
     if pos != n and not errors:
