@@ -63,7 +63,7 @@ Data = bytes | bytearray | memoryview
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 """Default bound on what one compressed batch or message may expand to (Kafka has none; a
 batch of max.message.bytes, 1 MiB by default, would need a ratio above 64 to reach it)."""
-_FIRST_GUESS = 256 * 1024
+_FIRST_GUESS = 64 * 1024
 _GROWTH = 4
 
 
@@ -233,7 +233,7 @@ def _first_size(codec: int, data: Data, limit: int) -> int:
         if announced > limit:
             raise DecompressedTooLargeError(codec, limit)
         return max(announced, 1)
-    return min(limit + 1, max(_FIRST_GUESS, 8 * len(data)))
+    return min(limit + 1, max(_FIRST_GUESS, 16 * len(data)))
 
 
 def _announced_size(codec: int, view: memoryview) -> int | None:
