@@ -212,3 +212,14 @@ def test_the_cleaner_keeps_unreadable_batches(tmp_path: Path) -> None:
     offsets = [h.base_offset for h in read_all_headers(log)]
     assert all(o in offsets for o in bad)
     assert os.path.getsize(log.segments[0].log_path) > 0
+
+
+def test_a_legacy_bomb_is_refused_while_up_converting() -> None:
+    """Produce v0-2 message sets are converted to v2 first; their wrappers are bounded too."""
+    from riverlog.protocol.records.convert import legacy_to_v2
+    from riverlog.protocol.records.legacy import LegacyMessage, encode_message_set
+
+    inner = [LegacyMessage(0, b"k", bytes(80 * 1024 * 1024), 1, 0, 1)]
+    wrapper = encode_message_set(inner, magic=1, compression_type=compression.GZIP)
+    with pytest.raises(compression.DecompressedTooLargeError):
+        legacy_to_v2(wrapper)
