@@ -37,6 +37,7 @@ static int read_unsigned(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, uint
     for (int i = 0; i < max_bytes; i++) {
         if (*pos >= end) return -1;
         uint8_t b = p[(*pos)++];
+        if (i == 9 && (b & 0x7F) > 1) return -1; /* more than 64 bits */
         value |= (uint64_t)(b & 0x7F) << shift;
         if (!(b & 0x80)) {
             *out = value;

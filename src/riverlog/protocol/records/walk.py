@@ -56,7 +56,7 @@ def _varint(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
         byte = data[pos + i]
         raw |= (byte & 0x7F) << shift
         if byte < 0x80:
-            if max_bytes == 5 and raw > 0xFFFFFFFF:
+            if raw > (0xFFFFFFFF if max_bytes == 5 else 0xFFFFFFFFFFFFFFFF):
                 raise _Bad
             return (raw >> 1) ^ -(raw & 1), pos + i + 1
         shift += 7
