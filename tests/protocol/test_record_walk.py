@@ -188,3 +188,23 @@ def test_bounded_decompression_round_trips(codec: int, data: bytes) -> None:
     if codec == compression.SNAPPY:
         xerial = compression.compress_snappy_xerial(data)
         assert bytes(compression.decompress_scratch(codec, xerial)) == data
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_varints_beyond_their_width_are_malformed(impl: walk.Implementation) -> None:
+    def record(timestamp_delta: bytes, offset_delta: bytes = b"\x00") -> bytes:
+        body = b"\x00" + timestamp_delta + offset_delta + b"\x01\x01\x00"  # null key, value
+        return bytes([len(body) * 2]) + body
+
+    widest = bytes([0xFE] + [0xFF] * 8 + [0x01])  # 2**64 - 2 zig-zagged: 2**63 - 1
+    assert impl.scan(record(widest), 1, 0, 1, 0, False) == (None, [])
+    out: list[Any] = []
+    impl.decode(out, record(widest), 1, 0, 0, -1, 0, "t", 0, 0, ConsumerRecord)
+    assert out[0].timestamp == (1 << 63) - 1
+    too_wide = bytes([0xFF] * 9 + [0x7F])  # 70 bits
+    assert impl.scan(record(too_wide), 1, 0, 1, 0, False) == (None, [(0, walk.FRAMING)])
+    offset_33_bits = bytes([0xFF] * 4 + [0x1F])
+    assert impl.scan(record(b"\x00", offset_33_bits), 1, 0, 1, 0, False) == (
+        None,
+        [(0, walk.FRAMING)],
+    )
