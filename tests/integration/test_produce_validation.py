@@ -385,12 +385,20 @@ def test_corrupt_data_on_disk_is_skipped_or_reported(tmp_path: Path) -> None:
         reader = RiverlogConsumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"})
         try:
             reader.assign([(topic, 0)])
-            reader.seek((topic, 0), bad[0])
+            reader.seek((topic, 0), 0)
+            before: list[object] = []
             with pytest.raises(RiverlogError, match=f"offsets {bad[0]}\\.\\.") as e:
                 deadline = time.monotonic() + 20
                 while time.monotonic() < deadline:
-                    reader.poll(500)
+                    before += reader.poll(500)
             assert e.value.error is error_codes.CORRUPT_MESSAGE
+            assert len(before) == len(GOOD_BEFORE)  # handed out before the error
+            for offset in bad[1:]:
+                reader.seek((topic, 0), offset)
+                with pytest.raises(RiverlogError, match=f"offsets {offset}\\.\\."):
+                    deadline = time.monotonic() + 20
+                    while time.monotonic() < deadline:
+                        reader.poll(500)
             reader.seek((topic, 0), good_offset)
             records: list[object] = []
             deadline = time.monotonic() + 20

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from riverlog.client.fetcher import UnreadableBatchError
 from riverlog.client.fetcher import decode_records as consumer_decode
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
-from riverlog.protocol.exceptions import CorruptRecordError
 from riverlog.protocol.records import compression, walk
 from riverlog.protocol.records.batch_header import BatchHeader, read_batch_header
 from riverlog.protocol.records.convert import v2_to_legacy
@@ -199,8 +199,10 @@ def test_the_consumer_reports_the_unreadable_batch(tmp_path: Path) -> None:
     assert [r.key for r in consumer_decode(("t", 0), batches[:1], 0)] == [b"a", b"b"]
     assert [r.key for r in consumer_decode(("t", 0), batches[-1:], 0)] == [b"a", b"c"]
     for batch, offset in zip(batches[1:-1], bad, strict=True):
-        with pytest.raises(CorruptRecordError, match=f"offsets {offset}\\.\\."):
-            consumer_decode(("t", 0), [batch], 0)
+        with pytest.raises(UnreadableBatchError, match=f"offsets {offset}\\.\\.") as e:
+            consumer_decode(("t", 0), [batches[0], batch, batches[-1]], 0)
+        assert [r.key for r in e.value.records_before] == [b"a", b"b"]
+        assert e.value.offset == offset
 
 
 def test_the_cleaner_keeps_unreadable_batches(tmp_path: Path) -> None:

@@ -33,7 +33,6 @@ from riverlog.client.fetcher import ConsumerRecord, FetchedPartition, TopicParti
 from riverlog.client.membership import GroupMembership
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
-from riverlog.protocol.exceptions import CorruptRecordError
 from riverlog.protocol.records.batch_header import read_batch_header
 
 if TYPE_CHECKING:
@@ -334,14 +333,16 @@ class AsyncConsumer:
             if fetched.records is None:
                 try:
                     fetched.records = fetcher.decode_records(tp, fetched.batches, position)
-                except CorruptRecordError as e:
-                    if out:  # hand out what came before; the next poll raises
-                        break
-                    del self._buffered[tp]
-                    raise KafkaError(
-                        error_codes.CORRUPT_MESSAGE,
-                        f"{e}: seek past it to go on (the position stays at {position})",
-                    ) from e
+                except fetcher.UnreadableBatchError as e:
+                    if not e.records_before:
+                        del self._buffered[tp]
+                        raise KafkaError(
+                            error_codes.CORRUPT_MESSAGE,
+                            f"{e}: seek past it to go on (the position stays at {position})",
+                        ) from e
+                    # Hand out the records before it; the position then stops at it and
+                    # the next fetch starts there (and raises).
+                    fetched.records, fetched.next_offset = e.records_before, e.offset
             taken, fetched.records = fetched.records[:room], fetched.records[room:]
             out += taken
             room -= len(taken)

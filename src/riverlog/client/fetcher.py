@@ -115,11 +115,21 @@ def data_batches(
     return out, next_offset
 
 
+class UnreadableBatchError(CorruptRecordError):
+    """A fetched batch's records cannot be read; `records_before` are those of the batches
+    before it, `offset` the first offset it would have held (where the consumer stops)."""
+
+    def __init__(self, message: str, records_before: list[ConsumerRecord], offset: int) -> None:
+        super().__init__(message)
+        self.records_before = records_before
+        self.offset = offset
+
+
 def decode_records(
     tp: TopicPartition, batches: Sequence[memoryview], min_offset: int
 ) -> list[ConsumerRecord]:
     """The records of `batches` at or after `min_offset`, through the compiled record walk
-    (`records.walk`); `CorruptRecordError` names the batch that cannot be read."""
+    (`records.walk`); `UnreadableBatchError` names the first batch that cannot be read."""
     topic, partition = tp
     out: list[ConsumerRecord] = []
     for batch in batches:
@@ -127,6 +137,7 @@ def decode_records(
         if header.next_offset <= min_offset:
             continue
         body = batch[BATCH_HEADER_SIZE:]
+        mark = len(out)
         try:
             if header.compression != compression.NONE:
                 body = memoryview(compression.decompress(header.compression, body))
@@ -135,9 +146,12 @@ def decode_records(
                         header.base_timestamp, append_time, min_offset, topic, partition,
                         header.timestamp_type, ConsumerRecord)  # fmt: skip
         except CorruptRecordError as e:
-            raise CorruptRecordError(
+            del out[mark:]  # what the walk decoded of this batch before it failed
+            raise UnreadableBatchError(
                 f"record batch at offsets {header.base_offset}..{header.last_offset} of "
-                f"{topic}-{partition} cannot be read ({e})"
+                f"{topic}-{partition} cannot be read ({e})",
+                out,
+                max(header.base_offset, min_offset),
             ) from e
     return out
 
