@@ -292,7 +292,7 @@ def test_librdkafka_fails_exactly_the_key_less_records(
     """librdkafka's 0011 `test_message_single_partition_record_fail`, through confluent-kafka."""
     bootstrap = broker.bootstrap_servers
     topic = _create(bootstrap, f"rf-{uuid.uuid4().hex[:6]}", **{"cleanup.policy": "compact"})
-    config = {"bootstrap.servers": bootstrap, "linger.ms": 200}
+    config = {"bootstrap.servers": bootstrap, "linger.ms": 500}
     if one_per_batch:
         config["batch.size"] = 1
     producer = Producer(config)
