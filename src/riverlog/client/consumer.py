@@ -332,7 +332,18 @@ class AsyncConsumer:
             if position is None:
                 continue
             if fetched.records is None:
-                fetched.records = fetcher.decode_records(tp, fetched.batches, position)
+                try:
+                    fetched.records = fetcher.decode_records(tp, fetched.batches, position)
+                except fetcher.UnreadableBatchError as e:
+                    if not e.records_before:
+                        del self._buffered[tp]
+                        raise KafkaError(
+                            error_codes.CORRUPT_MESSAGE,
+                            f"{e}: seek past it to go on (the position stays at {position})",
+                        ) from e
+                    # Hand out the records before it; the position then stops at it and
+                    # the next fetch starts there (and raises).
+                    fetched.records, fetched.next_offset = e.records_before, e.offset
             taken, fetched.records = fetched.records[:room], fetched.records[room:]
             out += taken
             room -= len(taken)
@@ -375,7 +386,9 @@ class AsyncConsumer:
             if code == error_codes.OFFSET_OUT_OF_RANGE.code:
                 self._positions[tp] = None
                 self._needs_reset.add(tp)
-            elif code in fetcher.STALE_METADATA_ERRORS or for_code(code).retriable:
+            elif code in fetcher.STALE_METADATA_ERRORS or (
+                for_code(code).retriable and code != error_codes.CORRUPT_MESSAGE.code
+            ):
                 self.cluster.mark_stale(tp)
             else:
                 raise KafkaError(for_code(code), f"fetching {tp[0]}-{tp[1]} failed")

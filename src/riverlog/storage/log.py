@@ -29,6 +29,7 @@ from riverlog.clock import SYSTEM_CLOCK
 from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.primitives import FileRegion
 from riverlog.protocol.records.batch_header import BatchHeader
 from riverlog.protocol.records.v2 import Record, decode_records
@@ -412,12 +413,22 @@ class PartitionLog:
                         return r.offset, r.timestamp
         return None
 
-    @staticmethod
-    def _records_at(seg: LogSegment, found: BatchPosition | None) -> list[Record]:
+    def _records_at(self, seg: LogSegment, found: BatchPosition | None) -> list[Record]:
+        """The records of a batch; none (and a warning) for one whose records cannot be read
+        (corrupted on disk): the search goes on past it."""
         if found is None:
             return []
         raw = seg.read_bytes(found.position, found.header.size)
-        return decode_records(found.header, memoryview(raw)[61:])
+        try:
+            return decode_records(found.header, memoryview(raw)[61:])
+        except ProtocolError as e:
+            log.warning(
+                "%s: batch at offset %d cannot be read, skipped: %s",
+                self.directory,
+                found.header.base_offset,
+                e,
+            )
+            return []
 
     # --- truncation and deletion -------------------------------------------------------
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, cast
 from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
-from riverlog.protocol.exceptions import UnsupportedCompressionError
+from riverlog.protocol.exceptions import ProtocolError, UnsupportedCompressionError
 from riverlog.protocol.messages import FetchRequest, FetchResponse
 from riverlog.protocol.primitives import FileRegion
 from riverlog.protocol.records import compression
@@ -56,7 +56,10 @@ def _holds_zstd(region: FileRegion) -> bool:
     position, end = region.offset, region.offset + region.length
     while end - position >= BATCH_HEADER_SIZE:
         raw = os.pread(region.fileno, BATCH_HEADER_SIZE, position)
-        header = read_batch_header(raw, 0, whole=False)
+        try:
+            header = read_batch_header(raw, 0, whole=False)
+        except ProtocolError:  # corrupted on disk: down-conversion skips what follows
+            return False
         if header.compression == compression.ZSTD:
             return True
         position += header.size

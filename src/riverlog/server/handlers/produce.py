@@ -46,6 +46,14 @@ def _failed(index: int, error: KafkaError, version: int) -> PartitionResponse:
         index=index,
         error_code=error.code,
         base_offset=-1,
+        record_errors=[
+            ProduceResponse.BatchIndexAndErrorMessage(
+                batch_index=i, batch_index_error_message=message
+            )
+            for i, message in error.record_errors
+        ]
+        if version >= 8
+        else [],
         error_message=error.message if version >= 8 else None,
     )
 
