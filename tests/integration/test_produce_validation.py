@@ -411,3 +411,32 @@ def test_corrupt_data_on_disk_is_skipped_or_reported(tmp_path: Path) -> None:
     finally:
         second.stop()
     assert os.path.exists(segment)
+
+
+def test_the_request_version_decides_what_a_record_set_may_hold(
+    broker: BrokerProcess, topics: dict[str, str]
+) -> None:
+    """Kafka's `ProduceRequest.validateRecords`: from Produce v3 exactly one batch of magic 2
+    per partition, zstd only from v7 (KIP-110); before v3 anything that validates."""
+    topic = topics["plain"]
+    client = RawClient(broker.bootstrap_servers)
+    try:
+        two = crafted.good(1) + crafted.good(2)
+        answer = _answer(client.produce(topic, two, version=9))
+        assert answer.error_code == error_codes.INVALID_RECORD.code
+        assert answer.error_message == (
+            "Produce requests with version 9 are only allowed to contain exactly one record"
+            " batch per partition"
+        )
+        assert _answer(client.produce(topic, two, version=2)).error_code == 0
+        zstd = crafted.good(2, codec=compression.ZSTD)
+        old = _answer(client.produce(topic, zstd, version=6))
+        assert old.error_code == error_codes.UNSUPPORTED_COMPRESSION_TYPE.code
+        assert _answer(client.produce(topic, zstd, version=7)).error_code == 0
+        legacy = bytearray(crafted.good(1))
+        legacy[16] = 1  # magic 1 where v3+ wants 2
+        wrong = _answer(client.produce(topic, bytes(legacy), version=3))
+        assert wrong.error_code == error_codes.INVALID_RECORD.code
+        assert _answer(client.produce(topic, crafted.good(1), version=3)).error_code == 0
+    finally:
+        client.close()

@@ -18,7 +18,8 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.messages import ProduceRequest, ProduceResponse
-from riverlog.protocol.records.batch_header import MAGIC_POSITION, peek_magic
+from riverlog.protocol.records import compression
+from riverlog.protocol.records.batch_header import MAGIC_POSITION, peek_magic, read_batch_header
 from riverlog.protocol.records.convert import legacy_to_v2
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.replication.partition import HostedPartition
@@ -29,6 +30,44 @@ if TYPE_CHECKING:
     from riverlog.server.broker import Broker
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+
+
+V2_ONLY_FROM = 3  # Produce v3+: exactly one magic-2 batch per partition
+ZSTD_FROM = 7  # KIP-110
+
+
+def _record_set(records: memoryview, version: int) -> memoryview:
+    """A partition's record set as the request version allows it (Kafka's
+    `ProduceRequest.validateRecords`): from v3 exactly one batch of magic 2, zstd only from
+    v7; before v3, message sets of pre-0.11 clients (magic 0/1) become v2 batches."""
+    if version < V2_ONLY_FROM:
+        return _up_convert(records)
+    prefix = f"Produce requests with version {version}"
+    if len(records) <= MAGIC_POSITION:
+        raise KafkaError(
+            error_codes.INVALID_RECORD,
+            f"{prefix} must have at least one record batch per partition",
+        )
+    if peek_magic(records) != 2:
+        raise KafkaError(
+            error_codes.INVALID_RECORD,
+            f"{prefix} are only allowed to contain record batches with magic version 2",
+        )
+    try:
+        header = read_batch_header(records, 0, whole=False)
+    except ProtocolError as e:
+        raise KafkaError(error_codes.CORRUPT_MESSAGE, f"Bad record batch: {e}") from e
+    if version < ZSTD_FROM and header.compression == compression.ZSTD:
+        raise KafkaError(
+            error_codes.UNSUPPORTED_COMPRESSION_TYPE,
+            f"{prefix} are not allowed to use ZStandard compression",
+        )
+    if header.size != len(records):
+        raise KafkaError(
+            error_codes.INVALID_RECORD,
+            f"{prefix} are only allowed to contain exactly one record batch per partition",
+        )
+    return records
 
 
 def _up_convert(records: memoryview) -> memoryview:
@@ -83,7 +122,7 @@ def handle_produce(
                     )
                 if not isinstance(data.records, bytes | bytearray | memoryview):
                     raise KafkaError(error_codes.CORRUPT_MESSAGE, "The record set is null.")
-                records = _up_convert(memoryview(data.records))
+                records = _record_set(memoryview(data.records), version)
                 hosted, result = broker.replicas.append(
                     topic.name, data.index, records, acks=request.acks
                 )
