@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Callable
 
+from riverlog.clock import SYSTEM_CLOCK, Clock
 from riverlog.metadata import layout
 from riverlog.metadata.store import (
     BadVersionError,
@@ -63,8 +63,10 @@ class ControllerElection:
         on_elected: Callable[[int], None],
         *,
         schedule: Callable[[Callable[[], None]], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
+        self.clock = clock
         self.broker_id = broker_id
         self.on_elected = on_elected
         self.schedule = schedule or (lambda fn: fn())
@@ -121,7 +123,7 @@ class ControllerElection:
                 [
                     CreateOp(
                         layout.CONTROLLER,
-                        controller_json(self.broker_id, int(time.time() * 1000)),
+                        controller_json(self.broker_id, self.clock.wall_ms()),
                         ephemeral=True,
                     ),
                     SetOp(layout.CONTROLLER_EPOCH, str(epoch + 1).encode(), version),
