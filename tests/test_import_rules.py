@@ -17,6 +17,7 @@ FORBIDDEN = {
     "controller": {"server", "client", "coordinator", "cli"},
     "client": {"server", "storage", "coordinator", "controller", "cli"},
     "server": {"cli"},
+    "mirror": {"server", "storage", "coordinator", "controller", "metadata", "cli"},
     "spark": {"server", "storage", "coordinator", "controller", "metadata", "cli"},
 }
 

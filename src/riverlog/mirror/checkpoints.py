@@ -1,0 +1,150 @@
+"""MirrorMaker 2's offset syncs and checkpoints for one flow source->target.
+
+`OffsetSyncEmitter.delivered` hears where mirrored records landed and writes an offset sync
+to `mm2-offset-syncs.<target>.internal` on the source when the partition has none yet, when
+`offset.lag.max` source records passed since its last one, or when the mapping drifted (the
+target offsets no longer advance one for one with the source's, e.g. after duplicates).
+
+`Checkpointer.run_once` reads the offset syncs (from the topic, so syncs of every mirror
+process and of earlier runs count), then for each source group the flow's `groups` filter
+takes (never the mirror's own groups) translates its committed offsets of mirrored topics
+(`records.OffsetSyncStore`) and writes the changed ones as checkpoints to
+`<source>.checkpoints.internal` on the target. With `sync.group.offsets.enabled` it also
+commits the translated offsets for the group on the target — only while the group has no
+active member there, and only forward of what it has committed there (as Kafka does).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from riverlog.client.admin_client import AsyncAdmin
+from riverlog.client.consumer import AsyncConsumer
+from riverlog.client.producer import AsyncProducer, RecordMetadata
+from riverlog.mirror.mm2_config import Flow
+from riverlog.mirror.records import (
+    Checkpoint,
+    OffsetSync,
+    OffsetSyncStore,
+    checkpoints_topic,
+    offset_syncs_topic,
+)
+from riverlog.protocol.error_codes import KafkaError
+
+log = logging.getLogger("riverlog.mirror")
+TopicPartition = tuple[str, int]
+INACTIVE = {"Empty", "Dead"}
+
+
+class OffsetSyncEmitter:
+    def __init__(self, flow: Flow, producer: AsyncProducer) -> None:
+        self.topic = offset_syncs_topic(flow.target.alias)
+        self.lag_max = flow.number("offset.lag.max")
+        self.producer = producer
+        self._last: dict[TopicPartition, tuple[int, int]] = {}
+
+    def delivered(self, topic: str, partition: int, offset: int, where: RecordMetadata) -> None:
+        if where.offset < 0:
+            return  # acks=0: where it landed is unknown
+        last = self._last.get((topic, partition))
+        if last is not None:
+            upstream, downstream = last
+            in_step = where.offset - downstream == offset - upstream
+            if in_step and offset - upstream < self.lag_max:
+                return
+        if not self.producer.can_enqueue(self.topic):
+            return  # the buffer is full: a later delivery brings a sync
+        self._last[(topic, partition)] = (offset, where.offset)
+        sync = OffsetSync(topic, partition, offset, where.offset)
+        self.producer.enqueue(self.topic, sync.value(), sync.key(), 0, None, None, None)
+
+
+class Checkpointer:
+    def __init__(
+        self,
+        flow: Flow,
+        source: AsyncAdmin,
+        target: AsyncAdmin,
+        target_producer: AsyncProducer,
+        own_groups: set[str],
+    ) -> None:
+        self.flow = flow
+        self.source = source
+        self.target = target
+        self.producer = target_producer
+        self.own_groups = own_groups
+        self.store = OffsetSyncStore()
+        self.topic = checkpoints_topic(flow.source.alias)
+        self._syncs = AsyncConsumer(
+            {**flow.source.consumer_config(), "enable.auto.commit": "false",
+             "auto.offset.reset": "earliest"}
+        )  # fmt: skip
+        self._syncs.assign([(offset_syncs_topic(flow.target.alias), 0)])
+        self._emitted: dict[tuple[str, TopicPartition], int] = {}
+
+    async def close(self) -> None:
+        await self._syncs.close()
+
+    async def read_syncs(self) -> None:
+        """Everything the offset-syncs topic holds now (an empty poll ends it)."""
+        while records := await self._syncs.poll(200):
+            for r in records:
+                if r.key is None or r.value is None:
+                    continue
+                try:
+                    self.store.add(OffsetSync.decode(r.key, r.value))
+                except ValueError:
+                    log.warning("mirror %s: skipping a bad offset sync at offset %d",
+                                self.flow.name, r.offset)  # fmt: skip
+
+    async def checkpoints(self) -> list[Checkpoint]:
+        """Translated offsets of every group the flow checkpoints."""
+        out = []
+        policy, alias = self.flow.policy, self.flow.source.alias
+        mirrored = self.store.partitions()
+        for listing in await self.source.list_groups():
+            group = listing.group_id
+            if group in self.own_groups or not self.flow.groups(group):
+                continue
+            try:
+                offsets = await self.source.group_offsets(group)
+            except (KafkaError, ConnectionError) as e:
+                log.warning("mirror %s: offsets of group %s: %s", self.flow.name, group, e)
+                continue
+            for (topic, partition), upstream in sorted(offsets.items()):
+                if (topic, partition) not in mirrored:
+                    continue
+                downstream = self.store.translate(topic, partition, upstream)
+                if downstream is not None:
+                    remote = policy.remote_topic(alias, topic)
+                    out.append(Checkpoint(group, remote, partition, upstream, downstream))
+        return out
+
+    async def run_once(self) -> list[Checkpoint]:
+        """Emit the checkpoints that changed; all of them."""
+        await self.read_syncs()
+        checkpoints = await self.checkpoints()
+        for c in checkpoints:
+            where = (c.group, (c.topic, c.partition))
+            if self._emitted.get(where) == c.downstream_offset:
+                continue
+            self._emitted[where] = c.downstream_offset
+            await self.producer.send(self.topic, c.value(), c.key(), partition=0)
+        await self.producer.flush()
+        return checkpoints
+
+    async def sync_group_offsets(self, checkpoints: list[Checkpoint]) -> None:
+        by_group: dict[str, dict[TopicPartition, int]] = {}
+        for c in checkpoints:
+            by_group.setdefault(c.group, {})[(c.topic, c.partition)] = c.downstream_offset
+        for group, translated in sorted(by_group.items()):
+            try:
+                description = await self.target.describe_group(group)
+                if description.state not in INACTIVE:
+                    continue  # consumers are active on the target: theirs to commit
+                current = await self.target.group_offsets(group)
+                ahead = {tp: o for tp, o in translated.items() if current.get(tp, -1) < o}
+                if ahead:
+                    await self.target.reset_group_offsets(group, ahead)
+            except (KafkaError, ConnectionError) as e:
+                log.warning("mirror %s: syncing offsets of group %s: %s", self.flow.name, group, e)
