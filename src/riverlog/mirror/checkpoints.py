@@ -1,9 +1,11 @@
 """MirrorMaker 2's offset syncs and checkpoints for one flow source->target.
 
-`OffsetSyncEmitter.delivered` hears where mirrored records landed and writes an offset sync
-to `mm2-offset-syncs.<target>.internal` on the source when the partition has none yet, when
-`offset.lag.max` source records passed since its last one, or when the mapping drifted (the
-target offsets no longer advance one for one with the source's, e.g. after duplicates).
+`OffsetSyncEmitter` asks to hear where a partition's first record and then every
+`offset.lag.max`-th one landed (and the mirror stream also tells it about the last record of
+each poll); it writes an offset sync to `mm2-offset-syncs.<target>.internal` on the source
+for the first, when `offset.lag.max` source records passed since the last sync, or when the
+mapping drifted (target offsets no longer advance one for one with the source's, e.g. after
+duplicates). So a group's offset translates to at most `offset.lag.max` records early.
 
 `Checkpointer.run_once` reads the offset syncs (from the topic, so syncs of every mirror
 process and of earlier runs count), then for each source group the flow's `groups` filter
@@ -42,6 +44,14 @@ class OffsetSyncEmitter:
         self.lag_max = flow.number("offset.lag.max")
         self.producer = producer
         self._last: dict[TopicPartition, tuple[int, int]] = {}
+        self._asked: dict[TopicPartition, int] = {}
+
+    def wants(self, topic: str, partition: int, offset: int) -> bool:
+        asked = self._asked.get((topic, partition))
+        if asked is not None and asked <= offset < asked + self.lag_max:
+            return False
+        self._asked[(topic, partition)] = offset
+        return True
 
     def delivered(self, topic: str, partition: int, offset: int, where: RecordMetadata) -> None:
         if where.offset < 0:

@@ -14,11 +14,11 @@ stream killed at any moment resends at most what followed its last commit: at-le
 
 A failed send (the producer gave up: `delivery.timeout.ms`, a record refused for good) stops
 the stream without committing when `abort_on_send_failure` (the default, as in MM1);
-otherwise it is logged and skipped. `on_delivered(topic, partition, offset, metadata)` hears
-where the last record of each partition of each poll landed (MirrorMaker 2's offset syncs).
+otherwise it is logged and skipped. A `tracker` hears where the records it asks for and the
+last record of each partition of each poll landed (MirrorMaker 2's offset syncs).
 
 Where metrics go (the observability issue): records and bytes are known per poll in `_send`,
-delivery in `on_delivered`-style callbacks, lag from the consumer's positions at `_commit`.
+delivery in `_delivery_callback`, lag from the consumer's positions at `_commit`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from riverlog.client.consumer import AsyncConsumer, ConsumerRecord
 from riverlog.client.producer import AsyncProducer, RecordMetadata
@@ -36,8 +37,17 @@ from riverlog.protocol.error_codes import KafkaError
 
 log = logging.getLogger("riverlog.mirror")
 TopicPartition = tuple[str, int]
-Delivered = Callable[[str, int, int, RecordMetadata], None]
 POLL_MS = 100
+
+
+class DeliveryTracker(Protocol):
+    """Who hears where some mirrored records landed (MirrorMaker 2's offset syncs)."""
+
+    def wants(self, topic: str, partition: int, offset: int) -> bool:
+        """Whether to hear about this record (asked as it is sent)."""
+
+    def delivered(self, topic: str, partition: int, offset: int, where: RecordMetadata) -> None:
+        """Where a record landed on the target (after the target acknowledged it)."""
 
 
 class SendFailed(RuntimeError):
@@ -60,7 +70,7 @@ class MirrorStream:
         abort_on_send_failure: bool = True,
         rename: Callable[[str], str] = _same,
         keep_partitions: bool = False,
-        on_delivered: Delivered | None = None,
+        tracker: DeliveryTracker | None = None,
     ) -> None:
         self.consumer = AsyncConsumer(consumer_config)
         self.producer = producer
@@ -68,7 +78,7 @@ class MirrorStream:
         self.abort_on_send_failure = abort_on_send_failure
         self.rename = rename
         self.keep_partitions = keep_partitions
-        self.on_delivered = on_delivered
+        self.tracker = tracker
         self.dropped = 0
         """Records the producer gave up on (skipped, with abort_on_send_failure off)."""
         self._next: dict[TopicPartition, int] = {}
@@ -120,9 +130,9 @@ class MirrorStream:
                 await self.consumer.close()
 
     async def _send(self, records: list[ConsumerRecord]) -> None:
-        producer, on_delivered = self.producer, self.on_delivered
+        producer, tracker = self.producer, self.tracker
         last: dict[TopicPartition, int] = {}
-        if on_delivered is not None:
+        if tracker is not None:
             for i, r in enumerate(records):
                 last[(r.topic, r.partition)] = i
         counts = producer.cluster.partition_counts
@@ -132,10 +142,15 @@ class MirrorStream:
             if target not in counts:
                 await producer.partitions_for(target)
             partition: int | None = r.partition
-            if not self.keep_partitions and counts.get(target) != source_counts.get(r.topic):
+            if self.keep_partitions:
+                if r.partition >= counts[target]:
+                    await self._wait_for_partition(target, r.partition)
+            elif counts.get(target) != source_counts.get(r.topic):
                 partition = None
             waiter = None
-            if on_delivered is not None and last[(r.topic, r.partition)] == i:
+            if tracker is not None and (
+                last[(r.topic, r.partition)] == i or tracker.wants(r.topic, r.partition, r.offset)
+            ):
                 waiter = self._delivery_callback(r.topic, r.partition, r.offset)
             timestamp = r.timestamp if r.timestamp >= 0 else None
             headers = r.headers or None
@@ -148,14 +163,26 @@ class MirrorStream:
                 future.add_done_callback(self._future_done(waiter))
             self._next[(r.topic, r.partition)] = r.offset + 1
 
+    async def _wait_for_partition(self, topic: str, partition: int) -> None:
+        """The target topic grew after the source's (MirrorMaker 2 grows it first): wait
+        until the producer's metadata shows the partition."""
+        cluster = self.producer.cluster
+        deadline = time.monotonic() + self.producer.config.max_block_ms / 1000
+        while partition >= cluster.partition_counts.get(topic, 0):
+            if time.monotonic() > deadline:
+                raise SendFailed(f"{topic} has no partition {partition} on the target")
+            await asyncio.sleep(self.producer.config.retry_backoff_ms / 1000)
+            with contextlib.suppress(KafkaError, ConnectionError):
+                await cluster.refresh([topic], allow_auto_create=False)
+
     def _delivery_callback(
         self, topic: str, partition: int, offset: int
     ) -> Callable[[BaseException | None, RecordMetadata | None], None]:
         def delivered(error: BaseException | None, metadata: RecordMetadata | None) -> None:
             if error is not None:
                 self.producer.unreported_errors.append(error)
-            elif metadata is not None and self.on_delivered is not None:
-                self.on_delivered(topic, partition, offset, metadata)
+            elif metadata is not None and self.tracker is not None:
+                self.tracker.delivered(topic, partition, offset, metadata)
 
         return delivered
 

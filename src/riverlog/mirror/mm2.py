@@ -64,7 +64,7 @@ class FlowRunner:
                 commit_interval_ms=flow.number("offset.flush.interval.ms"),
                 rename=lambda topic: flow.policy.remote_topic(flow.source.alias, topic),
                 keep_partitions=True,
-                on_delivered=self.emitter.delivered,
+                tracker=self.emitter,
             )
             for i in range(flow.number("tasks.max"))
         ]  # fmt: skip
@@ -74,6 +74,8 @@ class FlowRunner:
         syncs = offset_syncs_topic(flow.target.alias)
         rf = flow.number("offset-syncs.topic.replication.factor")
         await ensure_internal_topic(self.source, syncs, rf)
+        await self.producer.start()
+        await self.sync_producer.start()
         await self.sync_producer.partitions_for(syncs)
         if flow.flag("emit.checkpoints.enabled") or flow.flag("sync.group.offsets.enabled"):
             rf = flow.number("checkpoints.topic.replication.factor")
