@@ -5,6 +5,7 @@ what the target holds after a clean stop; a second run resumes; bad flags exit 2
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,14 +21,17 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[tuple[EmbeddedBroker, EmbeddedBroker]]:
-    with broker() as source, broker() as target:
+    with (
+        broker(overrides={"broker.id": "1"}) as source,
+        broker(overrides={"broker.id": "2"}) as target,
+    ):
         yield source, target
 
 
 async def read_all(bootstrap: str, topic: str, expected: int) -> list[ConsumerRecord]:
     """Every record of `topic` from the beginning, once `expected` arrived (the topic may
     not exist yet); the rest of a short poll after that too."""
-    consumer = AsyncConsumer({"bootstrap.servers": bootstrap})
+    consumer = AsyncConsumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "none"})
     async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
         async with asyncio.timeout(20):
             while topic not in await admin.list_topics():
@@ -52,17 +56,28 @@ async def test_records_keep_key_value_headers_timestamp_and_partition(
         await admin.create_topic("mm1-events", 3, 1)
     async with AsyncAdmin({"bootstrap.servers": target.bootstrap_servers}) as admin:
         await admin.create_topic("mm1-events", 3, 1)
+    an_hour_ago = int(time.time() * 1000) - 3_600_000  # older ones would meet retention
     async with AsyncProducer({"bootstrap.servers": source.bootstrap_servers}) as producer:
         for i in range(300):
-            await producer.send("mm1-events", f"v{i}".encode(), key=None if i % 7 == 0 else
-                                f"k{i}".encode(), partition=i % 3, timestamp_ms=1_700_000_000_000
-                                + i, headers=[("h", f"{i}".encode()), ("empty", None)])
+            await producer.send(
+                "mm1-events",
+                f"v{i}".encode(),
+                key=None if i % 7 == 0 else f"k{i}".encode(),
+                partition=i % 3,
+                timestamp_ms=an_hour_ago + i,
+                headers=[("h", f"{i}".encode()), ("empty", None)],
+            )
         await producer.flush()
     options = mm1.MirrorMakerOptions(
-        consumer={"bootstrap.servers": source.bootstrap_servers, "group.id": "mm1-a",
-                  "auto.offset.reset": "earliest"},
+        consumer={
+            "bootstrap.servers": source.bootstrap_servers,
+            "group.id": "mm1-a",
+            "auto.offset.reset": "earliest",
+        },
         producer={"bootstrap.servers": target.bootstrap_servers, "linger.ms": "1"},
-        include="mm1-ev.*, other", num_streams=2, offset_commit_interval_ms=200,
+        include="mm1-ev.*, other",
+        num_streams=2,
+        offset_commit_interval_ms=200,
     )
     stop = asyncio.Event()
     task = asyncio.create_task(mm1.run(options, stop))

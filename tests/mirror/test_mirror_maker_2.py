@@ -23,11 +23,16 @@ pytestmark = pytest.mark.timeout(90)
 
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[tuple[EmbeddedBroker, EmbeddedBroker]]:
-    with broker() as source, broker() as target:
+    with (
+        broker(overrides={"broker.id": "1"}) as source,
+        broker(overrides={"broker.id": "2"}) as target,
+    ):
         yield source, target
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 30) -> None:
+async def eventually(
+    check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 30
+) -> None:
     try:
         async with asyncio.timeout(timeout_s):
             while not await check():
@@ -143,16 +148,18 @@ async def test_a_flow_mirrors_topics_configs_and_group_offsets(
     assert latest == {("billing", "a.orders", 0): (30, 30), ("billing", "a.orders", 1): (20, 20)}
 
     # The tool shows the translation, and applies it with --execute.
-    code = main(["consumer-groups", "--bootstrap-server", target.bootstrap_servers,
-                 "--reset-offsets", "--group", "audit", "--all-topics",
-                 "--from-checkpoints", "a", "--dry-run"])  # fmt: skip
+    code = await asyncio.to_thread(
+        main, ["consumer-groups", "--bootstrap-server", target.bootstrap_servers,
+               "--reset-offsets", "--group", "audit", "--all-topics",
+               "--from-checkpoints", "a", "--dry-run"])  # fmt: skip
     assert code == 0
     assert "audit" not in capsys.readouterr().out  # no checkpoint for audit: nothing planned
     async with AsyncAdmin(b) as target_admin:
         await target_admin.reset_group_offsets("billing", {("a.orders", 0): 0})
-    code = main(["consumer-groups", "--bootstrap-server", target.bootstrap_servers,
-                 "--reset-offsets", "--group", "billing", "--all-topics",
-                 "--from-checkpoints", "a", "--execute"])  # fmt: skip
+    code = await asyncio.to_thread(
+        main, ["consumer-groups", "--bootstrap-server", target.bootstrap_servers,
+               "--reset-offsets", "--group", "billing", "--all-topics",
+               "--from-checkpoints", "a", "--execute"])  # fmt: skip
     assert code == 0
     out = capsys.readouterr().out
     assert "a.orders" in out and "30" in out

@@ -14,12 +14,16 @@ takes (never the mirror's own groups) translates its committed offsets of mirror
 `<source>.checkpoints.internal` on the target. With `sync.group.offsets.enabled` it also
 commits the translated offsets for the group on the target — only while the group has no
 active member there, and only forward of what it has committed there (as Kafka does).
+
+`read_checkpoints` reads a checkpoints topic back: each group's latest translated offsets
+(for `riverlog consumer-groups --reset-offsets --from-checkpoints`).
 """
 
 from __future__ import annotations
 
 import logging
 
+from riverlog.client.admin import LATEST_TIMESTAMP
 from riverlog.client.admin_client import AsyncAdmin
 from riverlog.client.consumer import AsyncConsumer
 from riverlog.client.producer import AsyncProducer, RecordMetadata
@@ -158,3 +162,32 @@ class Checkpointer:
                     await self.target.reset_group_offsets(group, ahead)
             except (KafkaError, ConnectionError) as e:
                 log.warning("mirror %s: syncing offsets of group %s: %s", self.flow.name, group, e)
+
+
+async def read_checkpoints(
+    bootstrap_servers: str, source_alias: str
+) -> dict[str, dict[TopicPartition, int]]:
+    """Per group, the latest checkpointed target offset of each partition (from
+    `<source_alias>.checkpoints.internal` on the cluster at `bootstrap_servers`)."""
+    config = {"bootstrap.servers": bootstrap_servers, "client.id": "riverlog-checkpoints"}
+    topic = checkpoints_topic(source_alias)
+    async with AsyncAdmin(config) as admin:
+        if topic not in await admin.list_topics():
+            raise ValueError(f"{topic} does not exist: no MirrorMaker 2 flow from {source_alias}")
+        end = (await admin.list_offsets([(topic, 0)], LATEST_TIMESTAMP))[(topic, 0)]
+    out: dict[str, dict[TopicPartition, int]] = {}
+    consumer = AsyncConsumer({**config, "enable.auto.commit": "false"})
+    consumer.assign([(topic, 0)])
+    consumer.seek_to_beginning()
+    async with consumer:
+        while await consumer.position((topic, 0)) < end:
+            for r in await consumer.poll(1000):
+                if r.key is None or r.value is None:
+                    continue
+                try:
+                    c = Checkpoint.decode(r.key, r.value)
+                except ValueError:
+                    log.warning("skipping a bad checkpoint at offset %d of %s", r.offset, topic)
+                    continue
+                out.setdefault(c.group, {})[(c.topic, c.partition)] = c.downstream_offset
+    return out
