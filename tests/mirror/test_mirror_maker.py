@@ -15,6 +15,7 @@ from riverlog.cli.main import main
 from riverlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer, ConsumerRecord
 from riverlog.embedded import EmbeddedBroker, broker
 from riverlog.mirror import mm1
+from riverlog.mirror.flow import SendFailed
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -119,3 +120,45 @@ def test_bad_flags_and_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit):
         main(["mirror-maker", "--consumer.config", str(consumer), "--producer.config",
               str(producer)])  # fmt: skip
+
+
+@pytest.mark.parametrize("abort", [True, False])
+async def test_a_record_the_target_refuses(
+    clusters: tuple[EmbeddedBroker, EmbeddedBroker], abort: bool
+) -> None:
+    """--abort.on.send.failure true: the mirror stops and commits nothing more; false: the
+    record is skipped (logged, counted) and mirroring goes on, as in MM1."""
+    source, target = clusters
+    topic = f"mm1-refused-{abort}".lower()
+    async with AsyncAdmin({"bootstrap.servers": source.bootstrap_servers}) as admin:
+        await admin.create_topic(topic, 2, 1)
+    async with AsyncAdmin({"bootstrap.servers": target.bootstrap_servers}) as admin:
+        await admin.create_topic(topic, 2, 1, {"max.message.bytes": "2000"})
+    async with AsyncProducer({"bootstrap.servers": source.bootstrap_servers}) as producer:
+        await producer.send(topic, b"small", partition=0)
+        await producer.send(topic, b"x" * 5000, partition=1)  # too big for the target
+        await producer.send(topic, b"after", partition=0)
+    group = f"mm1-refused-{abort}"
+    options = mm1.MirrorMakerOptions(
+        consumer={"bootstrap.servers": source.bootstrap_servers, "group.id": group,
+                  "auto.offset.reset": "earliest"},
+        producer={"bootstrap.servers": target.bootstrap_servers, "linger.ms": "0"},
+        include=topic, offset_commit_interval_ms=100, abort_on_send_failure=abort,
+    )  # fmt: skip
+    stop = asyncio.Event()
+    task = asyncio.create_task(mm1.run(options, stop))
+    if abort:
+        with pytest.raises(SendFailed):
+            async with asyncio.timeout(20):
+                await task
+    else:
+        values = [r.value for r in await read_all(target.bootstrap_servers, topic, 2)]
+        assert values == [b"small", b"after"]
+        stop.set()
+        await task
+    async with AsyncAdmin({"bootstrap.servers": source.bootstrap_servers}) as admin:
+        committed = await admin.group_offsets(group)
+    if abort:  # never past the refused record
+        assert committed.get((topic, 1), 0) == 0
+    else:
+        assert committed == {(topic, 0): 2, (topic, 1): 1}
