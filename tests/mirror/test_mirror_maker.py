@@ -5,6 +5,8 @@ what the target holds after a clean stop; a second run resumes; bad flags exit 2
 from __future__ import annotations
 
 import asyncio
+import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,3 +164,39 @@ async def test_a_record_the_target_refuses(
         assert committed.get((topic, 1), 0) == 0
     else:
         assert committed == {(topic, 0): 2, (topic, 1): 1}
+
+
+async def test_the_command_mirrors_until_sigterm_then_commits(
+    clusters: tuple[EmbeddedBroker, EmbeddedBroker], tmp_path: Path
+) -> None:
+    """`riverlog mirror-maker` as a process: SIGTERM flushes, commits and exits 0."""
+    source, target = clusters
+    topic = "mm1-process"
+    for b in (source, target):
+        async with AsyncAdmin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+            await admin.create_topic(topic, 2, 1)
+    async with AsyncProducer({"bootstrap.servers": source.bootstrap_servers}) as producer:
+        for i in range(50):
+            await producer.send(topic, f"r{i}".encode(), partition=i % 2)
+    consumer = tmp_path / "consumer.properties"
+    consumer.write_text(
+        f"bootstrap.servers={source.bootstrap_servers}\ngroup.id=mm1-process\n"
+        "auto.offset.reset=earliest\n"
+        "key.deserializer=org.apache.kafka.common.serialization.ByteArrayDeserializer\n"
+    )
+    producer_file = tmp_path / "producer.properties"
+    producer_file.write_text(f"bootstrap.servers={target.bootstrap_servers}\n")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "riverlog", "mirror-maker", "--consumer.config", str(consumer),
+        "--producer.config", str(producer_file), "--whitelist", topic,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert len(await read_all(target.bootstrap_servers, topic, 50)) == 50
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(30):
+            _, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    async with AsyncAdmin({"bootstrap.servers": source.bootstrap_servers}) as admin:
+        assert await admin.group_offsets("mm1-process") == {(topic, 0): 25, (topic, 1): 25}

@@ -25,6 +25,7 @@ from pathlib import Path
 from riverlog.client.config import AdminConfig, ConsumerConfig, ProducerConfig
 from riverlog.mirror import mm1, mm2, mm2_config
 from riverlog.mirror.flow import SendFailed
+from riverlog.protocol.error_codes import KafkaError
 from riverlog.server.config import ConfigError, parse_properties
 
 
@@ -95,6 +96,9 @@ def _serve(name: str, body: Callable[[asyncio.Event], Awaitable[None]]) -> int:
         asyncio.run(main())
     except SendFailed as e:
         print(f"riverlog {name}: {e}; exiting without committing", file=sys.stderr)
+        return 1
+    except (KafkaError, ConnectionError, OSError) as e:
+        print(f"riverlog {name}: {e}", file=sys.stderr)
         return 1
     return 0
 

@@ -9,7 +9,7 @@ duplicates). So a group's offset translates to at most `offset.lag.max` records 
 
 `Checkpointer.run_once` reads the offset syncs (from the topic, so syncs of every mirror
 process and of earlier runs count), then for each source group the flow's `groups` filter
-takes (never the mirror's own groups) translates its committed offsets of mirrored topics
+takes (never the mirrors' own groups) translates its committed offsets of mirrored topics
 (`records.OffsetSyncStore`) and writes the changed ones as checkpoints to
 `<source>.checkpoints.internal` on the target. With `sync.group.offsets.enabled` it also
 commits the translated offsets for the group on the target — only while the group has no
@@ -80,13 +80,14 @@ class Checkpointer:
         source: AsyncAdmin,
         target: AsyncAdmin,
         target_producer: AsyncProducer,
-        own_groups: set[str],
+        own_groups: str,
     ) -> None:
         self.flow = flow
         self.source = source
         self.target = target
         self.producer = target_producer
         self.own_groups = own_groups
+        """The prefix of the mirrors' own consumer groups (never checkpointed)."""
         self.store = OffsetSyncStore()
         self.topic = checkpoints_topic(flow.source.alias)
         self._syncs = AsyncConsumer(
@@ -118,7 +119,7 @@ class Checkpointer:
         mirrored = self.store.partitions()
         for listing in await self.source.list_groups():
             group = listing.group_id
-            if group in self.own_groups or not self.flow.groups(group):
+            if group.startswith(self.own_groups) or not self.flow.groups(group):
                 continue
             try:
                 offsets = await self.source.group_offsets(group)

@@ -35,8 +35,11 @@ from riverlog.protocol.error_codes import KafkaError
 log = logging.getLogger("riverlog.mirror")
 
 
+GROUP_PREFIX = "mirror-maker-2."
+
+
 def group_of(flow: Flow) -> str:
-    return f"mirror-maker-2.{flow.name}"
+    return f"{GROUP_PREFIX}{flow.name}"
 
 
 class FlowRunner:
@@ -81,7 +84,7 @@ class FlowRunner:
             rf = flow.number("checkpoints.topic.replication.factor")
             await ensure_internal_topic(self.target, checkpoints_topic(flow.source.alias), rf)
             self.checkpointer = Checkpointer(
-                flow, self.source, self.target, self.producer, {group_of(flow)}
+                flow, self.source, self.target, self.producer, GROUP_PREFIX
             )
         await self.refresh_topics()
 
