@@ -96,6 +96,12 @@ class MirrorStream:
             self.consumer.subscribe(sorted(topics or ()), on_revoke=self._revoked,
                                     on_lost=self._lost)  # fmt: skip
 
+    def _owned(self) -> dict[TopicPartition, int]:
+        """What to commit: the partitions this stream still owns (a rebalance may have run
+        while records of a revoked one were being sent)."""
+        owned = self.consumer.assignment()
+        return {tp: offset for tp, offset in self._next.items() if tp in owned}
+
     async def _revoked(self, partitions: set[TopicPartition]) -> None:
         await self._commit({tp: self._next[tp] for tp in partitions if tp in self._next})
         for tp in partitions:
@@ -119,9 +125,9 @@ class MirrorStream:
                     await self._send(records)
                 self._check_failures()
                 if time.monotonic() >= next_commit:
-                    await self._commit(dict(self._next))
+                    await self._commit(self._owned())
                     next_commit = time.monotonic() + self.commit_interval_s
-            await self._commit(dict(self._next))
+            await self._commit(self._owned())
             clean = True
         finally:
             if not clean and self._failed is None:
