@@ -29,6 +29,9 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TypeVar
 
 from riverlog.cli.group_tables import (
     MISSING,
@@ -57,6 +60,7 @@ SCENARIOS = (
 )  # fmt: skip
 INACTIVE = ("Empty", "Dead")
 RETRY_BACKOFF_MS = 100  # between ListOffsets attempts that met a leader change
+T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -288,7 +292,7 @@ class Command:
         """--reset-offsets --from-checkpoints: the translated offsets, within the scope."""
         translated = await read_checkpoints(self.args.bootstrap_server, source_alias)
         for group in await self.group_ids():
-            description = await self.groups.describe_group(group)
+            description = await self._retrying(group, partial(self.groups.describe_group, group))
             if description.state not in INACTIVE:
                 _error(
                     f"Assignments can only be reset if the group '{group}' is inactive, but "
@@ -300,9 +304,22 @@ class Command:
                 scope = set(await self.topic_partitions(group))
                 offsets = {tp: o for tp, o in offsets.items() if tp in scope}
             if self.args.execute and offsets:
-                await self.groups.commit_offsets(group, offsets)
+                await self._retrying(group, partial(self.groups.commit_offsets, group, offsets))
             if offsets:
                 print("\n" + reset_table(group, dict(sorted(offsets.items()))) + "\n")
+
+    async def _retrying(self, group: str, call: Callable[[], Awaitable[T]]) -> T:
+        """`call` on the group's coordinator, found again while it moves (a broker
+        restarted) — for --from-checkpoints, used right after a cluster changed."""
+        for attempt in range(10):
+            try:
+                return await call()
+            except KafkaError as e:
+                if not e.retriable or attempt == 9:
+                    raise
+                self.groups.forget(group)
+                await asyncio.sleep(RETRY_BACKOFF_MS / 1000 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     async def delete(self) -> None:
         failed: dict[str, KafkaError] = {}
