@@ -24,6 +24,7 @@ import pytest
 
 from riverlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer
 from riverlog.mirror.records import Checkpoint
+from riverlog.protocol.error_codes import UNKNOWN_TOPIC_OR_PARTITION, KafkaError
 from tests.cluster_harness import Cluster, isr_full, partitions_of, wait_until
 from tests.zookeeper_server import ZooKeeperServer
 
@@ -131,9 +132,15 @@ async def test_the_target_holds_every_record_through_kills(
             while not stop.is_set():
                 for _ in range(30):
                     p = sent[0] % 3
-                    await producer.send(topic_name, f"{p}:{sent[0]}".encode(), partition=p)
+                    try:
+                        await producer.send(topic_name, f"{p}:{sent[0]}".encode(), partition=p)
+                    except KafkaError as e:  # a restarted broker's first metadata can lack
+                        assert e.error is UNKNOWN_TOPIC_OR_PARTITION  # partitions: send again
+                        await asyncio.sleep(0.1)  # retry backoff
+                        await producer.cluster.refresh([topic_name])
+                        continue
                     sent[0] += 1
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.05)  # ~600 records/s
             await producer.flush(60)
 
     async def mirrored() -> int:
