@@ -85,6 +85,15 @@ async def test_records_keep_key_value_headers_timestamp_and_partition(
     stop = asyncio.Event()
     task = asyncio.create_task(mm1.run(options, stop))
     mirrored = await read_all(target.bootstrap_servers, "mm1-events", 300)
+    async with AsyncAdmin({"bootstrap.servers": source.bootstrap_servers}) as admin:
+        async with asyncio.timeout(20):  # --num.streams 2: two members share the partitions
+            while True:
+                members = (await admin.describe_group("mm1-a")).members
+                shared = sorted(p for m in members for p in m.assignment.get("mm1-events", []))
+                if len(members) == 2 and shared == [0, 1, 2]:
+                    break
+                await asyncio.sleep(0.1)
+    assert sorted(m.client_id for m in members) == ["mm1-a-0", "mm1-a-1"]
     stop.set()
     await task
     original = await read_all(source.bootstrap_servers, "mm1-events", 300)
