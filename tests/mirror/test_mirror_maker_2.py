@@ -187,3 +187,38 @@ async def test_the_identity_policy_keeps_names(
     finally:
         stop.set()
         await task
+
+
+async def test_active_active_flows_do_not_loop(
+    clusters: tuple[EmbeddedBroker, EmbeddedBroker],
+) -> None:
+    """a->b and b->a both on: a's `ring` goes to b as `a.ring`, b's `ring` to a as `b.ring`,
+    and `a.ring` never comes back to a as `b.a.ring`."""
+    source, target = clusters
+    both = {"a->b.topics": "ring.*, a\\.ring.*, b\\.ring.*", "b->a.enabled": "true",
+            "b->a.topics": ".*ring.*"}  # fmt: skip
+    chosen = flows(source, target, **both)
+    assert [f.name for f in chosen] == ["a->b", "b->a"]
+    a = {"bootstrap.servers": source.bootstrap_servers}
+    b = {"bootstrap.servers": target.bootstrap_servers}
+    stop = asyncio.Event()
+    task = asyncio.create_task(mm2.run(chosen, stop))
+    try:
+        async with AsyncAdmin(a) as admin_a, AsyncAdmin(b) as admin_b:
+            await admin_a.create_topic("ring", 1, 1)
+
+            async def on_b() -> bool:
+                return "a.ring" in await admin_b.list_topics()
+
+            await eventually(on_b, "a.ring on b")
+            await admin_b.create_topic("ring", 1, 1)
+
+            async def on_a() -> bool:
+                return "b.ring" in await admin_a.list_topics()
+
+            await eventually(on_a, "b.ring on a")  # b->a synced topics after a.ring existed
+            assert "b.a.ring" not in await admin_a.list_topics()
+            assert "a.b.ring" not in await admin_b.list_topics()
+    finally:
+        stop.set()
+        await task
