@@ -12,7 +12,9 @@ stream killed at any moment resends at most what followed its last commit: at-le
 (duplicates on the target, never gaps). Records of one source partition are written in order
 (the idempotent producer keeps order across retries).
 
-A failed send (the producer gave up: `delivery.timeout.ms`, a record refused for good) stops
+A source that fails for a while (a leader or the group coordinator moving, a broker down)
+is polled again after `retry.backoff.ms`; only an error that retrying cannot cure stops the
+stream. A failed send (the producer gave up: `delivery.timeout.ms`, a record refused for good) stops
 the stream without committing when `abort_on_send_failure` (the default, as in MM1);
 otherwise it is logged and skipped. A `tracker` hears where the records it asks for and the
 last record of each partition of each poll landed (MirrorMaker 2's offset syncs).
@@ -120,7 +122,14 @@ class MirrorStream:
         clean = False
         try:
             while not stop.is_set():
-                records = await self.consumer.poll(POLL_MS)
+                try:
+                    records = await self.consumer.poll(POLL_MS)
+                except (KafkaError, ConnectionError, OSError) as e:
+                    if isinstance(e, KafkaError) and not e.retriable:
+                        raise
+                    log.warning("mirror: polling the source failed (%s); retrying", e)
+                    await asyncio.sleep(self.consumer.config.retry_backoff_ms / 1000)
+                    continue
                 if records:
                     await self._send(records)
                 self._check_failures()
