@@ -12,7 +12,7 @@ import pytest
 
 from riverlog.cli.main import main
 from riverlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer
-from riverlog.client import admin as admin_ops
+from riverlog.client import admin_requests as admin_ops
 from riverlog.embedded import EmbeddedBroker, broker
 from riverlog.mirror import mm2, mm2_config
 from riverlog.mirror.records import Checkpoint, OffsetSync

@@ -37,7 +37,6 @@ from riverlog.cli.group_tables import (
     MISSING,
     OffsetRow,
     Scenario,
-    TopicPartition,
     assignment_text,
     offsets_table,
     parse_datetime,
@@ -46,11 +45,11 @@ from riverlog.cli.group_tables import (
     reset_table,
     table,
 )
-from riverlog.client import admin
-from riverlog.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
-from riverlog.client.groups import GroupAdmin, GroupDescription
+from riverlog.client.group_admin import GroupAdmin, GroupDescription
 from riverlog.mirror.checkpoints import read_checkpoints
+from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 from riverlog.protocol.error_codes import KafkaError
 
 ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")

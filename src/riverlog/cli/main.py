@@ -24,6 +24,7 @@ from riverlog.cli import replica_verification as cli_replica_verification
 from riverlog.cli import server as cli_server
 from riverlog.cli import state_change_log_merger as cli_merger
 from riverlog.cli import topics as cli_topics
+from riverlog.cli import web_console as cli_web_console
 
 
 def _decode_request(args: argparse.Namespace) -> int:
@@ -139,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_mirror_maker.add_mm2_arguments(mirror2)
     mirror2.set_defaults(run=cli_mirror_maker.run_mm2)
+
+    web_console = sub.add_parser(
+        "console", help="the web console: brokers, topics, groups with lag over time, messages"
+    )
+    cli_web_console.add_arguments(web_console)
+    web_console.set_defaults(run=cli_web_console.run)
 
     cluster = sub.add_parser(
         "cluster", help="start or stop ZooKeeper + N brokers on loopback; describe a cluster"

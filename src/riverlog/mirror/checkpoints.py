@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import logging
 
-from riverlog.client.admin import LATEST_TIMESTAMP
-from riverlog.client.admin_client import AsyncAdmin
+from riverlog.client.admin import AsyncAdmin
 from riverlog.client.consumer import AsyncConsumer
 from riverlog.client.producer import AsyncProducer, RecordMetadata
 from riverlog.mirror.mm2_config import Flow
@@ -35,6 +34,7 @@ from riverlog.mirror.records import (
     checkpoints_topic,
     offset_syncs_topic,
 )
+from riverlog.model import LATEST_TIMESTAMP
 from riverlog.protocol.error_codes import KafkaError
 
 log = logging.getLogger("riverlog.mirror")

@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from riverlog.client.admin_client import AsyncAdmin
+from riverlog.client.admin import AsyncAdmin
 from riverlog.client.producer import AsyncProducer
 from riverlog.mirror.checkpoints import Checkpointer, OffsetSyncEmitter
 from riverlog.mirror.flow import MirrorStream

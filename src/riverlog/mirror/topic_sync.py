@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 
-from riverlog.client import admin
-from riverlog.client.admin_client import AsyncAdmin
+from riverlog.client import admin_requests as admin
+from riverlog.client.admin import AsyncAdmin
 from riverlog.mirror.mm2_config import Flow
 from riverlog.mirror.policy import is_internal_topic
 from riverlog.protocol import error_codes
