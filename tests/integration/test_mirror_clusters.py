@@ -144,15 +144,23 @@ async def test_the_target_holds_every_record_through_kills(
             await producer.flush(60)
 
     async def mirrored() -> int:
-        async with AsyncAdmin({"bootstrap.servers": b.bootstrap_servers}) as admin:
-            if remote not in await admin.list_topics():
-                return 0
-            ends = await admin.list_offsets([(remote, p) for p in range(3)], -1)
-            return sum(ends.values())
+        """Records on the target now; 0 while its leaders are moving (a killed broker)."""
+        try:
+            async with AsyncAdmin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+                if remote not in await admin.list_topics():
+                    return 0
+                ends = await admin.list_offsets([(remote, p) for p in range(3)], -1)
+                return sum(ends.values())
+        except (KafkaError, ConnectionError) as e:
+            if isinstance(e, KafkaError) and not e.retriable:
+                raise
+            return 0
 
     async def progress(more: int) -> None:
-        start = await mirrored()
         deadline = time.monotonic() + 60
+        while not (start := await mirrored()):
+            assert time.monotonic() < deadline, "the target's offsets stayed unknown"
+            await asyncio.sleep(0.2)
         while await mirrored() < start + more:
             assert time.monotonic() < deadline, "the mirror made no progress"
             await asyncio.sleep(0.2)
@@ -179,6 +187,11 @@ async def test_the_target_holds_every_record_through_kills(
     finally:
         stop.set()
         await producing
+        for broker in [*a.brokers.values(), *b.brokers.values()]:
+            if not broker.running:  # a failed step left it down: the next test needs it
+                await asyncio.to_thread(broker.start)
+        if mirror.proc is None or mirror.proc.poll() is not None:
+            mirror.start()
 
     duplicates = 0
     for p in range(3):
