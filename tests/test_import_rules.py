@@ -18,6 +18,7 @@ FORBIDDEN = {
     "controller": {"server", "client", "coordinator", "cli"},
     "client": {"server", "storage", "coordinator", "controller", "cli"},
     "server": {"cli"},
+    "mirror": {"server", "storage", "coordinator", "controller", "metadata", "cli"},
     "spark": {"server", "storage", "coordinator", "controller", "metadata", "cli"},
     # the web console works against any Kafka: it reaches the cluster only through the client
     "webconsole": {"server", "storage", "coordinator", "controller", "metadata"},

@@ -117,6 +117,12 @@ class AsyncConsumer:
             )
         self._group.subscribe(self._topics)
 
+    def enforce_rebalance(self) -> None:
+        """Rejoin the group at the next poll (the Java consumer's `enforceRebalance`): after
+        a subscribed topic grew, say, so that its new partitions get assigned."""
+        if self._group is not None:
+            self._group.request_rejoin()
+
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions, without group membership."""
         if self._group is not None:

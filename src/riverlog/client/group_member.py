@@ -141,6 +141,10 @@ class GroupMembership:
             self.subscription = set(topics)
             self._rejoin = True
 
+    def request_rejoin(self) -> None:
+        """Join again at the next poll, so the leader assigns from fresh metadata."""
+        self._rejoin = True
+
     async def _coordinator(self) -> Connection:
         return await self.admin.coordinator(self.group_id)
 
