@@ -45,6 +45,7 @@ from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError
+from riverlog.security.broker_security import BrokerSecurity, raw_properties
 from riverlog.server import config_changes, registration
 from riverlog.server.broker_configs import DEFAULT_ENTITY, DynamicBrokerConfigs
 from riverlog.server.config import BrokerConfig
@@ -66,6 +67,7 @@ from riverlog.server.handlers import (
     produce,
     producers,
     reassignments,
+    sasl,
 )
 from riverlog.server.metadata_cache import MetadataCache
 from riverlog.server.network import NetworkServer
@@ -100,7 +102,8 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.IncrementalAlterConfigsRequest, configs.handle_incremental_alter_configs),
     (m.DescribeClusterRequest, metadata.handle_describe_cluster),
     (m.InitProducerIdRequest, producers.handle_init_producer_id),
-    (m.SaslHandshakeRequest, producers.handle_sasl_handshake),
+    (m.SaslHandshakeRequest, sasl.handle_sasl_handshake),
+    (m.SaslAuthenticateRequest, sasl.handle_sasl_authenticate),
     (m.FindCoordinatorRequest, groups.handle_find_coordinator),
     (m.JoinGroupRequest, groups.handle_join_group),
     (m.SyncGroupRequest, groups.handle_sync_group),
@@ -156,7 +159,9 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.rack: str | None = config["broker.rack"] or None
         self.membership = registration.Membership(self)
+        self.security = BrokerSecurity(raw_properties(config))  # validated before the store
         self.store = store or _open_store(config, self.data_dir, self.membership.session_changed)
+        self.security.store = self.store
         self.in_zookeeper = bool(config["zookeeper.connect"])
         stored = _stored_cluster_id(self.data_dir)
         self.cluster_id = stored or _new_cluster_id()
@@ -198,6 +203,7 @@ class Broker:
             partition_max_bytes=config["replica.fetch.max.bytes"],
             quota=ReplicationQuota(config["follower.replication.throttled.rate"]),
         )
+        self.fetchers.security = self.security.inter_broker
         self.controller = ControllerService(self)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self._isr_task: asyncio.Task[None] | None = None
@@ -205,14 +211,23 @@ class Broker:
         self.dispatcher = Dispatcher()
         for request_cls, handler in HANDLERS:
             self.dispatcher.register(request_cls, self._bind(handler))
-        listener = config.listeners[0]
-        self.network = NetworkServer(
-            self.dispatcher,
-            listener.host,
-            listener.port,
-            max_request_bytes=config["socket.request.max.bytes"],
-            max_idle_ms=config["connections.max.idle.ms"],
-        )
+        self.networks = [
+            NetworkServer(
+                self.dispatcher,
+                spec.host,
+                spec.port,
+                max_request_bytes=config["socket.request.max.bytes"],
+                max_idle_ms=config["connections.max.idle.ms"],
+                listener_name=spec.name,
+                ssl_context=self.security.per_listener[spec.name].ssl_context,
+                new_sasl=self.security.new_sasl(spec.name),
+                principal_of_certificate=(
+                    self.security.per_listener[spec.name].principal_of_certificate
+                ),
+            )
+            for spec in self.security.listeners.bound
+        ]
+        self.network = self.networks[0]
 
     def _bind(self, handler: Callable[..., Any]) -> Callable[[RequestContext], Response]:
         return functools.partial(handler, self)
@@ -220,7 +235,8 @@ class Broker:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.network.start()
+        for network in self.networks:
+            await network.start()
         await self.membership.start()
         self.config_changes.start()
         lag_ms = self.config["replica.lag.time.max.ms"]
@@ -269,7 +285,8 @@ class Broker:
     async def stop(self) -> None:
         if self.config["controlled.shutdown.enable"]:
             await registration.controlled_shutdown(self)
-        await self.network.stop_accepting()
+        for network in self.networks:
+            await network.stop_accepting()
         if self._isr_task is not None:
             self._isr_task.cancel()
         await self.fetchers.stop()
@@ -277,16 +294,22 @@ class Broker:
         self.groups.stop()
         self.fetch_purgatory.expire_all()
         self.produce_purgatory.expire_all()
-        await self.network.drain(5.0)
+        await asyncio.gather(*(network.drain(5.0) for network in self.networks))
         self.logs.shutdown()
         self.membership.resign()
         self.store.close()
 
     @property
     def advertised(self) -> tuple[str, int]:
-        advertised = self.config.advertised_listeners[0]
-        port = advertised.port or self.network.port
-        return advertised.host or "127.0.0.1", port
+        """The first listener's advertised address (what `bootstrap_servers` names)."""
+        return self.advertised_endpoints()[0][1:]
+
+    def advertised_endpoints(self) -> list[tuple[str, str, int]]:
+        """(listener, host, port) of every listener as advertised, in `listeners` order; a
+        port 0 (any free port) is the one bound."""
+        bound = {n.listener_name: n.port for n in self.networks}
+        return [(spec.name, spec.host or "127.0.0.1", spec.port or bound[spec.name])
+                for spec in self.security.listeners.advertised]  # fmt: skip
 
     @property
     def bootstrap_servers(self) -> str:

@@ -21,6 +21,13 @@ cannot be decoded, closes that one connection (Kafka does the same); an ApiVersi
 at an unknown version gets an ApiVersions v0 answer with UNSUPPORTED_VERSION so the client can
 retry lower. Nothing a client sends reaches another connection.
 
+Security (riverlog.security): a `NetworkServer` serves one named listener. On a TLS listener
+the transport is asyncio's TLS transport: record data cannot be sent with sendfile through
+TLS, so a `FileRegion` is read once (`os.pread`) and written once, and nothing is ever sent to
+the raw socket. The connection's principal is `User:ANONYMOUS`, the mapped certificate
+subject on TLS, or the SASL login on SASL listeners, where `security.gate.admit` decides which
+requests may pass before (re-)authentication; a refused request closes the connection.
+
 Ownership: `NetworkServer` owns the listening socket and the set of live connections; each
 `Connection` owns its transport, reader and queue of pending responses. Everything runs on
 the event loop thread.
@@ -34,8 +41,9 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from riverlog.protocol.api import ApiMessage
@@ -48,6 +56,9 @@ from riverlog.protocol.exceptions import (
 from riverlog.protocol.framing import FrameReader, decode_request, encode_response
 from riverlog.protocol.messages import ApiVersionsRequest
 from riverlog.protocol.primitives import Chunk, FileRegion
+from riverlog.security import gate
+from riverlog.security.principal import ANONYMOUS
+from riverlog.security.sasl import SaslServer
 
 if TYPE_CHECKING:
     from riverlog.server.dispatch import Dispatcher, Response
@@ -80,6 +91,11 @@ class Connection(asyncio.BufferedProtocol):
         self._burst: list[Chunk] | None = None
         """Answers ready at once while one read's frames are handled: one write for all."""
         self.closed = False
+        self.listener = server.listener_name
+        self.tls = server.ssl_context is not None
+        self.principal = ANONYMOUS
+        """Who the client is (`User:<name>`): see the module docstring."""
+        self.sasl: SaslServer | None = server.new_sasl() if server.new_sasl else None
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------
 
@@ -89,10 +105,16 @@ class Connection(asyncio.BufferedProtocol):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with contextlib.suppress(OSError):  # the same descriptor, for MSG_MORE sends
-                self._sock = socket.socket(fileno=sock.fileno())
+            if not self.tls:  # the same descriptor, for MSG_MORE sends (never under TLS)
+                with contextlib.suppress(OSError):
+                    self._sock = socket.socket(fileno=sock.fileno())
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self.tls and self.server.principal_of_certificate is not None:
+            tls = transport.get_extra_info("ssl_object")
+            cert = tls.getpeercert() if tls is not None else None
+            if cert:
+                self.principal = self.server.principal_of_certificate(cert)
         self.server.connections.add(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -137,6 +159,10 @@ class Connection(asyncio.BufferedProtocol):
     # --- requests -------------------------------------------------------------------
 
     def _on_frame(self, frame: bytes | bytearray) -> None:
+        sasl = self.sasl
+        if sasl is not None and sasl.raw_tokens and sasl.state == "authenticating":
+            self._raw_sasl_token(sasl, frame)
+            return
         try:
             request = decode_request(frame)
         except UnsupportedVersionError as e:
@@ -151,6 +177,12 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("closing %s: bad request: %s", self.peer, e)
             self.close()
             return
+        if sasl is not None:
+            refused = gate.admit(sasl, request.api_key, int(time.time() * 1000))
+            if refused is not None:
+                log.warning("closing %s (listener %s): %s", self.peer, self.listener, refused)
+                self.close()
+                return
         try:
             result = self.server.dispatcher.dispatch(request, self)
         except Exception as e:
@@ -159,6 +191,33 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._enqueue(request.correlation_id, request.api_version, result)
 
+    def _raw_sasl_token(self, sasl: SaslServer, frame: bytes | bytearray) -> None:
+        """A token after a v0 SaslHandshake: the frame is the token, the answer is the
+        server's token, size-prefixed, with no Kafka header."""
+        answer = gate.raw_token(sasl, bytes(frame), int(time.time() * 1000))
+        if answer is None:
+            log.warning("closing %s (listener %s): SASL %s authentication failed", self.peer,
+                        self.listener, sasl.mechanism)  # fmt: skip
+            self.close()
+            return
+        if sasl.principal is not None:
+            self.principal = sasl.principal
+        if self.transport is not None:
+            self.transport.write(len(answer).to_bytes(4, "big") + answer)
+
+    def close_after_answers(self) -> None:
+        """Close once what is queued is written (a failed SASL login is answered, then
+        closed, as Kafka does)."""
+        asyncio.get_running_loop().call_soon(self._close_flushed)
+
+    def _close_flushed(self) -> None:
+        if self._pending:
+            asyncio.get_running_loop().call_later(0.01, self._close_flushed)
+            return
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.close()  # after the buffered answer
+
     def _enqueue(
         self, correlation_id: int, version: int, result: Response | Awaitable[Response]
     ) -> None:
@@ -166,10 +225,17 @@ class Connection(asyncio.BufferedProtocol):
         # Not `isinstance(result, Awaitable)`: an ABC check, ~0.3 µs on every request.
         if result is not None and not isinstance(result, ApiMessage):
             fut: asyncio.Future[list[Chunk] | None] = asyncio.ensure_future(
-                _encode_when_done(result, version, correlation_id)
+                _encode_when_done(result, version, correlation_id, self.tls)
             )
         else:
             chunks = None if result is None else encode_response(result, version, correlation_id)
+            if self.tls and chunks is not None:
+                try:
+                    chunks = _without_regions(chunks)
+                except OSError as e:
+                    log.warning("closing %s: %s", self.peer, e)
+                    self.close()
+                    return
             if (
                 not self._pending
                 and self._writer is None
@@ -267,15 +333,34 @@ def _sendfile_now(sock: socket.socket, region: FileRegion) -> int:
     return sent
 
 
+def _without_regions(chunks: list[Chunk]) -> list[Chunk]:
+    """Record data read once from its segment, for a TLS transport (no sendfile)."""
+    if FileRegion not in map(type, chunks):
+        return chunks
+    out: list[Chunk] = []
+    for chunk in chunks:
+        if isinstance(chunk, FileRegion):
+            data = os.pread(chunk.fileno, chunk.length, chunk.offset)
+            if len(data) < chunk.length:
+                raise OSError("a segment is shorter than the record data to send")
+            out.append(data)
+        else:
+            out.append(chunk)
+    return out
+
+
 async def _encode_when_done(
-    result: Awaitable[Response], version: int, correlation_id: int
+    result: Awaitable[Response], version: int, correlation_id: int, tls: bool
 ) -> list[Chunk] | None:
     response = await result
-    return None if response is None else encode_response(response, version, correlation_id)
+    if response is None:
+        return None
+    chunks = encode_response(response, version, correlation_id)
+    return _without_regions(chunks) if tls else chunks
 
 
 class NetworkServer:
-    """The listening socket and its connections."""
+    """The listening socket of one listener and its connections."""
 
     def __init__(
         self,
@@ -285,10 +370,18 @@ class NetworkServer:
         *,
         max_request_bytes: int,
         max_idle_ms: int,
+        listener_name: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        new_sasl: Callable[[], SaslServer] | None = None,
+        principal_of_certificate: Callable[[dict[str, object]], str] | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
+        self.listener_name = listener_name
+        self.ssl_context = ssl_context
+        self.new_sasl = new_sasl
+        self.principal_of_certificate = principal_of_certificate
         self.max_request_bytes = max_request_bytes
         self.max_idle_s = max_idle_ms / 1000.0
         self.connections: set[Connection] = set()
@@ -298,7 +391,12 @@ class NetworkServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: Connection(self), self.host, self.port, reuse_address=True, backlog=1024
+            lambda: Connection(self),
+            self.host,
+            self.port,
+            reuse_address=True,
+            backlog=1024,
+            ssl=self.ssl_context,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._reaper = loop.create_task(self._reap_idle())

@@ -28,7 +28,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from riverlog.client.connection import Connection
+from riverlog.client.connection import PLAINTEXT, Connection
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import (
     FetchRequest,
@@ -97,7 +97,8 @@ class _Fetcher(BackgroundLoop):
                 try:
                     if conn is None or conn.closed:
                         conn = await Connection.open(
-                            host, port, client_id=f"replica-fetcher-{self.owner.broker_id}"
+                            host, port, client_id=f"replica-fetcher-{self.owner.broker_id}",
+                            security=self.owner.security,
                         )
                     await self._reconcile(conn)
                     await self._fetch(conn)
@@ -289,6 +290,8 @@ class ReplicaFetchers:
     ) -> None:
         self.broker_id = broker_id
         self.quota = quota or ReplicationQuota(UNLIMITED)
+        self.security = PLAINTEXT
+        """How fetchers connect (the inter-broker listener's protocol and login)."""
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
