@@ -26,7 +26,7 @@ import itertools
 from collections.abc import Callable
 from typing import cast
 
-from riverlog.client.security import ClientSecurity, authenticate
+from riverlog.client.security import PLAINTEXT_SECURITY, ClientSecurity, authenticate
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.exceptions import ProtocolError, UnsupportedVersionError
 from riverlog.protocol.framing import FrameReader, decode_response, encode_request
@@ -34,7 +34,7 @@ from riverlog.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 CLIENT_SOFTWARE_NAME = "riverlog"
 REAUTH_FRACTION = 0.9
-PLAINTEXT = ClientSecurity()
+PLAINTEXT = PLAINTEXT_SECURITY
 
 
 class RequestTimeoutError(ConnectionError):

@@ -60,8 +60,9 @@ class ClientSecurity:
             return cls(protocol, context)
         mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()
         if mechanism not in MECHANISMS:
-            raise SecurityConfigError(f"sasl.mechanism: {mechanism} is not supported "
-                                      f"(one of {', '.join(MECHANISMS)})")  # fmt: skip
+            raise SecurityConfigError(
+                f"sasl.mechanism: {mechanism} is not supported (one of {', '.join(MECHANISMS)})"
+            )
         username, password = props.get("sasl.username"), props.get("sasl.password")
         if (username is None or password is None) and props.get("sasl.jaas.config"):
             options = jaas.parse(props["sasl.jaas.config"])[0].options
@@ -77,9 +78,13 @@ class ClientSecurity:
         return self.mechanism is not None
 
 
-def security_keys(props: Mapping[str, str]) -> dict[str, str]:
-    """The security settings among a client's properties."""
-    return {k: v for k, v in props.items() if k.startswith(KEYS_PREFIXES)}
+PLAINTEXT_SECURITY = ClientSecurity()
+
+
+def is_security_key(key: str) -> bool:
+    """Whether a client config key is a security setting (`security.protocol`, `ssl.*`,
+    `sasl.*`)."""
+    return key.startswith(KEYS_PREFIXES)
 
 
 async def authenticate(conn: Connection, security: ClientSecurity) -> int:

@@ -96,8 +96,11 @@ class BrokerSecurity:
         spec = self.listeners.spec(self.listeners.inter_broker)
         context = None
         if spec.uses_tls:
-            keys = {k: v for k in _CLIENT_SSL_KEYS
-                    if (v := tls.listener_key(props, spec.name, k)) is not None}  # fmt: skip
+            keys = {
+                k: v
+                for k in _CLIENT_SSL_KEYS
+                if (v := tls.listener_key(props, spec.name, k)) is not None
+            }
             check = props.get("ssl.endpoint.identification.algorithm", "https")
             keys.setdefault("ssl.endpoint.identification.algorithm", check)
             context = tls.client_context(keys)
@@ -105,16 +108,20 @@ class BrokerSecurity:
             return ClientSecurity(spec.protocol, context)
         mechanism = props.get("sasl.mechanism.inter.broker.protocol", "GSSAPI").strip().upper()
         if mechanism not in self.per_listener[spec.name].mechanisms:
-            raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled "
-                              f"on the inter-broker listener {spec.name}")  # fmt: skip
+            raise ConfigError(
+                f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled "
+                f"on the inter-broker listener {spec.name}"
+            )
         entry = self._jaas(props, spec.name, mechanism)
         module = jaas.PLAIN_MODULE if mechanism == "PLAIN" else jaas.SCRAM_MODULE
         options = jaas.module(entry, module).options if entry else {}
         username, password = options.get("username"), options.get("password")
         if username is None or password is None:
-            raise ConfigError(f"the inter-broker login needs username and password in "
-                              f"listener.name.{spec.name.lower()}.{mechanism.lower()}"
-                              ".sasl.jaas.config")  # fmt: skip
+            raise ConfigError(
+                f"the inter-broker login needs username and password in "
+                f"listener.name.{spec.name.lower()}.{mechanism.lower()}"
+                ".sasl.jaas.config"
+            )
         return ClientSecurity(spec.protocol, context, mechanism, username, password)
 
     def new_sasl(self, listener: str) -> Callable[[], SaslServer] | None:
@@ -128,8 +135,9 @@ class BrokerSecurity:
             return scram_credentials.lookup(self.store, user, mechanism)
 
         mechanisms, users, reauth_ms = found.mechanisms, found.plain_users, self.reauth_ms
-        return lambda: SaslServer(mechanisms, plain_users=users, scram_lookup=lookup,
-                                  reauth_ms=reauth_ms)  # fmt: skip
+        return lambda: SaslServer(
+            mechanisms, plain_users=users, scram_lookup=lookup, reauth_ms=reauth_ms
+        )
 
 
 _CLIENT_SSL_KEYS = (

@@ -102,8 +102,9 @@ class SaslServer:
         then `failed`)."""
         if self.state != "authenticating" or self.mechanism is None:
             self.state = "failed"
-            raise SaslFailure(error_codes.ILLEGAL_SASL_STATE,
-                              "SaslAuthenticate before a successful SaslHandshake")  # fmt: skip
+            raise SaslFailure(
+                error_codes.ILLEGAL_SASL_STATE, "SaslAuthenticate before a successful SaslHandshake"
+            )
         try:
             if self.mechanism == PLAIN:
                 return self._plain(token, now_ms)
@@ -115,9 +116,11 @@ class SaslServer:
     def _complete(self, user: str, now_ms: int) -> None:
         principal = f"User:{user}"
         if self.principal is not None and self.principal != principal:
-            raise SaslFailure(error_codes.SASL_AUTHENTICATION_FAILED,
-                              "Cannot change principals during re-authentication from "
-                              f"{self.principal}: {principal}")  # fmt: skip
+            raise SaslFailure(
+                error_codes.SASL_AUTHENTICATION_FAILED,
+                "Cannot change principals during re-authentication from "
+                f"{self.principal}: {principal}",
+            )
         self.principal = principal
         self.state = "authenticated"
         self.expires_ms = now_ms + self.reauth_ms if self.reauth_ms > 0 else None
@@ -125,16 +128,20 @@ class SaslServer:
     def _plain(self, token: bytes, now_ms: int) -> bytes:
         parts = bytes(token).split(b"\0")
         if len(parts) != 3:
-            raise SaslFailure(error_codes.SASL_AUTHENTICATION_FAILED,
-                              "Invalid SASL/PLAIN response: expected 3 tokens")  # fmt: skip
+            raise SaslFailure(
+                error_codes.SASL_AUTHENTICATION_FAILED,
+                "Invalid SASL/PLAIN response: expected 3 tokens",
+            )
         try:
             authzid, user, password = (p.decode() for p in parts)
         except UnicodeDecodeError:
             raise _invalid(PLAIN) from None
         if authzid and authzid != user:
-            raise SaslFailure(error_codes.SASL_AUTHENTICATION_FAILED,
-                              "Authentication failed: Client requested an authorization id "
-                              "that is different from username")  # fmt: skip
+            raise SaslFailure(
+                error_codes.SASL_AUTHENTICATION_FAILED,
+                "Authentication failed: Client requested an authorization id "
+                "that is different from username",
+            )
         expected = self.plain_users.get(user)
         if (
             not user

@@ -39,8 +39,10 @@ class ScramCredential:
         def b64(raw: bytes) -> str:
             return base64.b64encode(raw).decode()
 
-        return (f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},"
-                f"server_key={b64(self.server_key)},iterations={self.iterations}")  # fmt: skip
+        return (
+            f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},"
+            f"server_key={b64(self.server_key)},iterations={self.iterations}"
+        )
 
     @classmethod
     def from_text(cls, text: str) -> ScramCredential:
@@ -103,8 +105,9 @@ def _write_user(store: MetadataStore, user: str, config: dict[str, str]) -> None
         store.set(user_path(user), data)
 
 
-def store_credential(store: MetadataStore, user: str, mechanism: str,
-                     credential: ScramCredential) -> None:  # fmt: skip
+def store_credential(
+    store: MetadataStore, user: str, mechanism: str, credential: ScramCredential
+) -> None:
     config = read_user(store, user)
     config[mechanism] = credential.to_text()
     _write_user(store, user, config)

@@ -69,8 +69,11 @@ def _apply_protocols(ctx: ssl.SSLContext, enabled: str | None, ciphers: str | No
         ctx.minimum_version = min(versions)
         ctx.maximum_version = max(versions)
     if ciphers:
-        names = [n for n in (_openssl_cipher(c.strip()) for c in ciphers.split(",") if c.strip())
-                 if n is not None]  # fmt: skip
+        names = [
+            n
+            for n in (_openssl_cipher(c.strip()) for c in ciphers.split(",") if c.strip())
+            if n is not None
+        ]
         if names:
             try:
                 ctx.set_ciphers(":".join(names))
@@ -111,8 +114,10 @@ def _load_key_and_chain(
             with _pem_file(chain) as chain_path, _pem_file(key) as key_path:
                 ctx.load_cert_chain(chain_path, key_path, password=password)
         elif chain or key:
-            raise ConfigError(f"{prefix}: ssl.keystore.certificate.chain and ssl.keystore.key "
-                              "must be set together")  # fmt: skip
+            raise ConfigError(
+                f"{prefix}: ssl.keystore.certificate.chain and ssl.keystore.key "
+                "must be set together"
+            )
     except (ssl.SSLError, OSError) as e:
         raise ConfigError(f"{prefix}: cannot load the key store: {e}") from None
 
@@ -151,11 +156,14 @@ def server_context(props: Mapping[str, str], listener: str) -> ssl.SSLContext:
     location = get("ssl.keystore.location")
     chain, key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
     if not (location or (chain and key)):
-        raise ConfigError(f"{prefix}: a TLS listener needs ssl.keystore.location or "
-                          "ssl.keystore.certificate.chain and ssl.keystore.key")  # fmt: skip
+        raise ConfigError(
+            f"{prefix}: a TLS listener needs ssl.keystore.location or "
+            "ssl.keystore.certificate.chain and ssl.keystore.key"
+        )
     _load_key_and_chain(ctx, location, chain, key, get("ssl.key.password"), prefix)
-    has_trust = _load_trust(ctx, get("ssl.truststore.location"),
-                            get("ssl.truststore.certificates"), prefix)  # fmt: skip
+    has_trust = _load_trust(
+        ctx, get("ssl.truststore.location"), get("ssl.truststore.certificates"), prefix
+    )
     auth = (get("ssl.client.auth") or "none").strip().lower()
     if auth not in _CLIENT_AUTH:
         raise ConfigError(f"ssl.client.auth: expected none, requested or required, got {auth!r}")
@@ -171,8 +179,12 @@ def client_context(props: Mapping[str, str]) -> ssl.SSLContext:
     for store_type in ("ssl.keystore.type", "ssl.truststore.type"):
         _check_type(props, store_type)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    trusted = _load_trust(ctx, props.get("ssl.truststore.location") or props.get("ssl.ca.location"),
-                          props.get("ssl.truststore.certificates"), "client")  # fmt: skip
+    trusted = _load_trust(
+        ctx,
+        props.get("ssl.truststore.location") or props.get("ssl.ca.location"),
+        props.get("ssl.truststore.certificates"),
+        "client",
+    )
     if not trusted:
         ctx.load_default_certs()
     location = props.get("ssl.keystore.location")
@@ -181,8 +193,9 @@ def client_context(props: Mapping[str, str]) -> ssl.SSLContext:
     password = props.get("ssl.key.password")
     if props.get("ssl.certificate.location") and props.get("ssl.key.location"):
         try:
-            ctx.load_cert_chain(props["ssl.certificate.location"], props["ssl.key.location"],
-                                password=password)  # fmt: skip
+            ctx.load_cert_chain(
+                props["ssl.certificate.location"], props["ssl.key.location"], password=password
+            )
         except (ssl.SSLError, OSError) as e:
             raise ConfigError(f"client: cannot load the certificate: {e}") from None
     else:

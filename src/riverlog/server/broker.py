@@ -45,16 +45,18 @@ from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError
+from riverlog.security import authorization, authorizer
 from riverlog.security.broker_security import BrokerSecurity, raw_properties
 from riverlog.server import config_changes, registration
 from riverlog.server.broker_configs import DEFAULT_ENTITY, DynamicBrokerConfigs
 from riverlog.server.config import BrokerConfig
 from riverlog.server.config_changes import ConfigChangeListener
 from riverlog.server.controller_service import ControllerService
-from riverlog.server.dispatch import Dispatcher, RequestContext, Response
+from riverlog.server.dispatch import Dispatcher, Handler, RequestContext, Response
 from riverlog.server.fetch_session import FetchSessionCache
 from riverlog.server.group_coordinator import GroupCoordinator
 from riverlog.server.handlers import (
+    acls,
     admin,
     cluster,
     configs,
@@ -104,6 +106,11 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.InitProducerIdRequest, producers.handle_init_producer_id),
     (m.SaslHandshakeRequest, sasl.handle_sasl_handshake),
     (m.SaslAuthenticateRequest, sasl.handle_sasl_authenticate),
+    (m.CreateAclsRequest, acls.handle_create_acls),
+    (m.DescribeAclsRequest, acls.handle_describe_acls),
+    (m.DeleteAclsRequest, acls.handle_delete_acls),
+    (m.DescribeUserScramCredentialsRequest, acls.handle_describe_user_scram_credentials),
+    (m.AlterUserScramCredentialsRequest, acls.handle_alter_user_scram_credentials),
     (m.FindCoordinatorRequest, groups.handle_find_coordinator),
     (m.JoinGroupRequest, groups.handle_join_group),
     (m.SyncGroupRequest, groups.handle_sync_group),
@@ -162,6 +169,10 @@ class Broker:
         self.security = BrokerSecurity(raw_properties(config))  # validated before the store
         self.store = store or _open_store(config, self.data_dir, self.membership.session_changed)
         self.security.store = self.store
+        props = raw_properties(config)
+        self.authorizer = (
+            authorizer.Authorizer(props, self.store) if authorizer.configured(props) else None
+        )
         self.in_zookeeper = bool(config["zookeeper.connect"])
         stored = _stored_cluster_id(self.data_dir)
         self.cluster_id = stored or _new_cluster_id()
@@ -210,7 +221,10 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.dispatcher = Dispatcher()
         for request_cls, handler in HANDLERS:
-            self.dispatcher.register(request_cls, self._bind(handler))
+            bound: Handler = self._bind(handler)
+            if self.authorizer is not None:  # one rule per API: security/authorization.py
+                bound = authorization.wrap(request_cls.API_KEY, bound, self.authorizer)
+            self.dispatcher.register(request_cls, bound)
         self.networks = [
             NetworkServer(
                 self.dispatcher,
@@ -237,6 +251,8 @@ class Broker:
     async def start(self) -> None:
         for network in self.networks:
             await network.start()
+        if self.authorizer is not None:
+            self.authorizer.start()  # ACLs loaded before the broker registers
         await self.membership.start()
         self.config_changes.start()
         lag_ms = self.config["replica.lag.time.max.ms"]

@@ -77,6 +77,8 @@ class Connection(asyncio.BufferedProtocol):
         self.reader = FrameReader(max_frame_bytes=server.max_request_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.client_host = "?"
+        """The client's IP address, the `host` of ACLs."""
         self.last_active = time.monotonic()
         self._pending: collections.deque[asyncio.Future[list[Chunk] | None]] = (
             collections.deque()
@@ -110,6 +112,7 @@ class Connection(asyncio.BufferedProtocol):
                     self._sock = socket.socket(fileno=sock.fileno())
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = str(peer[0]) if peer else "?"
         if self.tls and self.server.principal_of_certificate is not None:
             tls = transport.get_extra_info("ssl_object")
             cert = tls.getpeercert() if tls is not None else None

@@ -39,8 +39,13 @@ def handle_sasl_handshake(broker: Broker, ctx: RequestContext) -> SaslHandshakeR
         return SaslHandshakeResponse(error_code=error_codes.ILLEGAL_SASL_STATE.code, mechanisms=[])
     error = sasl.handshake(request.mechanism, raw_tokens=ctx.version == 0)
     if error is not error_codes.NONE:
-        log.warning("closing %s (listener %s): SASL handshake for %r: %s", conn.peer,
-                    conn.listener, request.mechanism, error.name)  # fmt: skip
+        log.warning(
+            "closing %s (listener %s): SASL handshake for %r: %s",
+            conn.peer,
+            conn.listener,
+            request.mechanism,
+            error.name,
+        )
         conn.close_after_answers()
     return SaslHandshakeResponse(error_code=error.code, mechanisms=list(sasl.enabled))
 
@@ -59,8 +64,13 @@ def handle_sasl_authenticate(broker: Broker, ctx: RequestContext) -> SaslAuthent
     try:
         token = sasl.authenticate(request.auth_bytes, now_ms)
     except SaslFailure as e:
-        log.warning("closing %s (listener %s): SASL %s authentication failed: %s", conn.peer,
-                    conn.listener, sasl.mechanism, e.message)  # fmt: skip
+        log.warning(
+            "closing %s (listener %s): SASL %s authentication failed: %s",
+            conn.peer,
+            conn.listener,
+            sasl.mechanism,
+            e.message,
+        )
         conn.close_after_answers()
         return SaslAuthenticateResponse(error_code=e.error.code, error_message=e.message)
     lifetime = 0
@@ -69,5 +79,6 @@ def handle_sasl_authenticate(broker: Broker, ctx: RequestContext) -> SaslAuthent
         conn.principal = sasl.principal
         if sasl.expires_ms is not None:
             lifetime = max(1, sasl.expires_ms - now_ms)
-    return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=token,
-                                    session_lifetime_ms=lifetime)  # fmt: skip
+    return SaslAuthenticateResponse(
+        error_code=0, error_message=None, auth_bytes=token, session_lifetime_ms=lifetime
+    )
