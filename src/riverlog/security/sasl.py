@@ -21,6 +21,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scramp import ScramException, ScramMechanism
 
@@ -163,6 +164,7 @@ class SaslServer:
             if self._scram is None:
                 return self._scram_first(mechanism, text)
             server = self._scram
+            _accept_librdkafka_nonce(server, text)
             server.set_client_final(text)  # type: ignore[attr-defined]
             final = str(server.get_server_final())  # type: ignore[attr-defined]
         except ScramException:
@@ -185,6 +187,20 @@ class SaslServer:
         server.set_client_first(text)
         self._scram = server
         return str(server.get_server_first()).encode()
+
+
+def _accept_librdkafka_nonce(server: Any, client_final: str) -> None:
+    """librdkafka before 2.6.1 answers with the client nonce prepended once more to the
+    server's nonce (librdkafka#4895); Kafka 3.8.1-3.9 accept that form (the nonce must end
+    with the server's), and so does riverlog, which follows Kafka 3.9 — only that exact form,
+    anything else is still refused. The proof is checked over the message as sent."""
+    for part in client_final.split(","):
+        if part.startswith("r="):
+            nonce, expected = part[2:], str(server.nonce)
+            client_nonce = expected[: len(expected) - len(str(server.s_nonce))]
+            if nonce == client_nonce + expected:
+                server.nonce = type(server.nonce)(nonce)  # scramp.core.Nonce
+            return
 
 
 def _decode_saslname(name: str) -> str:
