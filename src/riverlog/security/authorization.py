@@ -22,6 +22,7 @@ resource per request.
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,22 @@ class Subject:
     principal: str
     host: str
     authorizer: Authorizer
+    topic_name: Callable[[uuid.UUID], str | None]
+    """A topic's name from its id (requests of Fetch v13+, Metadata, DeleteTopics v6 may
+    name topics by id)."""
+
+    def name_of(self, entry: Any, name_attr: str) -> str | None:
+        """The topic an entry names, by name or by id; None for an unknown id (the handler
+        answers UNKNOWN_TOPIC_ID)."""
+        name = getattr(entry, name_attr)
+        if name:
+            return str(name)
+        topic_id = getattr(entry, "topic_id", None)
+        return self.topic_name(topic_id) if topic_id is not None else None
+
+    def may_topic(self, operation: str, entry: Any, name_attr: str = "name") -> bool:
+        name = self.name_of(entry, name_attr)
+        return name is None or self.may(operation, TOPIC, name)
 
     def may(self, operation: str, resource_type: str, name: str) -> bool:
         return self.authorizer.allowed(self.principal, self.host, operation, resource_type, name)
@@ -133,9 +150,7 @@ def _topic_split(
             denied = list(entries)
         else:
             error = TOPIC_DENIED
-            ok, denied = _split_list(
-                entries, lambda e: subject.may(operation, TOPIC, getattr(e, name_attr))
-            )
+            ok, denied = _split_list(entries, lambda e: subject.may_topic(operation, e, name_attr))
         if not denied:
             return None
         setattr(request, list_attr, ok)
@@ -225,9 +240,12 @@ def _create_topic_denied(t: Any, error: int) -> Any:
 
 
 def _delete_topic_denied(t: Any, error: int) -> Any:
-    name = t if isinstance(t, str) else t.name
+    if isinstance(t, str):
+        return m.DeleteTopicsResponse.DeletableTopicResult(
+            name=t, error_code=error, error_message="Authorization failed."
+        )
     return m.DeleteTopicsResponse.DeletableTopicResult(
-        name=name, error_code=error, error_message="Authorization failed."
+        name=t.name, topic_id=t.topic_id, error_code=error, error_message="Authorization failed."
     )
 
 
@@ -260,10 +278,6 @@ def _offset_delete_denied(t: Any, error: int) -> Any:
             for p in t.partitions
         ],
     )
-
-
-def _delete_topic_name(t: Any) -> str:
-    return t if isinstance(t, str) else (t.name or "")
 
 
 # --- special rules ---------------------------------------------------------------------
@@ -302,7 +316,13 @@ def _create_topics(subject: Subject, request: Any, version: int) -> Callable[[An
 def _delete_topics(subject: Subject, request: Any, version: int) -> Callable[[Any], None] | None:
     attr = "topic_names" if version < 6 else "topics"
     entries = getattr(request, attr) or []
-    ok, denied = _split_list(entries, lambda t: subject.may(DELETE, TOPIC, _delete_topic_name(t)))
+
+    def allowed(entry: Any) -> bool:  # v0-5: names; v6+: states with a name or an id
+        if isinstance(entry, str):
+            return subject.may(DELETE, TOPIC, entry)
+        return subject.may_topic(DELETE, entry)
+
+    ok, denied = _split_list(entries, allowed)
     if not denied:
         return None
     setattr(request, attr, ok)
@@ -441,8 +461,12 @@ class _Answer(Exception):
 
 
 def _hide_metadata(subject: Subject, request: Any, response: Any) -> None:
-    if request.topics is None or not request.topics:
-        response.topics = [t for t in response.topics if subject.may(DESCRIBE, TOPIC, t.name)]
+    if not request.topics:  # all topics (or all that were asked were denied): hide
+        response.topics = [
+            t
+            for t in response.topics
+            if t.error_code == TOPIC_DENIED or subject.may(DESCRIBE, TOPIC, t.name)
+        ]
     for topic in response.topics:
         if getattr(request, "include_topic_authorized_operations", False) and topic.name:
             topic.topic_authorized_operations = subject.authorizer.operations(
@@ -457,9 +481,7 @@ def _hide_metadata(subject: Subject, request: Any, response: Any) -> None:
 def _metadata_split(subject: Subject, request: Any, version: int) -> Callable[[Any], None] | None:
     if not request.topics:
         return None
-    ok, denied = _split_list(
-        request.topics, lambda t: t.name is None or subject.may(DESCRIBE, TOPIC, t.name)
-    )
+    ok, denied = _split_list(request.topics, lambda t: subject.may_topic(DESCRIBE, t))
     if version >= 4 and request.allow_auto_topic_creation and not subject.on_cluster(CREATE):
         request.allow_auto_topic_creation = False  # Kafka: auto-creation needs Create
     if not denied:
@@ -594,14 +616,27 @@ RULES: dict[int, Rule] = {
 handlers (per entry, as Kafka answers them)."""
 
 
-def subject_of(ctx: RequestContext, authorizer: Authorizer) -> Subject | None:
+def _no_ids(topic_id: uuid.UUID) -> str | None:
+    return None
+
+
+def subject_of(
+    ctx: RequestContext,
+    authorizer: Authorizer,
+    topic_name: Callable[[uuid.UUID], str | None] = _no_ids,
+) -> Subject | None:
     conn = ctx.connection
     if conn is None:
         return None  # not from the network: the broker itself
-    return Subject(conn.principal, conn.client_host, authorizer)
+    return Subject(conn.principal, conn.client_host, authorizer, topic_name)
 
 
-def wrap(api_key: int, handler: Handler, authorizer: Authorizer) -> Handler:
+def wrap(
+    api_key: int,
+    handler: Handler,
+    authorizer: Authorizer,
+    topic_name: Callable[[uuid.UUID], str | None],
+) -> Handler:
     """`handler` guarded by the API's rule (unchanged for APIs without one)."""
     rule = RULES.get(api_key)
     if rule is None:
@@ -609,7 +644,7 @@ def wrap(api_key: int, handler: Handler, authorizer: Authorizer) -> Handler:
 
     @functools.wraps(handler)
     def guarded(ctx: RequestContext) -> Response | Awaitable[Response]:
-        subject = subject_of(ctx, authorizer)
+        subject = subject_of(ctx, authorizer, topic_name)
         if subject is None:
             return handler(ctx)
         request = ctx.request.body
