@@ -48,8 +48,9 @@ def _values() -> list[bytes]:
     return [b"value-%d" % i for i in range(COUNT)]
 
 
-def _librdkafka(secured: SecuredBroker, listener: str, mechanism: str | None,
-                cert: bool) -> dict[str, str]:  # fmt: skip
+def _librdkafka(
+    secured: SecuredBroker, listener: str, mechanism: str | None, cert: bool
+) -> dict[str, str]:
     conf = {"bootstrap.servers": secured.address(listener), "security.protocol": listener}
     if "SSL" in listener:
         conf["ssl.ca.location"] = str(secured.certs.ca)
@@ -63,8 +64,9 @@ def _librdkafka(secured: SecuredBroker, listener: str, mechanism: str | None,
 
 
 @pytest.mark.parametrize(("listener", "mechanism", "cert"), CASES, ids=IDS)
-def test_confluent_kafka(secured: SecuredBroker, listener: str, mechanism: str | None,
-                         cert: bool) -> None:  # fmt: skip
+def test_confluent_kafka(
+    secured: SecuredBroker, listener: str, mechanism: str | None, cert: bool
+) -> None:
     topic = _topic(secured, "ck")
     conf = _librdkafka(secured, listener, mechanism, cert)
     producer = CKProducer(conf)
@@ -92,17 +94,24 @@ def test_kcat(secured: SecuredBroker, listener: str, mechanism: str | None, cert
     if "sasl.mechanism" in conf:
         conf["sasl.mechanisms"] = conf.pop("sasl.mechanism")
     options = [arg for key, value in conf.items() for arg in ("-X", f"{key}={value}")]
-    subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, *options],
-                   input=b"\n".join(_values()), check=True, timeout=30)  # fmt: skip
+    subprocess.run(
+        ["kcat", "-P", "-b", bootstrap, "-t", topic, *options],
+        input=b"\n".join(_values()),
+        check=True,
+        timeout=30,
+    )
     out = subprocess.run(
         ["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", *options],
-        capture_output=True, check=True, timeout=30,
-    )  # fmt: skip
+        capture_output=True,
+        check=True,
+        timeout=30,
+    )
     assert out.stdout.splitlines() == _values()
 
 
-def _kafka_python(secured: SecuredBroker, listener: str, mechanism: str | None,
-                  cert: bool) -> dict[str, object]:  # fmt: skip
+def _kafka_python(
+    secured: SecuredBroker, listener: str, mechanism: str | None, cert: bool
+) -> dict[str, object]:
     conf: dict[str, object] = {
         "bootstrap_servers": secured.address(listener),
         "security_protocol": listener,
@@ -114,14 +123,18 @@ def _kafka_python(secured: SecuredBroker, listener: str, mechanism: str | None,
         conf["ssl_keyfile"] = str(secured.certs.client_key)
     if mechanism:
         user, password = _login(mechanism)
-        conf |= {"sasl_mechanism": mechanism, "sasl_plain_username": user,
-                 "sasl_plain_password": password}  # fmt: skip
+        conf |= {
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": user,
+            "sasl_plain_password": password,
+        }
     return conf
 
 
 @pytest.mark.parametrize(("listener", "mechanism", "cert"), CASES, ids=IDS)
-def test_kafka_python(secured: SecuredBroker, listener: str, mechanism: str | None,
-                      cert: bool) -> None:  # fmt: skip
+def test_kafka_python(
+    secured: SecuredBroker, listener: str, mechanism: str | None, cert: bool
+) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTopicPartition
 
@@ -145,8 +158,7 @@ def test_kafka_python(secured: SecuredBroker, listener: str, mechanism: str | No
 
 
 @pytest.mark.parametrize(("listener", "mechanism", "cert"), CASES, ids=IDS)
-def test_aiokafka(secured: SecuredBroker, listener: str, mechanism: str | None,
-                  cert: bool) -> None:  # fmt: skip
+def test_aiokafka(secured: SecuredBroker, listener: str, mechanism: str | None, cert: bool) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
     from aiokafka.structs import TopicPartition as ATopicPartition
@@ -164,8 +176,11 @@ def test_aiokafka(secured: SecuredBroker, listener: str, mechanism: str | None,
         )
     if mechanism:
         user, password = _login(mechanism)
-        conf |= {"sasl_mechanism": mechanism, "sasl_plain_username": user,
-                 "sasl_plain_password": password}  # fmt: skip
+        conf |= {
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": user,
+            "sasl_plain_password": password,
+        }
 
     async def run() -> list[bytes]:
         producer = AIOKafkaProducer(**conf)
@@ -193,8 +208,9 @@ def test_aiokafka(secured: SecuredBroker, listener: str, mechanism: str | None,
 
 
 @pytest.mark.parametrize(("listener", "mechanism", "cert"), CASES, ids=IDS)
-async def test_riverlog_client(secured: SecuredBroker, listener: str, mechanism: str | None,
-                               cert: bool) -> None:  # fmt: skip
+async def test_riverlog_client(
+    secured: SecuredBroker, listener: str, mechanism: str | None, cert: bool
+) -> None:
     topic = _topic(secured, "rl")
     conf: dict[str, object] = {
         "bootstrap.servers": secured.address(listener),

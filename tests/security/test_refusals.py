@@ -29,8 +29,9 @@ from tests.security.conftest import SecuredBroker, start_secured
 pytestmark = pytest.mark.timeout(60)
 
 
-def _sasl(secured: SecuredBroker, listener: str, mechanism: str, user: str,
-          password: str) -> ClientSecurity:  # fmt: skip
+def _sasl(
+    secured: SecuredBroker, listener: str, mechanism: str, user: str, password: str
+) -> ClientSecurity:
     context = None
     if listener == "SASL_SSL":
         context = ssl.create_default_context(cafile=str(secured.certs.ca))
@@ -50,8 +51,11 @@ async def _still_serves(secured: SecuredBroker) -> None:
 
 
 def _warnings(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.levelno == logging.WARNING and text in r.getMessage()]  # fmt: skip
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and text in r.getMessage()
+    ]
 
 
 @pytest.mark.parametrize(
@@ -62,13 +66,21 @@ def _warnings(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
         ("SASL_SSL", "SCRAM-SHA-256", "bob", "wrong"),
         ("SASL_SSL", "SCRAM-SHA-512", "mallory", "bob-secret"),
     ],
-    ids=["plain-wrong-password", "plain-unknown-user", "scram-wrong-password",
-         "scram-unknown-user"],
-)  # fmt: skip
+    ids=[
+        "plain-wrong-password",
+        "plain-unknown-user",
+        "scram-wrong-password",
+        "scram-unknown-user",
+    ],
+)
 async def test_bad_logins_are_refused(
-    secured: SecuredBroker, caplog: pytest.LogCaptureFixture, listener: str, mechanism: str,
-    user: str, password: str,
-) -> None:  # fmt: skip
+    secured: SecuredBroker,
+    caplog: pytest.LogCaptureFixture,
+    listener: str,
+    mechanism: str,
+    user: str,
+    password: str,
+) -> None:
     caplog.set_level(logging.WARNING)
     security = _sasl(secured, listener, mechanism, user, password)
     with pytest.raises(AuthenticationError, match="invalid credentials"):
@@ -87,9 +99,11 @@ async def test_garbage_sasl_tokens_and_requests_before_login_close_the_connectio
         await conn.send(MetadataRequest(topics=None), timeout_s=10)
     assert _warnings(caplog, "before SASL authentication completed")
 
-    conn = await Connection.open("127.0.0.1", secured.ports["SASL_SSL"],
-                                 security=ClientSecurity("SSL", ssl.create_default_context(
-                                     cafile=str(secured.certs.ca))))  # fmt: skip
+    conn = await Connection.open(
+        "127.0.0.1",
+        secured.ports["SASL_SSL"],
+        security=ClientSecurity("SSL", ssl.create_default_context(cafile=str(secured.certs.ca))),
+    )
     await conn.send(SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), 1)
     answer = await conn.send(SaslAuthenticateRequest(auth_bytes=b"\xff\x00garbage"), timeout_s=10)
     assert isinstance(answer, SaslAuthenticateResponse)
