@@ -20,6 +20,7 @@ from riverlog.security.dev_certs import DevCerts, write_dev_certs
 
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" '  # the broker's own login (inter-broker)
     'user_alice="alice-secret" user_admin="admin-secret";'
 )
 

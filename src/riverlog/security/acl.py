@@ -56,6 +56,7 @@ PERMISSIONS = {0: "Unknown", 1: "Any", 2: "Deny", 3: "Allow"}
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = "Topic", "Group", "Cluster", "TransactionalId"
 LITERAL, PREFIXED = "LITERAL", "PREFIXED"
 ALLOW, DENY = "Allow", "Deny"
+ALL_OPERATION = "All"
 WILDCARD = "*"
 CLUSTER_NAME = "kafka-cluster"
 
