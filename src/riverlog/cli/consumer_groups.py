@@ -24,6 +24,7 @@ import asyncio
 import sys
 import time
 
+from riverlog.cli import command_config
 from riverlog.cli.group_tables import (
     MISSING,
     OffsetRow,
@@ -54,6 +55,7 @@ RETRY_BACKOFF_MS = 100  # between ListOffsets attempts that met a leader change
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    command_config.add_argument(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list all consumer groups")
     action.add_argument("--describe", action="store_true", help="describe groups")
@@ -319,7 +321,8 @@ class Command:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    cluster = Cluster(args.bootstrap_server, client_id="riverlog-consumer-groups")
+    cluster = Cluster(args.bootstrap_server, client_id="riverlog-consumer-groups",
+                      security=command_config.security(args))  # fmt: skip
     groups = GroupAdmin(await cluster.any_connection())
     command = Command(args, cluster, groups)
     try:

@@ -90,8 +90,12 @@ class BrokerRegistration:
     rack: str | None = None
     timestamp_ms: int = 0
     protocols: dict[str, str] = field(default_factory=dict)
-    """Listener name → security protocol (a listener missing here is named after its
-    protocol, Kafka's default map)."""
+    """Listener name → security protocol of every endpoint (one not given is named after
+    its protocol, Kafka's default map; filled in on construction)."""
+
+    def __post_init__(self) -> None:
+        filled = {e.listener: self.protocols.get(e.listener, e.listener) for e in self.endpoints}
+        object.__setattr__(self, "protocols", filled)
 
     def protocol(self, listener: str) -> str:
         return self.protocols.get(listener, listener)
