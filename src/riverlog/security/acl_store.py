@@ -126,6 +126,8 @@ class AclCache:
         self.acls: dict[Pattern, frozenset[Entry]] = {}
         self.prefixed: list[Pattern] = []
         """The PREFIXED patterns, for the authorizer's prefix scan."""
+        self.version = 0
+        """Bumped at every change, so that decisions cached on an older version are dropped."""
         self._last = {CHANGES: -1, EXTENDED_CHANGES: -1}
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -148,6 +150,7 @@ class AclCache:
 
     def _index(self) -> None:
         self.prefixed = [p for p in self.acls if p.pattern_type == PREFIXED]
+        self.version += 1
 
     def _arm(self, directory: str) -> None:
         loop = self._loop

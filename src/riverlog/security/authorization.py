@@ -60,16 +60,23 @@ CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
 ALL_ALLOWED = 0
 
 
-@dataclass(frozen=True, slots=True)
 class Subject:
-    """Who asks, as the authorizer needs it."""
+    """Who asks, as the authorizer needs it (`topic_name`: a topic's name from its id, as
+    Fetch v13+, Metadata and DeleteTopics v6 may name topics)."""
 
-    principal: str
-    host: str
-    authorizer: Authorizer
-    topic_name: Callable[[uuid.UUID], str | None]
-    """A topic's name from its id (requests of Fetch v13+, Metadata, DeleteTopics v6 may
-    name topics by id)."""
+    __slots__ = ("authorizer", "host", "principal", "topic_name")
+
+    def __init__(
+        self,
+        principal: str,
+        host: str,
+        authorizer: Authorizer,
+        topic_name: Callable[[uuid.UUID], str | None],
+    ) -> None:
+        self.principal = principal
+        self.host = host
+        self.authorizer = authorizer
+        self.topic_name = topic_name
 
     def name_of(self, entry: Any, name_attr: str) -> str | None:
         """The topic an entry names, by name or by id; None for an unknown id (the handler
@@ -149,10 +156,11 @@ def _topic_split(
             ok: list[Any] = []
             denied = list(entries)
         else:
+            may = subject.may_topic
+            if all(may(operation, e, name_attr) for e in entries):
+                return None  # the common case: nothing to split
             error = TOPIC_DENIED
-            ok, denied = _split_list(entries, lambda e: subject.may_topic(operation, e, name_attr))
-        if not denied:
-            return None
+            ok, denied = _split_list(entries, lambda e: may(operation, e, name_attr))
         setattr(request, list_attr, ok)
         answers = [denied_entry(e, error) for e in denied]
 

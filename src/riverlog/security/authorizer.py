@@ -16,6 +16,9 @@ from riverlog.security import acl
 from riverlog.security.acl_store import AclCache
 from riverlog.server.config import ConfigError
 
+MAX_DECISIONS = 100_000
+"""Remembered decisions before the memo starts over (bounds memory under many clients)."""
+
 CLASS_NAMES = (
     "kafka.security.authorizer.AclAuthorizer",
     "kafka.security.auth.SimpleAclAuthorizer",
@@ -49,6 +52,8 @@ class Authorizer:
             )
         self.allow_if_no_acl = flag == "true"
         self.cache = AclCache(store)
+        self._decisions: dict[tuple[str, str, str, str, str], bool] = {}
+        self._decided_on = -1  # the cache version the decisions were made on
 
     def start(self) -> None:
         self.cache.start()
@@ -56,10 +61,22 @@ class Authorizer:
     def allowed(
         self, principal: str, host: str, operation: str, resource_type: str, name: str
     ) -> bool:
+        """`acl.authorize` over the cache; decisions are remembered until the ACLs change
+        (a request's check is then one dictionary lookup)."""
         if principal in self.super_users:
             return True
-        entries = acl.applicable(self.cache.acls, resource_type, name, self.cache.prefixed)
-        return acl.decide(entries, principal, host, operation, allow_if_no_acl=self.allow_if_no_acl)
+        if self._decided_on != self.cache.version or len(self._decisions) > MAX_DECISIONS:
+            self._decisions.clear()
+            self._decided_on = self.cache.version
+        key = (principal, host, operation, resource_type, name)
+        decided = self._decisions.get(key)
+        if decided is None:
+            entries = acl.applicable(self.cache.acls, resource_type, name, self.cache.prefixed)
+            decided = acl.decide(
+                entries, principal, host, operation, allow_if_no_acl=self.allow_if_no_acl
+            )
+            self._decisions[key] = decided
+        return decided
 
     def operations(self, principal: str, host: str, resource_type: str, name: str) -> int:
         """Kafka's authorized-operations bit field for one resource."""
