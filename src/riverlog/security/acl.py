@@ -58,6 +58,7 @@ LITERAL, PREFIXED = "LITERAL", "PREFIXED"
 ALLOW, DENY = "Allow", "Deny"
 ALL_OPERATION = "All"
 WILDCARD = "*"
+PRINCIPAL_WILDCARD = "User:*"
 CLUSTER_NAME = "kafka-cluster"
 
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (
@@ -115,7 +116,7 @@ Acls = Mapping[Pattern, Collection[Entry]]
 def _matches(entry: Entry, principal: str, host: str, operation: str, permission: str) -> bool:
     if entry.permission != permission:
         return False
-    if entry.principal != principal and entry.principal != "User:*":
+    if entry.principal != principal and entry.principal != PRINCIPAL_WILDCARD:
         return False
     if entry.host != host and entry.host != WILDCARD:
         return False

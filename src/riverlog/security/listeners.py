@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from riverlog.server.config import ConfigError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-PROTOCOL_IDS = {name: index for index, name in enumerate(PROTOCOLS)}
-"""Kafka's SecurityProtocol ids, as UpdateMetadata carries them."""
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in PROTOCOLS)
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 
@@ -135,7 +133,3 @@ class Listeners:
             if spec.name == name:
                 return spec
         raise KeyError(name)
-
-    @property
-    def secured(self) -> bool:
-        return any(s.protocol != "PLAINTEXT" for s in self.bound)

@@ -3,9 +3,7 @@ of PLAINTEXT listeners and TLS clients without a certificate."""
 
 from __future__ import annotations
 
-USER = "User"
 ANONYMOUS = "User:ANONYMOUS"
-WILDCARD = "User:*"
 
 
 def parse(text: str) -> tuple[str, str]:
