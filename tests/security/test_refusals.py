@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer as CKProducer
 
 from riverlog.client.connection import Connection
 from riverlog.client.security import AuthenticationError, ClientSecurity
@@ -179,5 +180,25 @@ async def test_expired_sessions_are_closed_and_clients_reauthenticate(
         assert isinstance(response, MetadataResponse)
         await keeps.close()
         await lapses.close()
+        # librdkafka re-authenticates too (KIP-368): a producer outliving several sessions
+        # sees no error
+        caplog.clear()
+        producer = CKProducer(
+            {
+                "bootstrap.servers": secured.address("SASL_SSL"),
+                "security.protocol": "SASL_SSL",
+                "ssl.ca.location": str(secured.certs.ca),
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": "bob",
+                "sasl.password": "bob-secret",
+            }
+        )
+        errors: list[object] = []
+        until = time.monotonic() + 2.5
+        while time.monotonic() < until:
+            producer.produce("reauth", b"x", on_delivery=lambda e, _: e and errors.append(e))
+            producer.poll(0.05)
+        assert producer.flush(10) == 0
+        assert errors == [] and not _warnings(caplog, "SASL session expired")
     finally:
         secured.embedded.stop()

@@ -98,6 +98,8 @@ class Connection(asyncio.BufferedProtocol):
         self.principal = ANONYMOUS
         """Who the client is (`User:<name>`): see the module docstring."""
         self.sasl: SaslServer | None = server.new_sasl() if server.new_sasl else None
+        self._closing = False
+        """Closing once the answers queued are written (`close_after_answers`)."""
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------
 
@@ -162,6 +164,8 @@ class Connection(asyncio.BufferedProtocol):
     # --- requests -------------------------------------------------------------------
 
     def _on_frame(self, frame: bytes | bytearray) -> None:
+        if self._closing:
+            return
         sasl = self.sasl
         if sasl is not None and sasl.raw_tokens and sasl.state == "authenticating":
             self._raw_sasl_token(sasl, frame)
@@ -209,17 +213,17 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.write(len(answer).to_bytes(4, "big") + answer)
 
     def close_after_answers(self) -> None:
-        """Close once what is queued is written (a failed SASL login is answered, then
-        closed, as Kafka does)."""
-        asyncio.get_running_loop().call_soon(self._close_flushed)
+        """Answer what was asked so far, then close; later frames are ignored (a failed SASL
+        login is answered, then closed, as Kafka does)."""
+        self._closing = True
+        asyncio.get_running_loop().call_soon(self._close_if_answered)
 
-    def _close_flushed(self) -> None:
-        if self._pending:
-            asyncio.get_running_loop().call_later(0.01, self._close_flushed)
-            return
-        if not self.closed and self.transport is not None:
+    def _close_if_answered(self) -> None:
+        """Close once nothing is left to write (called again when the writer finishes)."""
+        if self._closing and not self._pending and self._writer is None and not self.closed:
             self.closed = True
-            self.transport.close()  # after the buffered answer
+            if self.transport is not None:
+                self.transport.close()  # after the buffered answers
 
     def _enqueue(
         self, correlation_id: int, version: int, result: Response | Awaitable[Response]
@@ -278,6 +282,8 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
         finally:
             self._writer = None
+            if self._closing:
+                self._close_if_answered()
 
     async def _send(self, chunks: list[Chunk]) -> None:
         transport = self.transport
