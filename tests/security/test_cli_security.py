@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,3 +203,44 @@ def test_acls_tool_errors_exit_1(
     assert main(["acls", *admin_config, "--add", "--topic", "x"]) == 1
     assert "--allow-principal" in capsys.readouterr().err
     assert main(["acls", *admin_config, "--list", "--add"]) == 1
+
+
+def test_console_tools_take_their_config_files(
+    admin_config: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bootstrap, path = admin_config[1], admin_config[3]
+    monkeypatch.setattr("sys.stdin", io.StringIO("one\ntwo\n"))
+    assert (
+        main(
+            [
+                "console-producer",
+                "--bootstrap-server",
+                bootstrap,
+                "--topic",
+                "console",
+                "--producer.config",
+                path,
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "console-consumer",
+                "--bootstrap-server",
+                bootstrap,
+                "--topic",
+                "console",
+                "--from-beginning",
+                "--max-messages",
+                "2",
+                "--timeout-ms",
+                "20000",
+                "--consumer.config",
+                path,
+            ]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.splitlines()[:2] == ["one", "two"]

@@ -1,7 +1,7 @@
 """`--command-config FILE`: a tool's client settings, Kafka's `.properties` file
 (`security.protocol`, `ssl.*`, `sasl.*`, `sasl.jaas.config`), as the riverlog client's
-`ClientSecurity`. Keys other than security settings are ignored, as Kafka's tools pass them
-to a client that does not use them."""
+`ClientSecurity`; the console tools' `--producer.config` / `--consumer.config` likewise.
+Keys other than security settings are ignored."""
 
 from __future__ import annotations
 
@@ -22,11 +22,17 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def security_properties(path: Path | None) -> dict[str, str]:
+    """The security settings of a client properties file (none without one)."""
+    if path is None:
+        return {}
+    return {k: v for k, v in parse_properties(path.read_text()).items() if is_security_key(k)}
+
+
 def security(args: argparse.Namespace) -> ClientSecurity:
     """The security settings of `--command-config` (PLAINTEXT without the flag); ValueError
     (or OSError) for a file that cannot be used."""
     path: Path | None = getattr(args, "command_config", None)
     if path is None:
         return PLAINTEXT
-    props = parse_properties(path.read_text())
-    return ClientSecurity.from_config({k: v for k, v in props.items() if is_security_key(k)})
+    return ClientSecurity.from_config(security_properties(path))
