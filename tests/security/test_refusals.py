@@ -146,7 +146,12 @@ async def test_plaintext_on_a_tls_port_and_tls_on_a_plaintext_port(
         pytest.raises((ssl.SSLError, ConnectionError, OSError)),
     ):
         context.wrap_socket(raw, server_hostname="127.0.0.1")
-    assert _warnings(caplog, "closing")  # the plaintext port's one line for the TLS bytes
+    # one line each: the TLS port's for the plaintext bytes, the plaintext port's for TLS
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(_warnings(caplog, "closing")) < 2:
+        await asyncio.sleep(0.05)
+    assert len(_warnings(caplog, "TLS handshake failed")) == 1
+    assert len(_warnings(caplog, "closing")) == 2
     await _still_serves(secured)
     conn = await Connection.open("127.0.0.1", secured.ports["PLAINTEXT"])
     await conn.close()

@@ -22,7 +22,8 @@ at an unknown version gets an ApiVersions v0 answer with UNSUPPORTED_VERSION so 
 retry lower. Nothing a client sends reaches another connection.
 
 Security (riverlog.security): a `NetworkServer` serves one named listener. On a TLS listener
-the transport is asyncio's TLS transport: record data cannot be sent with sendfile through
+each connection is upgraded with `start_tls` (`_TlsHandshake`: a failed handshake is one log
+line) and runs on asyncio's TLS transport: record data cannot be sent with sendfile through
 TLS, so a `FileRegion` is read once (`os.pread`) and written once, and nothing is ever sent to
 the raw socket. The connection's principal is `User:ANONYMOUS`, the mapped certificate
 subject on TLS, or the SASL login on SASL listeners, where `security.gate.admit` decides which
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 MAX_IN_FLIGHT_PER_CONNECTION = 64
 """Requests read but not yet answered before the connection stops reading (backpressure)."""
 
@@ -368,6 +370,46 @@ async def _encode_when_done(
     return _without_regions(chunks) if tls else chunks
 
 
+class _TlsHandshake(asyncio.Protocol):
+    """A TLS listener's new TCP connection, upgraded with `start_tls` before its
+    `Connection` takes over — so that a failed handshake (plaintext bytes on a TLS port, an
+    untrusted client certificate) is logged in one line, which asyncio's own TLS server does
+    only in debug mode."""
+
+    def __init__(self, server: NetworkServer) -> None:
+        self.server = server
+        self._upgrading: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.pause_reading()  # the ClientHello waits in the socket for start_tls
+        self._upgrading = asyncio.get_running_loop().create_task(self._upgrade(transport))
+
+    async def _upgrade(self, transport: asyncio.Transport) -> None:
+        context = self.server.ssl_context
+        assert context is not None
+        peer = transport.get_extra_info("peername")
+        where = f"{peer[0]}:{peer[1]}" if peer else "?"
+        connection = Connection(self.server)
+        try:
+            tls = await asyncio.get_running_loop().start_tls(
+                transport, connection, context, server_side=True,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+            )  # fmt: skip
+        except (OSError, ConnectionError, TimeoutError, ssl.SSLError) as e:
+            log.warning("closing %s (listener %s): TLS handshake failed: %s", where,
+                        self.server.listener_name, e)  # fmt: skip
+            transport.abort()
+            return
+        if tls is None:  # closed meanwhile
+            return
+        connection.connection_made(tls)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._upgrading is not None and not self._upgrading.done():
+            self._upgrading.cancel()
+
+
 class NetworkServer:
     """The listening socket of one listener and its connections."""
 
@@ -399,13 +441,11 @@ class NetworkServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        factory: Callable[[], asyncio.BaseProtocol] = (
+            (lambda: _TlsHandshake(self)) if self.ssl_context else (lambda: Connection(self))
+        )
         self._server = await loop.create_server(
-            lambda: Connection(self),
-            self.host,
-            self.port,
-            reuse_address=True,
-            backlog=1024,
-            ssl=self.ssl_context,
+            factory, self.host, self.port, reuse_address=True, backlog=1024
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._reaper = loop.create_task(self._reap_idle())
