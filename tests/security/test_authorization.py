@@ -756,3 +756,54 @@ def test_acls_are_stored_as_kafka_stores_them(authz: SecuredBroker, tmp_path: Pa
     assert data.startswith(b'{"version":1,"acls":[{"principal":"User:')
     assert broker.store.children("/kafka-acl-changes")
     assert broker.store.children("/kafka-acl-extended/prefixed/Topic")
+
+
+async def test_offset_fetch_answers_topics_she_may_not_describe_as_kafka(
+    admin: Connection, alice: Connection
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    topic, group = f"secret-{suffix}", f"reader-{suffix}"
+    await create_topic(admin, topic)
+    await coordinator_ready(admin, group)
+    committed = await admin.send(
+        m.OffsetCommitRequest(
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                m.OffsetCommitRequest.OffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=[
+                        m.OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=7
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    assert committed.topics[0].partitions[0].error_code == 0  # type: ignore[attr-defined]
+    await grant(admin, "Group", group, "Describe", principal(alice))
+    Group = m.OffsetFetchRequest.OffsetFetchRequestGroup
+    everything = await alice.send(m.OffsetFetchRequest(groups=[Group(group_id=group, topics=None)]))
+    assert everything.groups[0].topics == []  # type: ignore[attr-defined]
+    named = await alice.send(
+        m.OffsetFetchRequest(
+            groups=[
+                Group(
+                    group_id=group,
+                    topics=[
+                        m.OffsetFetchRequest.OffsetFetchRequestTopics(
+                            name=topic, partition_indexes=[0]
+                        )
+                    ],
+                )
+            ]
+        )
+    )
+    [answer] = named.groups[0].topics  # type: ignore[attr-defined]
+    assert answer.partitions[0].error_code == TOPIC_DENIED
+    assert answer.partitions[0].committed_offset == -1
+    await grant(admin, "Topic", topic, "Describe", principal(alice))
+    allowed = await alice.send(m.OffsetFetchRequest(groups=[Group(group_id=group, topics=None)]))
+    assert allowed.groups[0].topics[0].partitions[0].committed_offset == 7  # type: ignore[attr-defined]

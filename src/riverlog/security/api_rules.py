@@ -372,10 +372,28 @@ def _hide_groups(subject: Subject, request: Any, response: Any) -> None:
         response.groups = [g for g in response.groups if subject.may(DESCRIBE, GROUP, g.group_id)]
 
 
+def _offsets_seen(subject: Subject, topics: list[Any], asked: bool) -> list[Any]:
+    """OffsetFetch's topics as the principal may see them: a topic asked for by name but
+    not describable answers TOPIC_AUTHORIZATION_FAILED per partition; one listed because all
+    were asked for is left out (Kafka's rule)."""
+    seen = []
+    for topic in topics:
+        if subject.may(DESCRIBE, TOPIC, topic.name):
+            seen.append(topic)
+        elif asked:
+            for partition in topic.partitions:
+                partition.error_code = TOPIC_DENIED
+                partition.committed_offset = -1
+                partition.metadata = None
+            seen.append(topic)
+    return seen
+
+
 def _hide_offsets(subject: Subject, request: Any, response: Any) -> None:
-    response.topics = [t for t in response.topics if subject.may(DESCRIBE, TOPIC, t.name)]
+    response.topics = _offsets_seen(subject, response.topics, request.topics is not None)
+    asked = {g.group_id: g.topics is not None for g in request.groups or []}
     for group in response.groups:
-        group.topics = [t for t in group.topics if subject.may(DESCRIBE, TOPIC, t.name)]
+        group.topics = _offsets_seen(subject, group.topics, asked.get(group.group_id, False))
 
 
 def _describe_groups_ops(subject: Subject, request: Any, response: Any) -> None:
