@@ -635,12 +635,18 @@ async def test_metadata_and_list_groups_hide_what_is_not_describable(
     assert visible in names and hidden not in names
     everything = await admin.send(m.MetadataRequest(topics=None))
     assert {visible, hidden} <= {t.name for t in everything.topics}  # type: ignore[attr-defined]
+    # v0, where an empty list means every topic: only the denied topic is answered
+    old = await alice.send(
+        m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=hidden)]), 0
+    )
+    assert [(t.name, t.error_code) for t in old.topics] == [(hidden, TOPIC_DENIED)]  # type: ignore[attr-defined]
     # a DENY beats the prefixed ALLOW
     await grant(admin, "Topic", visible, "Describe", principal(alice), permission="Deny")
     meta = await alice.send(m.MetadataRequest(topics=None))
     assert visible not in {t.name for t in meta.topics}  # type: ignore[attr-defined]
 
     group = f"listed-{suffix}"
+    await coordinator_ready(admin, group)
     await admin.send(
         m.OffsetCommitRequest(
             group_id=group,
