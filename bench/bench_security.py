@@ -47,6 +47,7 @@ from riverlog.security import acl, authorization, scram_credentials
 from riverlog.security.acl_store import AclCache
 from riverlog.security.authorizer import Authorizer
 from riverlog.security.dev_certs import DevCerts, write_dev_certs
+from riverlog.security.rules import NoTopics
 
 PRODUCE_BYTES = 96 * 1024 * 1024
 SIZE = 1024
@@ -300,7 +301,7 @@ def check_cost_us() -> float:
     def handler(ctx: Any) -> m.ProduceResponse:
         return response
 
-    guarded = authorization.wrap(m.ProduceRequest.API_KEY, handler, authorizer, lambda t: None)
+    guarded = authorization.wrap(m.ProduceRequest.API_KEY, handler, authorizer, NoTopics())
     conn = SimpleNamespace(principal="User:ANONYMOUS", client_host="127.0.0.1")
     ctx = SimpleNamespace(
         connection=conn, request=SimpleNamespace(body=_produce_request("bench-1")), version=9

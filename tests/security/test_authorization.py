@@ -635,6 +635,16 @@ async def test_metadata_and_list_groups_hide_what_is_not_describable(
     assert visible in names and hidden not in names
     everything = await admin.send(m.MetadataRequest(topics=None))
     assert {visible, hidden} <= {t.name for t in everything.topics}  # type: ignore[attr-defined]
+    # auto-creation needs Create: refused, and nothing created
+    unborn = f"visible-{suffix}-new"
+    asked = await alice.send(
+        m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name=unborn)],
+            allow_auto_topic_creation=True,
+        )
+    )
+    assert [(t.name, t.error_code) for t in asked.topics] == [(unborn, TOPIC_DENIED)]  # type: ignore[attr-defined]
+    assert not await topic_exists(admin, unborn)
     # v0, where an empty list means every topic: only the denied topic is answered
     old = await alice.send(
         m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=hidden)]), 0

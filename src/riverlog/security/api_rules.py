@@ -352,9 +352,19 @@ def _hide_metadata(subject: Subject, request: Any, response: Any) -> None:
 def _metadata_split(subject: Subject, request: Any, version: int) -> Callable[[Any], None] | None:
     if not request.topics:
         return None
-    ok, denied = split_list(request.topics, lambda t: subject.may_topic(DESCRIBE, t))
-    if version >= 4 and request.allow_auto_topic_creation and not subject.on_cluster(CREATE):
-        request.allow_auto_topic_creation = False  # Kafka: auto-creation needs Create
+    creates = version < 4 or request.allow_auto_topic_creation
+    may_create = not creates or subject.on_cluster(CREATE)
+
+    def allowed(t: Any) -> bool:
+        if not subject.may_topic(DESCRIBE, t):
+            return False
+        # Kafka: a topic auto-created by this request needs Create (on the cluster or it)
+        name = t.name
+        return (
+            may_create or not name or subject.topic_exists(name) or subject.may(CREATE, TOPIC, name)
+        )
+
+    ok, denied = split_list(request.topics, allowed)
     if not denied:
         return None
     request.topics = ok

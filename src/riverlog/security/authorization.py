@@ -22,40 +22,28 @@ resource per request.
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from riverlog.protocol.api import ApiMessage
 from riverlog.security.api_rules import RULES
 from riverlog.security.authorizer import Authorizer
-from riverlog.security.rules import Answer, Rule, Subject
+from riverlog.security.rules import Answer, NoTopics, Rule, Subject, Topics
 
 if TYPE_CHECKING:
     from riverlog.server.dispatch import Handler, RequestContext, Response
 
 
-def _no_ids(topic_id: uuid.UUID) -> str | None:
-    return None
-
-
 def subject_of(
-    ctx: RequestContext,
-    authorizer: Authorizer,
-    topic_name: Callable[[uuid.UUID], str | None] = _no_ids,
+    ctx: RequestContext, authorizer: Authorizer, topics: Topics | None = None
 ) -> Subject | None:
     conn = ctx.connection
     if conn is None:
         return None  # not from the network: the broker itself
-    return Subject(conn.principal, conn.client_host, authorizer, topic_name)
+    return Subject(conn.principal, conn.client_host, authorizer, topics or NoTopics())
 
 
-def wrap(
-    api_key: int,
-    handler: Handler,
-    authorizer: Authorizer,
-    topic_name: Callable[[uuid.UUID], str | None],
-) -> Handler:
+def wrap(api_key: int, handler: Handler, authorizer: Authorizer, topics: Topics) -> Handler:
     """`handler` guarded by the API's rule (unchanged for APIs without one)."""
     rule = RULES.get(api_key)
     if rule is None:
@@ -63,7 +51,7 @@ def wrap(
 
     @functools.wraps(handler)
     def guarded(ctx: RequestContext) -> Response | Awaitable[Response]:
-        subject = subject_of(ctx, authorizer, topic_name)
+        subject = subject_of(ctx, authorizer, topics)
         if subject is None:
             return handler(ctx)
         request = ctx.request.body

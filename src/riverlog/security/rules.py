@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from riverlog.protocol import error_codes
 from riverlog.protocol.api import ApiMessage
@@ -22,23 +22,37 @@ CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
 ALL_ALLOWED = 0
 
 
+class Topics(Protocol):
+    """The broker's topics as rules need them (the broker's TopicRegistry is one): by name,
+    and by id, as Fetch v13+, Metadata and DeleteTopics v6 may name topics."""
+
+    def get(self, name: str) -> Any: ...
+    def by_id(self, topic_id: uuid.UUID) -> Any: ...
+
+
+class NoTopics:
+    """For checks that never look topics up (ACL and SCRAM handlers)."""
+
+    def get(self, name: str) -> Any:
+        return None
+
+    def by_id(self, topic_id: uuid.UUID) -> Any:
+        return None
+
+
 class Subject:
-    """Who asks, as the authorizer needs it (`topic_name`: a topic's name from its id, as
-    Fetch v13+, Metadata and DeleteTopics v6 may name topics)."""
+    """Who asks, as the authorizer needs it, and the topics the broker knows."""
 
-    __slots__ = ("authorizer", "host", "principal", "topic_name")
+    __slots__ = ("authorizer", "host", "principal", "topics")
 
-    def __init__(
-        self,
-        principal: str,
-        host: str,
-        authorizer: Authorizer,
-        topic_name: Callable[[uuid.UUID], str | None],
-    ) -> None:
+    def __init__(self, principal: str, host: str, authorizer: Authorizer, topics: Topics) -> None:
         self.principal = principal
         self.host = host
         self.authorizer = authorizer
-        self.topic_name = topic_name
+        self.topics = topics
+
+    def topic_exists(self, name: str) -> bool:
+        return self.topics.get(name) is not None
 
     def name_of(self, entry: Any, name_attr: str) -> str | None:
         """The topic an entry names, by name or by id; None for an unknown id (the handler
@@ -47,7 +61,8 @@ class Subject:
         if name:
             return str(name)
         topic_id = getattr(entry, "topic_id", None)
-        return self.topic_name(topic_id) if topic_id is not None else None
+        topic = self.topics.by_id(topic_id) if topic_id is not None else None
+        return None if topic is None else str(topic.name)
 
     def may_topic(self, operation: str, entry: Any, name_attr: str = "name") -> bool:
         name = self.name_of(entry, name_attr)

@@ -224,7 +224,7 @@ class Broker:
             bound: Handler = self._bind(handler)
             if self.authorizer is not None:  # one rule per API: security/authorization.py
                 bound = authorization.wrap(request_cls.API_KEY, bound, self.authorizer,
-                                           self._topic_name)  # fmt: skip
+                                           self.topics)  # fmt: skip
             self.dispatcher.register(request_cls, bound)
         self.networks = [
             NetworkServer(
@@ -243,10 +243,6 @@ class Broker:
             for spec in self.security.listeners.bound
         ]
         self.network = self.networks[0]
-
-    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        topic = self.topics.by_id(topic_id)
-        return None if topic is None else topic.name
 
     def _bind(self, handler: Callable[..., Any]) -> Callable[[RequestContext], Response]:
         return functools.partial(handler, self)
