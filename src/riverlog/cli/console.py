@@ -21,7 +21,9 @@ import argparse
 import asyncio
 import sys
 import time
+from pathlib import Path
 
+from riverlog.cli import command_config
 from riverlog.client.consumer import AsyncConsumer, ConsumerRecord
 from riverlog.client.producer import AsyncProducer, RecordMetadata
 from riverlog.protocol.error_codes import KafkaError
@@ -43,6 +45,8 @@ def add_producer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--producer.config", dest="producer_config", type=Path, metavar="FILE",
+                        help="security settings: security.protocol, ssl.*, sasl.*")  # fmt: skip
     parser.add_argument("--request-required-acks", default="-1")
     parser.add_argument(
         "--compression-codec",
@@ -83,6 +87,7 @@ async def _produce(args: argparse.Namespace) -> None:
         "client.id": "console-producer",
         "acks": args.request_required_acks,
         "compression.type": args.compression_codec,
+        **command_config.security_properties(args.producer_config),
         **_properties(args.producer_property),
     }
     pending: list[asyncio.Future[RecordMetadata]] = []
@@ -121,6 +126,8 @@ def add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group")
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--consumer.config", dest="consumer_config", type=Path, metavar="FILE",
+                        help="security settings: security.protocol, ssl.*, sasl.*")  # fmt: skip
 
 
 def format_record(r: ConsumerRecord, props: dict[str, str]) -> bytes:
@@ -169,6 +176,7 @@ async def _consume(args: argparse.Namespace, counted: list[int]) -> None:
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
         "enable.auto.commit": args.group is not None,
         **({"group.id": args.group} if args.group else {}),
+        **command_config.security_properties(args.consumer_config),
         **_properties(args.consumer_property),
     }
     async with AsyncConsumer(config) as consumer:

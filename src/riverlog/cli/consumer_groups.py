@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TypeVar
 
+from riverlog.cli import command_config
 from riverlog.cli.group_tables import (
     MISSING,
     OffsetRow,
@@ -64,6 +65,7 @@ T = TypeVar("T")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    command_config.add_argument(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list all consumer groups")
     action.add_argument("--describe", action="store_true", help="describe groups")
@@ -370,7 +372,8 @@ class Command:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    cluster = Cluster(args.bootstrap_server, client_id="riverlog-consumer-groups")
+    cluster = Cluster(args.bootstrap_server, client_id="riverlog-consumer-groups",
+                      security=command_config.security(args))  # fmt: skip
     groups = GroupAdmin(await cluster.any_connection())
     command = Command(args, cluster, groups)
     try:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from riverlog import __version__
+from riverlog.cli import acls as cli_acls
 from riverlog.cli import cluster as cli_cluster
 from riverlog.cli import configs as cli_configs
 from riverlog.cli import console as cli_console
@@ -110,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_configs.add_arguments(configs)
     configs.set_defaults(run=cli_configs.run)
+    acls = sub.add_parser("acls", help="add, remove and list ACLs (kafka-acls.sh)")
+    cli_acls.add_arguments(acls)
+    acls.set_defaults(run=cli_acls.run)
     verification = sub.add_parser(
         "replica-verification",
         help="check that all replicas hold the same data (kafka-replica-verification.sh)",

@@ -20,6 +20,7 @@ import base64
 import sys
 from collections.abc import Awaitable
 
+from riverlog.cli import command_config
 from riverlog.client import admin_requests as admin
 from riverlog.client.connection import Connection, connect_any
 from riverlog.protocol.error_codes import KafkaError
@@ -29,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker(s) to connect to"
     )
+    command_config.add_argument(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     for name, text in (
         ("--list", "list all topics"),
@@ -84,7 +86,8 @@ def _configs(items: list[str]) -> dict[str, str]:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    conn = await connect_any(args.bootstrap_server, client_id="riverlog-topics")
+    conn = await connect_any(args.bootstrap_server, client_id="riverlog-topics",
+                             security=command_config.security(args))  # fmt: skip
     try:
         if args.list:
             for t in await admin.describe_topics(conn):

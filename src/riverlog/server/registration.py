@@ -132,11 +132,16 @@ class ClusterMembership:
         self._stopped = False
 
     def registration(self) -> layout.BrokerRegistration:
+        """Every advertised listener, the inter-broker one first: whoever reaches a broker
+        from inside the cluster (controller, followers) takes the first endpoint."""
         broker = self.broker
-        host, port = broker.advertised
-        endpoint = layout.Endpoint(broker.config.listeners[0].name, host, port)
-        return layout.BrokerRegistration(broker.broker_id, (endpoint,), broker.rack,
-                                         int(time.time() * 1000))  # fmt: skip
+        listeners = broker.security.listeners
+        endpoints = [layout.Endpoint(name, host, port)
+                     for name, host, port in broker.advertised_endpoints()]  # fmt: skip
+        endpoints.sort(key=lambda e: e.listener != listeners.inter_broker)
+        protocols = {e.listener: listeners.protocols[e.listener] for e in endpoints}
+        return layout.BrokerRegistration(broker.broker_id, tuple(endpoints), broker.rack,
+                                         int(time.time() * 1000), protocols)  # fmt: skip
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -242,7 +247,8 @@ async def controlled_shutdown(broker: Broker) -> bool:
         endpoint = layout.BrokerRegistration.from_json(controller, data).endpoints[0]
         try:
             conn = await Connection.open(endpoint.host, endpoint.port,
-                                         client_id=f"broker-{broker.broker_id}-shutdown")
+                                         client_id=f"broker-{broker.broker_id}-shutdown",
+                                         security=broker.security.inter_broker)  # fmt: skip
             try:
                 async with asyncio.timeout(CONTROLLED_SHUTDOWN_TIMEOUT_S):
                     response = await conn.send(
