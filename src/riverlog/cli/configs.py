@@ -99,7 +99,7 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
         raise CommandError("--entity-default is only valid for brokers")
     if default and name is not None:
         raise CommandError("only one of --entity-name and --entity-default may be given")
-    if kind != "topics" and name is not None and not name.isdigit():
+    if kind in ("brokers", "broker-loggers") and name is not None and not name.isdigit():
         raise CommandError(f"The entity name for {kind} must be a valid integer broker id, "
                            f"found: {name}")  # fmt: skip
     return kind, DEFAULT if default else name
