@@ -8,12 +8,15 @@ markers to send. Nothing here does I/O; the edge (`server/transaction_coordinato
 appends the record, waits for the ISR, sends markers and applies the transition.
 
 States and the states each may follow (Kafka's `validPreviousStates`) are `ALLOWED_FROM`.
+PrepareEpochFence is never written: fencing an ongoing transaction (a new InitProducerId, or
+the transaction timed out) bumps the epoch and goes on to PrepareAbort, which is.
+
 While a transition's write is in flight the entry carries it as `pending`; every request
 meeting a pending entry is answered CONCURRENT_TRANSACTIONS (the client retries), so at most
 one write per transactional id is in flight.
 
 Epochs (KIP-98, KIP-360): InitProducerId bumps the epoch, fencing older producers; an
-ongoing transaction is first aborted under a bumped epoch (PrepareEpochFence). When the
+ongoing transaction is first aborted under a bumped epoch. When the
 epoch would reach `Short.MaxValue` a new producer id starts at epoch 0. A producer passing
 its current id and epoch (KIP-360 recovery) gets the next epoch; a retry of an answered
 InitProducerId (the previous epoch) is answered again; any other id/epoch is fenced.
@@ -25,6 +28,7 @@ Invariants: `apply` is the only way metadata changes; a transition is checked ag
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from riverlog.protocol import error_codes
@@ -107,11 +111,10 @@ class Markers:
 @dataclass(frozen=True, slots=True)
 class Transition:
     """Write `target` to the log; once replicated make it current (`apply`), then answer
-    the request and send `markers` if any; `then_abort` continues with an abort (fencing)."""
+    the request and send `markers` if any."""
 
     target: TxnMetadata
     markers: Markers | None = None
-    then_abort: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +134,7 @@ class Limits:
     id_expiration_ms: int  # transactional.id.expiration.ms
 
 
-def _move(
-    meta: TxnMetadata, state: TxnState, now_ms: int, **changes: object
-) -> TxnMetadata:
+def _move(meta: TxnMetadata, state: TxnState, now_ms: int, **changes: object) -> TxnMetadata:
     if meta.state not in ALLOWED_FROM[state]:
         raise ValueError(f"illegal transition {meta.state.kafka_name} -> {state.kafka_name}")
     return replace(meta, state=state, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
@@ -158,17 +159,17 @@ def init_producer_id(
     timeout_ms: int,
     expected_producer_id: int,
     expected_epoch: int,
-    new_producer_id: int,
+    new_producer_id: Callable[[], int],
     now_ms: int,
     limits: Limits,
 ) -> Decision:
-    """InitProducerId with a transactional id. `new_producer_id` is a fresh id the edge
-    allocated, used only when one is needed (a new id or an exhausted epoch)."""
+    """InitProducerId with a transactional id. `new_producer_id` allocates a fresh id,
+    called only when one is needed (a new transactional id or an exhausted epoch)."""
     if timeout_ms <= 0 or timeout_ms > limits.max_timeout_ms:
         return Decision(error_codes.INVALID_TRANSACTION_TIMEOUT)
     if entry is None:
         target = TxnMetadata(
-            transactional_id, new_producer_id, 0, timeout_ms, S.EMPTY, frozenset(), -1, now_ms
+            transactional_id, new_producer_id(), 0, timeout_ms, S.EMPTY, frozenset(), -1, now_ms
         )
         return Decision(transition=Transition(target), answer=target)
     if _busy(entry):
@@ -179,16 +180,7 @@ def init_producer_id(
     if meta.state is S.ONGOING:
         # Abort the zombie's transaction under a bumped epoch; the client retries and then
         # meets CompleteAbort.
-        fenced = _move(
-            meta,
-            S.PREPARE_EPOCH_FENCE,
-            now_ms,
-            producer_epoch=min(meta.producer_epoch + 1, MAX_EPOCH),
-            last_producer_epoch=meta.producer_epoch,
-        )
-        return Decision(
-            error_codes.CONCURRENT_TRANSACTIONS, Transition(fenced, then_abort=True)
-        )
+        return Decision(error_codes.CONCURRENT_TRANSACTIONS, _fence_and_abort(meta, now_ms))
     if expected_producer_id != NO_PRODUCER_ID:
         is_retry = (
             expected_producer_id == meta.producer_id
@@ -200,7 +192,7 @@ def init_producer_id(
         if expected_producer_id != meta.producer_id or expected_epoch != meta.producer_epoch:
             return Decision(error_codes.PRODUCER_FENCED)
     if meta.producer_epoch >= MAX_EPOCH - 1:
-        producer_id, epoch, last = new_producer_id, 0, NO_EPOCH
+        producer_id, epoch, last = new_producer_id(), 0, NO_EPOCH
     else:
         producer_id, epoch, last = meta.producer_id, meta.producer_epoch + 1, meta.producer_epoch
     target = _move(
@@ -215,6 +207,21 @@ def init_producer_id(
         start_ms=-1,
     )
     return Decision(transition=Transition(target), answer=target)
+
+
+def _fence_and_abort(meta: TxnMetadata, now_ms: int) -> Transition:
+    """Ongoing -> PrepareEpochFence (in memory: the epoch is bumped, fencing the producer)
+    -> PrepareAbort, written with the bumped epoch, as are its markers."""
+    fenced = _move(
+        meta,
+        S.PREPARE_EPOCH_FENCE,
+        now_ms,
+        producer_epoch=min(meta.producer_epoch + 1, MAX_EPOCH),
+        last_producer_epoch=meta.producer_epoch,
+    )
+    target = _move(fenced, S.PREPARE_ABORT, now_ms)
+    return Transition(target, Markers(target.producer_id, target.producer_epoch, False,
+                                      target.partitions))  # fmt: skip
 
 
 # --- partitions and offsets ----------------------------------------------------------------
@@ -264,20 +271,18 @@ def end_transaction(
     epoch: int,
     commit: bool,
     now_ms: int,
-    *,
-    from_client: bool = True,
 ) -> Decision:
     """EndTxn: Ongoing -> PrepareCommit/PrepareAbort with the markers to send; retries of a
     finished end are answered NONE, contradictions INVALID_TXN_STATE."""
     if entry is None or entry.metadata.producer_id != producer_id:
         return Decision(error_codes.INVALID_PRODUCER_ID_MAPPING)
     meta = entry.metadata
-    if (from_client and epoch != meta.producer_epoch) or epoch < meta.producer_epoch:
+    if epoch != meta.producer_epoch:
         return Decision(error_codes.PRODUCER_FENCED)
-    if entry.pending is not None and from_client:
+    if entry.pending is not None:
         return Decision(error_codes.CONCURRENT_TRANSACTIONS)
     state = meta.state
-    if state is S.ONGOING or (state is S.PREPARE_EPOCH_FENCE and not commit):
+    if state is S.ONGOING:
         prepare = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
         target = _move(meta, prepare, now_ms)
         markers = Markers(meta.producer_id, meta.producer_epoch, commit, meta.partitions)
@@ -313,14 +318,7 @@ def timed_out(entry: TxnEntry, now_ms: int) -> Transition | None:
         return None
     if meta.start_ms + meta.timeout_ms > now_ms:
         return None
-    fenced = _move(
-        meta,
-        S.PREPARE_EPOCH_FENCE,
-        now_ms,
-        producer_epoch=min(meta.producer_epoch + 1, MAX_EPOCH),
-        last_producer_epoch=meta.producer_epoch,
-    )
-    return Transition(fenced, then_abort=True)
+    return _fence_and_abort(meta, now_ms)
 
 
 def expired(entry: TxnEntry, now_ms: int, limits: Limits) -> Transition | None:
@@ -332,13 +330,6 @@ def expired(entry: TxnEntry, now_ms: int, limits: Limits) -> Transition | None:
     if meta.last_update_ms + limits.id_expiration_ms > now_ms:
         return None
     return Transition(_move(meta, S.DEAD, now_ms))
-
-
-def abort_after_fence(entry: TxnEntry, now_ms: int) -> Decision:
-    """The PrepareEpochFence write is done: abort the transaction with the new epoch."""
-    meta = entry.metadata
-    return end_transaction(entry, meta.producer_id, meta.producer_epoch, False, now_ms,
-                           from_client=False)  # fmt: skip
 
 
 @dataclass(slots=True)

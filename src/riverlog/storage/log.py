@@ -14,10 +14,10 @@ recorded in the `.txnindex` of the segment holding its marker. The last stable o
 high watermark or, if lower, the first offset of a transaction still open or whose marker is
 not yet replicated (READ_COMMITTED reads stop there).
 
-Offsets: `log_start_offset` ≤ `last_stable_offset` ≤ `high_watermark` ≤ `log_end_offset`. Reads beyond the end or
-below the start raise OFFSET_OUT_OF_RANGE. The recovery point is the offset below which
-everything has been fsynced; after an unclean shutdown, segments from the one holding it are
-verified batch by batch and truncated at the first invalid byte.
+Offsets: `log_start_offset` ≤ `last_stable_offset` ≤ `high_watermark` ≤ `log_end_offset`.
+Reads beyond the end or below the start raise OFFSET_OUT_OF_RANGE. The recovery point is
+the offset below which everything has been fsynced; after an unclean shutdown, segments
+from the one holding it are verified batch by batch and truncated at the first invalid byte.
 """
 
 from __future__ import annotations
