@@ -220,8 +220,9 @@ def _fence_and_abort(meta: TxnMetadata, now_ms: int) -> Transition:
         last_producer_epoch=meta.producer_epoch,
     )
     target = _move(fenced, S.PREPARE_ABORT, now_ms)
-    return Transition(target, Markers(target.producer_id, target.producer_epoch, False,
-                                      target.partitions))  # fmt: skip
+    return Transition(
+        target, Markers(target.producer_id, target.producer_epoch, False, target.partitions)
+    )
 
 
 # --- partitions and offsets ----------------------------------------------------------------
@@ -257,8 +258,7 @@ def add_partitions(
     if meta.state is S.ONGOING and partitions <= meta.partitions:
         return Decision()
     start = meta.start_ms if meta.state is S.ONGOING else now_ms
-    target = _move(meta, S.ONGOING, now_ms, partitions=meta.partitions | partitions,
-                   start_ms=start)  # fmt: skip
+    target = _move(meta, S.ONGOING, now_ms, partitions=meta.partitions | partitions, start_ms=start)
     return Decision(transition=Transition(target))
 
 
@@ -292,11 +292,13 @@ def end_transaction(
     if state is S.COMPLETE_ABORT:
         return Decision(error_codes.INVALID_TXN_STATE) if commit else Decision()
     if state is S.PREPARE_COMMIT:
-        return Decision(error_codes.CONCURRENT_TRANSACTIONS if commit
-                        else error_codes.INVALID_TXN_STATE)  # fmt: skip
+        return Decision(
+            error_codes.CONCURRENT_TRANSACTIONS if commit else error_codes.INVALID_TXN_STATE
+        )
     if state is S.PREPARE_ABORT:
-        return Decision(error_codes.INVALID_TXN_STATE if commit
-                        else error_codes.CONCURRENT_TRANSACTIONS)  # fmt: skip
+        return Decision(
+            error_codes.INVALID_TXN_STATE if commit else error_codes.CONCURRENT_TRANSACTIONS
+        )
     return Decision(error_codes.INVALID_TXN_STATE)
 
 

@@ -66,6 +66,7 @@ from riverlog.server.handlers import (
     produce,
     producers,
     reassignments,
+    transactions,
 )
 from riverlog.server.metadata_cache import MetadataCache
 from riverlog.server.network import NetworkServer
@@ -75,6 +76,8 @@ from riverlog.server.replica_fetcher import ReplicaFetchers
 from riverlog.server.replica_manager import ReplicaManager
 from riverlog.server.replication_quota import ReplicationQuota
 from riverlog.server.topics import Topic, TopicRegistry
+from riverlog.server.transaction_coordinator import TransactionCoordinator
+from riverlog.server.txn_offsets import TxnOffsets
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 from riverlog.storage.manager import LogManager
 
@@ -119,6 +122,14 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.ElectLeadersRequest, elections.handle_elect_leaders),
     (m.AlterPartitionReassignmentsRequest, reassignments.handle_alter_partition_reassignments),
     (m.ListPartitionReassignmentsRequest, reassignments.handle_list_partition_reassignments),
+    (m.AddPartitionsToTxnRequest, transactions.handle_add_partitions_to_txn),
+    (m.AddOffsetsToTxnRequest, transactions.handle_add_offsets_to_txn),
+    (m.EndTxnRequest, transactions.handle_end_txn),
+    (m.TxnOffsetCommitRequest, transactions.handle_txn_offset_commit),
+    (m.WriteTxnMarkersRequest, transactions.handle_write_txn_markers),
+    (m.DescribeTransactionsRequest, transactions.handle_describe_transactions),
+    (m.ListTransactionsRequest, transactions.handle_list_transactions),
+    (m.DescribeProducersRequest, transactions.handle_describe_producers),
 ]
 
 
@@ -202,6 +213,8 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self._isr_task: asyncio.Task[None] | None = None
         self.groups = GroupCoordinator(self)
+        self.transactions = TransactionCoordinator(self)
+        self.txn_offsets = TxnOffsets(self)
         self.dispatcher = Dispatcher()
         for request_cls, handler in HANDLERS:
             self.dispatcher.register(request_cls, self._bind(handler))
@@ -228,6 +241,7 @@ class Broker:
         if not self.in_zookeeper:
             await self._lead_everything(READY_TIMEOUT_S)
         self.groups.start()
+        self.transactions.start()
         self.logs.start_background()
         log.info(
             "riverlog broker %d listening on %s:%d (cluster %s)",
@@ -275,6 +289,7 @@ class Broker:
         await self.fetchers.stop()
         await self.controller.stop()
         self.groups.stop()
+        await self.transactions.stop()
         self.fetch_purgatory.expire_all()
         self.produce_purgatory.expire_all()
         await self.network.drain(5.0)

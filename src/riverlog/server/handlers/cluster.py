@@ -22,6 +22,7 @@ from riverlog.server import state_change_log
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
 from riverlog.server.replica_manager import RoleChange
+from riverlog.server.transaction_coordinator import TRANSACTION_TOPIC
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
@@ -63,10 +64,14 @@ def handle_leader_and_isr(broker: Broker, ctx: RequestContext) -> m.LeaderAndIsr
         broker.fetchers.unfollow(hosted.key)
         if hosted.topic == OFFSETS_TOPIC:
             broker.groups.load_partition(hosted.index)
+        if hosted.topic == TRANSACTION_TOPIC:
+            broker.transactions.load_partition(hosted.index)
     for hosted, address in change.followers:
         broker.fetchers.follow(hosted, address)
         if hosted.topic == OFFSETS_TOPIC:
             broker.groups.unload_partition(hosted.index)
+        if hosted.topic == TRANSACTION_TOPIC:
+            broker.transactions.unload_partition(hosted.index)
     if ctx.version < 5:
         return m.LeaderAndIsrResponse(
             partition_errors=[
@@ -124,6 +129,8 @@ def handle_stop_replica(broker: Broker, ctx: RequestContext) -> m.StopReplicaRes
         broker.fetchers.unfollow(key)
         if key[0] == OFFSETS_TOPIC:
             broker.groups.unload_partition(key[1])
+        if key[0] == TRANSACTION_TOPIC:
+            broker.transactions.unload_partition(key[1])
     errors = broker.replicas.stop_replicas(request.controller_epoch, wanted)
     state_change_log.stop_replica_received(
         broker.broker_id, request.controller_id, request.controller_epoch,

@@ -8,6 +8,10 @@ at least one whole batch (KIP-74). Record data is a `FileRegion` the network lay
 watching its partitions: an append to any of them completes it at once; otherwise it answers
 with what there is after `max_wait_ms`.
 
+READ_COMMITTED consumers (v4+) read up to the last stable offset instead, and get the
+aborted transactions within what they read (`aborted_transactions`) so they can drop those
+producers' records (`_transactional` below).
+
 Topics are named by name up to v12 and by id from v13; an unknown id is UNKNOWN_TOPIC_ID.
 Only the leader answers, except to the debugging consumer (replica id -2), which any replica
 answers from its own log up to its own high watermark.
@@ -40,6 +44,7 @@ from riverlog.server.fetch_session import (
 )
 from riverlog.server.partition import HostedPartition
 from riverlog.server.replication_quota import throttled
+from riverlog.storage.log import PartitionLog
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -72,6 +77,16 @@ def _down_convert(region: FileRegion, version: int) -> bytes:
     return v2_to_legacy(data, 0 if version <= 1 else 1)
 
 TopicPartition = tuple[str, int]
+READ_COMMITTED = 1
+
+
+def _transactional(
+    log: PartitionLog, start: int, end: int
+) -> list[FetchResponse.AbortedTransaction]:
+    """The aborted transactions a READ_COMMITTED consumer must drop in [start, end)."""
+    return [FetchResponse.AbortedTransaction(producer_id=a.producer_id,
+                                             first_offset=a.first_offset)
+            for a in log.aborted_transactions(start, end)]  # fmt: skip
 
 
 def _requested(
@@ -127,6 +142,9 @@ class _Fetch:
         self.replica_id = replica_id
         """The fetching follower's broker id; -1 for consumers, -2 for the debugging
         consumer."""
+        self.read_committed = (
+            version >= 4 and request.isolation_level == READ_COMMITTED and replica_id < 0
+        )
 
     def _readable(self, key: Hashable, fetch: PartitionFetch) -> HostedPartition | int:
         """The partition to read, or why not: an error code."""
@@ -158,9 +176,12 @@ class _Fetch:
         return self._throttled(hosted) and self.broker.leader_quota.exceeded(time.monotonic())
 
     def limit(self, hosted: HostedPartition) -> int:
-        """Followers read up to the log end, consumers up to the (local) high watermark."""
+        """Followers read up to the log end, consumers up to the (local) high watermark,
+        READ_COMMITTED consumers up to the last stable offset."""
         plog = hosted.log
-        return plog.log_end_offset if self.replica_id >= 0 else plog.high_watermark
+        if self.replica_id >= 0:
+            return plog.log_end_offset
+        return plog.last_stable_offset if self.read_committed else plog.high_watermark
 
     def available(self) -> int:
         """Bytes available to this fetch now, capped at min_bytes (cheap: offsets only)."""
@@ -230,8 +251,11 @@ class _Fetch:
                             error = error_codes.UNSUPPORTED_COMPRESSION_TYPE.code
                         else:
                             data.records = read.records
+                        if self.read_committed:
+                            data.aborted_transactions = _transactional(
+                                log, fetch.fetch_offset, self.limit(hosted))
                 data.high_watermark = log.high_watermark
-                data.last_stable_offset = log.high_watermark
+                data.last_stable_offset = log.last_stable_offset
                 data.log_start_offset = log.log_start_offset
             data.error_code = error
             state = PartitionState(

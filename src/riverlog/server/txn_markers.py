@@ -1,0 +1,175 @@
+"""Transaction markers at the edge: sending them to partition leaders, writing them there.
+
+Coordinator side (`MarkerSender`): an ended transaction's markers are grouped by the
+current leader of each partition and sent as one WriteTxnMarkers request per broker (over
+`riverlog.client.connection.Connection`, one connection per broker kept open). Partitions
+whose leader is unknown, moved (NOT_LEADER_OR_FOLLOWER, ...), or whose broker could not be
+reached are retried after `RETRY_S`, with leaders looked up again, until every partition
+has the marker; a partition whose topic is gone (UNKNOWN_TOPIC_OR_PARTITION with no topic
+in the metadata) needs none. `send` returns when every partition is done, or raises
+`asyncio.CancelledError` when the coordinator gives up the transaction (it moved).
+
+Leader side (`write_marker`): a marker is appended as a control batch by the leader, then
+the answer waits until the ISR has it (`until_replicated`, the one function through which
+transactions wait for replication; the replica manager owns that rule).
+
+Everything runs on the event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from riverlog.client.connection import Connection
+from riverlog.coordinator.transaction import Markers, TopicPartition
+from riverlog.protocol import error_codes
+from riverlog.protocol import messages as m
+from riverlog.protocol.error_codes import ErrorCode, KafkaError
+from riverlog.server.partition import HostedPartition
+
+if TYPE_CHECKING:
+    from riverlog.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 0.1
+REQUEST_TIMEOUT_S = 30.0
+MARKER_WAIT_S = 30.0
+_GONE = error_codes.UNKNOWN_TOPIC_OR_PARTITION.code
+
+
+def until_replicated(
+    broker: Broker, hosted: HostedPartition, end_offset: int, timeout_s: float
+) -> Awaitable[ErrorCode]:
+    """NONE once the partition's high watermark reaches `end_offset` (the ISR has the
+    appended data); NOT_LEADER_OR_FOLLOWER if leadership moved; REQUEST_TIMED_OUT after
+    `timeout_s`."""
+    epoch = hosted.leader_epoch
+
+    def try_complete() -> ErrorCode | None:
+        current = broker.replicas.partitions.get(hosted.key)
+        if (
+            current is not hosted
+            or hosted.leader_epoch != epoch
+            or hosted.leader_id != broker.broker_id
+        ):
+            return error_codes.NOT_LEADER_OR_FOLLOWER
+        if hosted.log.high_watermark < end_offset:
+            return None
+        return error_codes.NONE
+
+    def expire() -> ErrorCode:
+        return error_codes.REQUEST_TIMED_OUT
+
+    return broker.produce_purgatory.delay([hosted.key], timeout_s, try_complete, expire)
+
+
+def write_marker(
+    broker: Broker, topic: str, index: int, markers: m.WriteTxnMarkersRequest.WritableTxnMarker
+) -> tuple[HostedPartition, int]:
+    """Append one marker as the leader; (partition, offset after it). Raises KafkaError."""
+    hosted = broker.replicas.leader(topic, index)
+    result = hosted.log.append_marker(
+        markers.producer_id,
+        markers.producer_epoch,
+        markers.transaction_result,
+        markers.coordinator_epoch,
+        hosted.leader_epoch,
+    )
+    if hosted.alone:
+        hosted.log.update_high_watermark(hosted.log.log_end_offset)
+    broker.replicas.fetch_purgatory.check(hosted.key)
+    return hosted, result.last_offset + 1
+
+
+class MarkerSender:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._connections: dict[int, Connection] = {}
+
+    async def close(self) -> None:
+        for conn in self._connections.values():
+            await conn.close()
+        self._connections.clear()
+
+    async def send(self, markers: Markers, coordinator_epoch: int) -> None:
+        """Write the markers to every partition's leader; return when all have them."""
+        remaining = set(markers.partitions)
+        while remaining:
+            by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+            for tp in remaining:
+                if self.broker.topics.get(tp[0]) is None:
+                    continue  # deleted: no marker needed
+                by_leader[self.broker.metadata.leader_of(*tp)].append(tp)
+            remaining &= {tp for tps in by_leader.values() for tp in tps}
+            calls = [
+                self._send_to(leader, markers, coordinator_epoch, tps)
+                for leader, tps in by_leader.items()
+                if leader >= 0
+            ]
+            for done in await asyncio.gather(*calls):
+                remaining -= done
+            if remaining:
+                await asyncio.sleep(RETRY_S)
+
+    async def _send_to(
+        self, broker_id: int, markers: Markers, coordinator_epoch: int, tps: list[TopicPartition]
+    ) -> set[TopicPartition]:
+        """The partitions this broker wrote the marker to (or that no longer exist)."""
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, index in tps:
+            by_topic[topic].append(index)
+        request = m.WriteTxnMarkersRequest(
+            markers=[
+                m.WriteTxnMarkersRequest.WritableTxnMarker(
+                    producer_id=markers.producer_id,
+                    producer_epoch=markers.producer_epoch,
+                    transaction_result=markers.commit,
+                    coordinator_epoch=coordinator_epoch,
+                    topics=[
+                        m.WriteTxnMarkersRequest.WritableTxnMarkerTopic(
+                            name=topic, partition_indexes=indexes
+                        )
+                        for topic, indexes in by_topic.items()
+                    ],
+                )
+            ]
+        )
+        try:
+            conn = await self._connection(broker_id)
+            response = await conn.send(request, timeout_s=REQUEST_TIMEOUT_S)
+        except (ConnectionError, OSError, TimeoutError, KafkaError) as e:
+            log.info("transaction markers to broker %d: %r, retrying", broker_id, e)
+            stale = self._connections.pop(broker_id, None)
+            if stale is not None:
+                await stale.close()
+            return set()
+        assert isinstance(response, m.WriteTxnMarkersResponse)
+        done: set[TopicPartition] = set()
+        for result in response.markers:
+            for answered in result.topics:
+                name = answered.name
+                for p in answered.partitions:
+                    gone = p.error_code == _GONE and self.broker.topics.get(name) is None
+                    if p.error_code == 0 or gone:
+                        done.add((name, p.partition_index))
+                    else:
+                        log.debug(
+                            "marker for %s-%d: error %d", name, p.partition_index, p.error_code
+                        )
+        return done
+
+    async def _connection(self, broker_id: int) -> Connection:
+        conn = self._connections.get(broker_id)
+        if conn is not None and not conn.closed:
+            return conn
+        info = self.broker.metadata.brokers.get(broker_id)
+        if info is None:
+            raise ConnectionError(f"broker {broker_id} is not known")
+        conn = await Connection.open(info.host, info.port, client_id="txn-marker-sender")
+        self._connections[broker_id] = conn
+        return conn
