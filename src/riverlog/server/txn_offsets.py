@@ -99,6 +99,12 @@ class TxnOffsets:
             self.pending.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
         return dict.fromkeys(offsets, stored)
 
+    def pending_partitions(self, group_id: str) -> frozenset[TopicPartition]:
+        """Partitions of the group with transactional offsets awaiting their marker."""
+        return frozenset(
+            tp for by_group in self.pending.values() for tp in by_group.get(group_id, {})
+        )
+
     def complete(self, producer_id: int, commit: bool, offsets_partition: int) -> None:
         """The marker of `producer_id`'s transaction is on `__consumer_offsets` partition
         `offsets_partition`: its offsets for groups there become committed, or are dropped."""

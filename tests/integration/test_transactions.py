@@ -1,0 +1,324 @@
+"""Transactions with real clients against an embedded broker.
+
+confluent-kafka and kafka-python transactional producers commit and abort across many
+partitions (and commit consumed offsets in the transaction); read_committed consumers of
+confluent-kafka, kafka-python and aiokafka see every committed record, in order, and no
+aborted one, while read_uncommitted consumers see both (the aborted data is really there).
+A zombie with an old epoch is fenced; a transaction left open past its timeout is aborted
+by the coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KTopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from riverlog.embedded import EmbeddedBroker, broker
+
+PARTITIONS = 6
+DEADLINE_S = 20
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> Iterator[str]:
+    overrides = {
+        "transaction.state.log.num.partitions": "5",
+        "offsets.topic.num.partitions": "5",
+        "group.initial.rebalance.delay.ms": "0",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+    }
+    with broker(overrides=overrides) as running:
+        assert isinstance(running, EmbeddedBroker)
+        yield running.bootstrap_servers
+
+
+def _topic(bootstrap: str, prefix: str, partitions: int = PARTITIONS) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
+    return name
+
+
+def _confluent_read(
+    bootstrap: str, topic: str, isolation: str, until: int, partitions: int = PARTITIONS
+) -> dict[int, list[bytes]]:
+    """Values per partition, read from the start until `until` records or the deadline."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "isolation.level": isolation})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while time.monotonic() < deadline and sum(map(len, got.values())) < until:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            got[msg.partition()].append(msg.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def _kafka_python_read(bootstrap: str, topic: str, until: int) -> dict[int, list[bytes]]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, consumer_timeout_ms=500)  # fmt: skip
+    consumer.assign([KTopicPartition(topic, p) for p in range(PARTITIONS)])
+    consumer.seek_to_beginning()
+    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while time.monotonic() < deadline and sum(map(len, got.values())) < until:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                got[tp.partition] += [r.value for r in records]
+    finally:
+        consumer.close()
+    return got
+
+
+def _read_to_lso(bootstrap: str, topic: str, partitions: int = 1) -> dict[int, list[bytes]]:
+    """Everything a read_committed consumer sees up to the current last stable offsets."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False)  # fmt: skip
+    tps = [KTopicPartition(topic, p) for p in range(partitions)]
+    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    try:
+        ends = consumer.end_offsets(tps)
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        deadline = time.monotonic() + DEADLINE_S
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, "the consumer did not reach the LSO"
+            for tp, records in consumer.poll(timeout_ms=100).items():
+                got[tp.partition] += [r.value for r in records]
+    finally:
+        consumer.close()
+    return got
+
+
+async def _aiokafka_read(bootstrap: str, topic: str, until: int) -> dict[int, list[bytes]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                enable_auto_commit=False, auto_offset_reset="earliest")  # fmt: skip
+    await consumer.start()
+    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    try:
+        from aiokafka import TopicPartition as ATopicPartition
+
+        consumer.assign([ATopicPartition(topic, p) for p in range(PARTITIONS)])
+        await consumer.seek_to_beginning()
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline and sum(map(len, got.values())) < until:
+            batches = await consumer.getmany(timeout_ms=200)
+            for tp, records in batches.items():
+                got[tp.partition] += [r.value for r in records if r.value is not None]
+    finally:
+        await consumer.stop()
+    return got
+
+
+def _wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def _expected(values: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
+    out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for partition, value in values:
+        out[partition].append(value)
+    return out
+
+
+def test_confluent_commit_and_abort_read_by_every_client(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "txn")
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}",
+                         "linger.ms": 5})  # fmt: skip
+    producer.init_transactions(DEADLINE_S)
+    committed: list[tuple[int, bytes]] = []
+    aborted: list[tuple[int, bytes]] = []
+    for round_ in range(6):
+        producer.begin_transaction()
+        values = [(i % PARTITIONS, b"r%d-%d" % (round_, i)) for i in range(30)]
+        for partition, value in values:
+            producer.produce(topic, value=value, partition=partition)
+        if round_ % 3 == 1:
+            producer.flush(DEADLINE_S)  # the aborted records reach the log first
+            producer.abort_transaction(DEADLINE_S)
+            aborted += values
+        else:
+            producer.commit_transaction(DEADLINE_S)
+            committed += values
+    expected = _expected(committed)
+    assert _confluent_read(bootstrap, topic, "read_committed", len(committed)) == expected
+    assert _kafka_python_read(bootstrap, topic, len(committed)) == expected
+    assert asyncio.run(_aiokafka_read(bootstrap, topic, len(committed))) == expected
+    everything = _confluent_read(bootstrap, topic, "read_uncommitted", len(committed + aborted))
+    assert sorted(v for vs in everything.values() for v in vs) == sorted(
+        v for _, v in committed + aborted
+    )
+
+
+def test_open_transaction_holds_back_read_committed(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "lso", partitions=1)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce(topic, value=b"before", partition=0)
+    plain.flush(DEADLINE_S)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)
+    producer.flush(DEADLINE_S)
+    plain.produce(topic, value=b"after", partition=0)
+    plain.flush(DEADLINE_S)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False)  # fmt: skip
+    tp = KTopicPartition(topic, 0)
+    try:
+        assert consumer.end_offsets([tp])[tp] == 1  # the LSO: the open transaction's start
+        consumer.assign([tp])
+        consumer.seek_to_beginning()
+        seen: list[bytes] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while consumer.position(tp) < 1 and time.monotonic() < deadline:
+            seen += [r.value for rs in consumer.poll(timeout_ms=100).values() for r in rs]
+        assert seen == [b"before"]
+        seen += [r.value for rs in consumer.poll(timeout_ms=300).values() for r in rs]
+        assert seen == [b"before"]  # nothing past the LSO
+        producer.commit_transaction(DEADLINE_S)
+        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 4)  # records and marker
+    finally:
+        consumer.close()
+    got = _confluent_read(bootstrap, topic, "read_committed", 3, partitions=1)
+    assert got == {0: [b"before", b"open", b"after"]}
+
+
+def test_confluent_send_offsets_to_transaction(bootstrap: str) -> None:
+    source = _topic(bootstrap, "src", partitions=1)
+    sink = _topic(bootstrap, "sink", partitions=1)
+    group = f"copy-{source}"
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        plain.produce(source, value=b"%d" % i, partition=0)
+    plain.flush(DEADLINE_S)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})  # fmt: skip
+    consumer.subscribe([source])
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{sink}"})
+    producer.init_transactions(DEADLINE_S)
+    try:
+        for commit, count in ((False, 4), (True, 4)):
+            producer.begin_transaction()
+            taken = 0
+            deadline = time.monotonic() + DEADLINE_S
+            while taken < count and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                producer.produce(sink, value=msg.value(), partition=0)
+                taken += 1
+            positions = consumer.position(consumer.assignment())
+            producer.send_offsets_to_transaction(
+                positions, consumer.consumer_group_metadata(), DEADLINE_S
+            )
+            if commit:
+                producer.commit_transaction(DEADLINE_S)
+            else:
+                producer.abort_transaction(DEADLINE_S)
+                # rewind to the last committed offsets, as an exactly-once copier does
+                committed = consumer.committed([TopicPartition(source, 0)], DEADLINE_S)
+                start = committed[0].offset if committed[0].offset >= 0 else 0
+                consumer.seek(TopicPartition(source, 0, start))
+        # read_committed: OffsetFetch requires stable offsets (UNSTABLE_OFFSET_COMMIT is
+        # retried until the marker lands)
+        committed = consumer.committed([TopicPartition(source, 0)], DEADLINE_S)
+        assert committed[0].offset == 4
+    finally:
+        consumer.close()
+    got = _confluent_read(bootstrap, sink, "read_committed", 4, partitions=1)
+    assert got == {0: [b"0", b"1", b"2", b"3"]}
+
+
+def test_kafka_python_producer_commit_abort_and_offsets(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "kp")
+    group = f"kp-{topic}"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"tx-{topic}")
+    try:
+        producer.init_transactions()
+        committed: list[tuple[int, bytes]] = []
+        for round_, commit in enumerate((True, False, True)):
+            producer.begin_transaction()
+            values = [(i % PARTITIONS, b"k%d-%d" % (round_, i)) for i in range(12)]
+            for partition, value in values:
+                producer.send(topic, value=value, partition=partition)
+            producer.flush()
+            if commit:
+                offsets = {KTopicPartition(topic, 0): OffsetAndMetadata(round_ + 1, "", -1)}
+                producer.send_offsets_to_transaction(offsets, group)
+                producer.commit_transaction()
+                committed += values
+            else:
+                producer.abort_transaction()
+    finally:
+        producer.close()
+    assert _confluent_read(bootstrap, topic, "read_committed", len(committed)) == _expected(
+        committed
+    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        offsets = consumer.committed([TopicPartition(topic, 0)], DEADLINE_S)
+        assert offsets[0].offset == 3
+    finally:
+        consumer.close()
+
+
+def test_zombie_with_an_old_epoch_is_fenced(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "zombie", partitions=1)
+    transactional_id = f"tx-{topic}"
+    zombie = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    zombie.init_transactions(DEADLINE_S)
+    zombie.begin_transaction()
+    zombie.produce(topic, value=b"zombie", partition=0)
+    zombie.flush(DEADLINE_S)
+    successor = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    successor.init_transactions(DEADLINE_S)  # aborts the zombie's transaction
+    successor.begin_transaction()
+    successor.produce(topic, value=b"successor", partition=0)
+    successor.commit_transaction(DEADLINE_S)
+    with pytest.raises(KafkaException) as caught:
+        zombie.produce(topic, value=b"late", partition=0)
+        zombie.commit_transaction(DEADLINE_S)
+    assert caught.value.args[0].fatal() or "fenced" in str(caught.value).lower()
+    assert _read_to_lso(bootstrap, topic) == {0: [b"successor"]}
+
+
+def test_timed_out_transaction_is_aborted_by_the_coordinator(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "timeout", partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}",
+                         "transaction.timeout.ms": 1000})  # fmt: skip
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"abandoned", partition=0)
+    producer.flush(DEADLINE_S)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    tp = KTopicPartition(topic, 0)
+    try:  # record + the coordinator's abort marker: stable again
+        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 2)
+    finally:
+        consumer.close()
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(DEADLINE_S)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce(topic, value=b"later", partition=0)
+    plain.flush(DEADLINE_S)
+    assert _read_to_lso(bootstrap, topic) == {0: [b"later"]}
