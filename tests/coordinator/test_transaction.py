@@ -225,3 +225,29 @@ def test_records_round_trip(state: S, parts: int) -> None:
 def test_partition_for_is_kafkas() -> None:
     # Utils.abs("my-txn".hashCode()) % 50; "my-txn".hashCode() == -1061187895 in Java
     assert partition_for("my-txn", 50) == 1061187895 % 50 == 45
+
+
+def test_offsets_replay_holds_transactional_commits_until_their_marker() -> None:
+    from riverlog.coordinator.txn_replay import TxnReplay
+    from riverlog.protocol.records.v2 import Record, decode_batch, encode_batch
+
+    def batch(pid: int, key: bytes, *, txn: bool = True, control: int | None = None) -> object:
+        if control is not None:
+            rec = Record(0, 1, b"\x00\x00\x00" + bytes([control]), b"\x00\x00\x00\x00\x00\x00")
+            raw = encode_batch([rec], producer_id=pid, producer_epoch=0, is_transactional=True,
+                               is_control=True)  # fmt: skip
+        else:
+            raw = encode_batch([Record(0, 1, key, b"v")], producer_id=pid, producer_epoch=0,
+                               is_transactional=txn)  # fmt: skip
+        return decode_batch(raw)[0]
+
+    replay_ = TxnReplay()
+    fed = [
+        replay_.feed(b)  # type: ignore[arg-type]
+        for b in (
+            batch(1, b"a"), batch(2, b"b"), batch(-1, b"plain", txn=False),
+            batch(1, b"", control=1), batch(2, b"", control=0), batch(3, b"c"),
+        )
+    ]  # fmt: skip
+    assert fed == [[], [], [(b"plain", b"v")], [(b"a", b"v")], [], []]
+    assert replay_.open == {3: [(b"c", b"v")]}

@@ -99,6 +99,15 @@ class TxnOffsets:
             self.pending.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
         return dict.fromkeys(offsets, stored)
 
+    def restore(
+        self, producer_id: int, by_group: dict[str, dict[TopicPartition, StoredOffset]]
+    ) -> None:
+        """Offsets of an open transaction found when loading a `__consumer_offsets`
+        partition."""
+        mine = self.pending.setdefault(producer_id, {})
+        for group_id, offsets in by_group.items():
+            mine.setdefault(group_id, {}).update(offsets)
+
     def pending_partitions(self, group_id: str) -> frozenset[TopicPartition]:
         """Partitions of the group with transactional offsets awaiting their marker."""
         return frozenset(
