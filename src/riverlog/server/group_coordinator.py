@@ -226,8 +226,10 @@ class GroupCoordinator:
         followers fetch again, and a leader keeps what its log holds. Transactional offset
         commits come out at their commit marker (`txns`)."""
         plog = self.broker.replicas.get(OFFSETS_TOPIC, index).log
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
+        offset = plog.log_start_offset
+        # To the log end as it is after each chunk (no wait after the last one): a marker
+        # appended while loading is read, so no transaction stays pending for ever.
+        while offset < (end := plog.log_end_offset):
             region = plog.read(offset, LOAD_CHUNK_BYTES, max_offset=end).records
             if region is None:
                 return

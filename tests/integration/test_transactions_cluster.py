@@ -1,0 +1,193 @@
+"""Exactly-once on a 3-broker cluster: a transactional copy of topic A into topic B (offsets
+committed in the transaction) while partition leaders and the transaction coordinator's
+broker are SIGKILLed and restarted; B read with read_committed holds every record of A
+exactly once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from riverlog.coordinator.transaction_records import partition_for
+from tests.cluster_harness import Cluster, create_topic, partitions_of, wait_until
+from tests.zookeeper_server import ZooKeeperServer
+
+RECORDS = 3000
+PARTITIONS = 3
+TXN_PARTITIONS = 6
+BATCH = 40  # records per transaction: the copy spans every kill
+SETTINGS = {
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+    "min.insync.replicas": "2",
+}
+TRANSACTIONAL_ID = "copier"
+
+
+def _fill(cluster: Cluster, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})  # fmt: skip
+    for i in range(RECORDS):
+        producer.produce(topic, str(i).encode(), partition=i % PARTITIONS)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+class Copier:
+    """Consume A (read_committed, group "copier"), produce to B, commit both in one
+    transaction per batch; on an abortable error abort and rewind to the committed offsets,
+    on a fatal one (fenced) start over with a new producer."""
+
+    def __init__(self, cluster: Cluster, source: str, sink: str) -> None:
+        self.cluster, self.source, self.sink = cluster, source, sink
+        self.transactions = 0
+        self.aborts = 0
+        self.done = threading.Event()
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _producer(self) -> Producer:
+        producer = Producer({"bootstrap.servers": self.cluster.bootstrap_servers,
+                             "transactional.id": TRANSACTIONAL_ID, "linger.ms": 5,
+                             "transaction.timeout.ms": 30000})  # fmt: skip
+        producer.init_transactions(60)
+        return producer
+
+    def _consumer(self) -> Consumer:
+        consumer = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers,
+                             "group.id": "copier", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest",
+                             "isolation.level": "read_committed"})  # fmt: skip
+        consumer.assign([TopicPartition(self.source, p) for p in range(PARTITIONS)])
+        return consumer
+
+    def _rewind(self, consumer: Consumer) -> None:
+        tps = [TopicPartition(self.source, p) for p in range(PARTITIONS)]
+        for tp in consumer.committed(tps, 60):
+            consumer.seek(TopicPartition(self.source, tp.partition, max(tp.offset, 0)))
+
+    def _committed_total(self, consumer: Consumer) -> int:
+        tps = [TopicPartition(self.source, p) for p in range(PARTITIONS)]
+        return sum(max(tp.offset, 0) for tp in consumer.committed(tps, 60))
+
+    def _run(self) -> None:
+        try:
+            producer, consumer = self._producer(), self._consumer()
+            self._rewind(consumer)
+            while True:
+                try:
+                    if self._committed_total(consumer) >= RECORDS:
+                        break
+                    producer.begin_transaction()
+                    for msg in consumer.consume(BATCH, 0.5):
+                        if msg.error() is None:
+                            producer.produce(self.sink, msg.value(), partition=msg.partition())
+                    producer.send_offsets_to_transaction(
+                        consumer.position(consumer.assignment()),
+                        consumer.consumer_group_metadata(), 60,
+                    )  # fmt: skip
+                    self._commit(producer)
+                    self.transactions += 1
+                except KafkaException as e:
+                    error: KafkaError = e.args[0]
+                    print(f"{time.strftime('%X')} copier: {error}", flush=True)
+                    if error.txn_requires_abort():
+                        self.aborts += 1
+                        producer.abort_transaction(60)
+                        self._rewind(consumer)
+                    elif error.fatal() or not error.retriable():
+                        producer = self._producer()
+                        self._rewind(consumer)
+                    else:
+                        self._rewind(consumer)
+        except BaseException as e:  # reported by the test
+            self.failure = e
+        finally:
+            self.done.set()
+
+    @staticmethod
+    def _commit(producer: Producer) -> None:
+        while True:
+            try:
+                producer.commit_transaction(60)
+                return
+            except KafkaException as e:
+                if not e.args[0].retriable():
+                    raise
+
+
+def _coordinator_broker(cluster: Cluster) -> int:
+    index = partition_for(TRANSACTIONAL_ID, TXN_PARTITIONS)
+    return partitions_of(cluster, "__transaction_state")[index][0]
+
+
+def test_transactional_copy_is_exactly_once_under_sigkill(
+    zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
+    cluster = Cluster(zookeeper, tmp_path, settings=SETTINGS).start()
+    try:
+        source = create_topic(cluster, PARTITIONS)
+        sink = create_topic(cluster, PARTITIONS)
+        _fill(cluster, source)
+        copier = Copier(cluster, source, sink)
+        copier.thread.start()
+        wait_until(lambda: copier.transactions >= 3 or copier.done.is_set(), 60,
+                   "the first transactions")  # fmt: skip
+        victims = [
+            ("sink leader", lambda: partitions_of(cluster, sink)[0][0]),
+            ("coordinator", lambda: _coordinator_broker(cluster)),
+            ("source leader", lambda: partitions_of(cluster, source)[1][0]),
+            ("coordinator", lambda: _coordinator_broker(cluster)),
+        ]
+        killed = []
+        for what, find in victims:
+            if copier.done.is_set():
+                break
+            victim = find()
+            killed.append(victim)
+            before = copier.transactions
+            cluster.brokers[victim].kill()
+            wait_until(lambda: copier.transactions > before or copier.done.is_set(), 90,
+                       f"a transaction after killing the {what} (broker {victim})")  # fmt: skip
+            cluster.brokers[victim].start()
+        assert copier.done.wait(120), "the copy did not finish"
+        assert copier.failure is None, copier.failure
+        assert len(killed) == len(victims), "the copy finished before every kill"
+        print(f"killed brokers {killed}; {copier.transactions} transactions committed, "
+              f"{copier.aborts} aborted")
+        got = _read_committed(cluster, sink)
+        counts = Counter(got)
+        assert not [v for v, n in counts.items() if n > 1], "duplicates in B"
+        assert set(counts) == {str(i).encode() for i in range(RECORDS)}
+    finally:
+        cluster.stop()
+
+
+def _read_committed(cluster: Cluster, topic: str) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "check",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed",
+                         "enable.partition.eof": True})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(at_end) < PARTITIONS or len(got) < RECORDS:
+            assert time.monotonic() < deadline, f"read {len(got)} of {RECORDS}"
+            for msg in consumer.consume(500, 0.5):
+                error = msg.error()
+                if error is None:
+                    got.append(msg.value())
+                    at_end.discard(msg.partition())
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition())
+    finally:
+        consumer.close()
+    return got
