@@ -2,7 +2,7 @@
 
 confluent-kafka and kafka-python transactional producers commit and abort across many
 partitions (and commit consumed offsets in the transaction); read_committed consumers of
-confluent-kafka, kafka-python and aiokafka see every committed record, in order, and no
+confluent-kafka, kafka-python, aiokafka and riverlog's client see every committed record, in order, and no
 aborted one, while read_uncommitted consumers see both (the aborted data is really there).
 A zombie with an old epoch is fenced; a transaction left open past its timeout is aborted
 by the coordinator.
@@ -23,6 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.structs import OffsetAndMetadata
 
+from riverlog.client import AsyncConsumer
 from riverlog.embedded import EmbeddedBroker, broker
 
 PARTITIONS = 6
@@ -132,6 +133,19 @@ def _wait_until(condition: Callable[[], bool]) -> None:
         time.sleep(0.05)
 
 
+async def _riverlog_read(bootstrap: str, topic: str, until: int) -> dict[int, list[bytes]]:
+    consumer = AsyncConsumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed"})
+    consumer.assign((topic, p) for p in range(PARTITIONS))
+    consumer.seek_to_beginning()
+    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + DEADLINE_S
+    async with consumer:
+        while time.monotonic() < deadline and sum(map(len, got.values())) < until:
+            for record in await consumer.poll(200):
+                got[record.partition] += [record.value]
+    return got
+
+
 def _expected(values: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
     out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     for partition, value in values:
@@ -162,6 +176,7 @@ def test_confluent_commit_and_abort_read_by_every_client(bootstrap: str) -> None
     assert _confluent_read(bootstrap, topic, "read_committed", len(committed)) == expected
     assert _kafka_python_read(bootstrap, topic, len(committed)) == expected
     assert asyncio.run(_aiokafka_read(bootstrap, topic, len(committed))) == expected
+    assert asyncio.run(_riverlog_read(bootstrap, topic, len(committed))) == expected
     everything = _confluent_read(bootstrap, topic, "read_uncommitted", len(committed + aborted))
     assert sorted(v for vs in everything.values() for v in vs) == sorted(
         v for _, v in committed + aborted
