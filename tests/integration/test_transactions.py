@@ -2,15 +2,18 @@
 
 confluent-kafka and kafka-python transactional producers commit and abort across many
 partitions (and commit consumed offsets in the transaction); read_committed consumers of
-confluent-kafka, kafka-python, aiokafka and riverlog's client see every committed record, in order, and no
-aborted one, while read_uncommitted consumers see both (the aborted data is really there).
+confluent-kafka, kafka-python, aiokafka and riverlog's client see every committed record,
+in order, and no aborted one, while read_uncommitted consumers see both (the aborted data is really there).
 A zombie with an old epoch is fenced; a transaction left open past its timeout is aborted
-by the coordinator.
+by the coordinator. `riverlog transactions` lists, describes, finds a hanging transaction
+and aborts it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,7 +27,10 @@ from kafka import TopicPartition as KTopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from riverlog.client import AsyncConsumer
+from riverlog.client.connection import Connection
 from riverlog.embedded import EmbeddedBroker, broker
+from riverlog.protocol import messages as m
+from riverlog.protocol.records.v2 import Record, encode_batch
 
 PARTITIONS = 6
 DEADLINE_S = 20
@@ -337,3 +343,81 @@ def test_timed_out_transaction_is_aborted_by_the_coordinator(bootstrap: str) -> 
     plain.produce(topic, value=b"later", partition=0)
     plain.flush(DEADLINE_S)
     assert _read_to_lso(bootstrap, topic) == {0: [b"later"]}
+
+
+def _tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "riverlog", "transactions", "--bootstrap-server", bootstrap,
+         *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+async def _hang(bootstrap: str, topic: str) -> None:
+    """A transactional batch the coordinator never heard of: a hanging transaction."""
+    host, port = bootstrap.split(":")
+    conn = await Connection.open(host, int(port))
+    try:
+        init = await conn.send(m.InitProducerIdRequest(transactional_id=None,
+                                                       transaction_timeout_ms=60000))  # fmt: skip
+        assert isinstance(init, m.InitProducerIdResponse) and init.error_code == 0
+        batch = encode_batch([Record(0, int(time.time() * 1000), b"k", b"ghost")],
+                             producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                             base_sequence=0, is_transactional=True)  # fmt: skip
+        produce = m.ProduceRequest(acks=-1, timeout_ms=10000, transactional_id="ghost", topic_data=[
+            m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                m.ProduceRequest.PartitionProduceData(index=0, records=batch)])])  # fmt: skip
+        answer = await conn.send(produce)
+        assert isinstance(answer, m.ProduceResponse)
+        assert answer.responses[0].partition_responses[0].error_code == 0
+    finally:
+        await conn.close()
+
+
+def test_transactions_tool_lists_describes_finds_and_aborts(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "tool", partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)
+    producer.flush(DEADLINE_S)
+    listed = _tool(bootstrap, "list")
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert [f"tx-{topic}", "0"] == next(r.split()[:2] for r in rows if f"tx-{topic}" in r)
+    assert f"tx-{topic}" in listed.stdout and "Ongoing" in listed.stdout
+    described = _tool(bootstrap, "describe", "--transactional-id", f"tx-{topic}")
+    assert described.returncode == 0, described.stderr
+    fields = described.stdout.splitlines()[1].split("\t")
+    assert fields[1].strip() == f"tx-{topic}" and fields[4].strip() == "Ongoing"
+    assert fields[8].strip() == f"{topic}-0"
+    producer.commit_transaction(DEADLINE_S)
+    missing = _tool(bootstrap, "describe", "--transactional-id", "nobody")
+    assert missing.returncode == 1 and "nobody" in missing.stderr
+
+    asyncio.run(_hang(bootstrap, topic))
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    tp = KTopicPartition(topic, 0)
+    try:
+        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 2)  # stuck at the ghost's start
+        producers = _tool(bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
+        assert producers.returncode == 0, producers.stderr
+        assert producers.stdout.splitlines()[0].split() == [
+            "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+            "LastTimestamp", "CurrentTransactionStartOffset"]  # fmt: skip
+        starts = [line.split()[5] for line in producers.stdout.splitlines()[1:]]
+        assert sorted(starts) == ["2", "None"]
+        hanging = _tool(bootstrap, "find-hanging", "--topic", topic,
+                        "--max-transaction-timeout", "0")  # fmt: skip
+        assert hanging.returncode == 0, hanging.stderr
+        rows = hanging.stdout.splitlines()[1:]
+        assert len(rows) == 1 and rows[0].split()[:2] == [topic, "0"]
+        assert rows[0].split()[5] == "2"
+        aborted = _tool(bootstrap, "abort", "--topic", topic, "--partition", "0",
+                        "--start-offset", "2")  # fmt: skip
+        assert aborted.returncode == 0, aborted.stderr
+        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 4)  # stable again
+    finally:
+        consumer.close()
+    assert _read_to_lso(bootstrap, topic) == {0: [b"open"]}

@@ -23,6 +23,7 @@ from riverlog.cli import replica_verification as cli_replica_verification
 from riverlog.cli import server as cli_server
 from riverlog.cli import state_change_log_merger as cli_merger
 from riverlog.cli import topics as cli_topics
+from riverlog.cli import transactions as cli_transactions
 
 
 def _decode_request(args: argparse.Namespace) -> int:
@@ -126,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_leader_election.add_arguments(election)
     election.set_defaults(run=cli_leader_election.run)
+
+    transactions = sub.add_parser(
+        "transactions", help="list, describe, find and abort transactions (kafka-transactions.sh)"
+    )
+    cli_transactions.add_arguments(transactions)
+    transactions.set_defaults(run=cli_transactions.run)
 
     cluster = sub.add_parser(
         "cluster", help="start or stop ZooKeeper + N brokers on loopback; describe a cluster"
