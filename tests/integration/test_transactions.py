@@ -3,7 +3,8 @@
 confluent-kafka and kafka-python transactional producers commit and abort across many
 partitions (and commit consumed offsets in the transaction); read_committed consumers of
 confluent-kafka, kafka-python, aiokafka and riverlog's client see every committed record,
-in order, and no aborted one, while read_uncommitted consumers see both (the aborted data is really there).
+in order, and no aborted one, while read_uncommitted consumers see both (the aborted data
+is really there).
 A zombie with an old epoch is fenced; a transaction left open past its timeout is aborted
 by the coordinator. `riverlog transactions` lists, describes, finds a hanging transaction
 and aborts it.

@@ -153,7 +153,7 @@ def test_transactional_copy_is_exactly_once_under_sigkill(
             killed.append(victim)
             before = copier.transactions
             cluster.brokers[victim].kill()
-            wait_until(lambda: copier.transactions > before or copier.done.is_set(), 90,
+            wait_until(lambda b=before: copier.transactions > b or copier.done.is_set(), 90,
                        f"a transaction after killing the {what} (broker {victim})")  # fmt: skip
             cluster.brokers[victim].start()
         assert copier.done.wait(120), "the copy did not finish"
