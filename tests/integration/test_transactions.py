@@ -422,3 +422,11 @@ def test_transactions_tool_lists_describes_finds_and_aborts(bootstrap: str) -> N
     finally:
         consumer.close()
     assert _read_to_lso(bootstrap, topic) == {0: [b"open"]}
+    for isolation, shown in (("read_committed", "open\n"), ("read_uncommitted", "open\nghost\n")):
+        console = subprocess.run(
+            [sys.executable, "-m", "riverlog", "console-consumer", "--bootstrap-server",
+             bootstrap, "--topic", topic, "--from-beginning", "--isolation-level", isolation,
+             "--timeout-ms", "1500"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert console.stdout == shown, console.stderr
