@@ -27,10 +27,11 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from riverlog.client import AsyncConsumer
+from riverlog.client import AsyncConsumer, AsyncTransactionalProducer
 from riverlog.client.connection import Connection
 from riverlog.embedded import EmbeddedBroker, broker
 from riverlog.protocol import messages as m
+from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.records.v2 import Record, encode_batch
 
 PARTITIONS = 6
@@ -430,3 +431,53 @@ def test_transactions_tool_lists_describes_finds_and_aborts(bootstrap: str) -> N
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         assert console.stdout == shown, console.stderr
+
+
+async def _riverlog_transactions(bootstrap: str, topic: str, group: str) -> list[bytes]:
+    """riverlog's transactional producer: commit, abort, offsets, then fenced by a newer
+    producer of the same id. Returns the committed values."""
+    config = {"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"}
+    producer = AsyncTransactionalProducer(config)
+    committed: list[bytes] = []
+    try:
+        await producer.init_transactions()
+        for round_, commit in enumerate((True, False, True)):
+            await producer.begin_transaction()
+            values = [b"rl%d-%d" % (round_, i) for i in range(PARTITIONS * 2)]
+            futures = [await producer.send(topic, v, partition=i % PARTITIONS)
+                       for i, v in enumerate(values)]  # fmt: skip
+            await producer.send_offsets_to_transaction({(topic, 0): round_ + 1}, group)
+            if commit:
+                await producer.commit_transaction()
+                committed += values
+            else:
+                await producer.abort_transaction()
+            await asyncio.gather(*futures)
+        successor = AsyncTransactionalProducer(config)
+        await successor.init_transactions()  # fences `producer`
+        await producer.begin_transaction()
+        zombie = await producer.send(topic, b"zombie", partition=0)
+        with pytest.raises(KafkaError) as fenced:
+            await producer.commit_transaction()
+        assert fenced.value.error.name in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+        with pytest.raises(KafkaError):
+            await zombie  # never written
+        await successor.close()
+    finally:
+        await producer.close()
+    return committed
+
+
+def test_riverlog_transactional_producer(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "rl")
+    group = f"rl-{topic}"
+    committed = asyncio.run(_riverlog_transactions(bootstrap, topic, group))
+    by_partition: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for value in committed:
+        by_partition[int(value.split(b"-")[1]) % PARTITIONS].append(value)
+    assert _read_to_lso(bootstrap, topic, PARTITIONS) == by_partition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        assert consumer.committed([TopicPartition(topic, 0)], DEADLINE_S)[0].offset == 3
+    finally:
+        consumer.close()
