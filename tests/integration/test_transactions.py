@@ -481,3 +481,27 @@ def test_riverlog_transactional_producer(bootstrap: str) -> None:
         assert consumer.committed([TopicPartition(topic, 0)], DEADLINE_S)[0].offset == 3
     finally:
         consumer.close()
+
+
+def test_producer_perf_test_in_transactions(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "perf", partitions=1)
+    produced = subprocess.run(
+        [sys.executable, "-m", "riverlog", "producer-perf-test", "--topic", topic,
+         "--num-records", "3000", "--record-size", "100", "--throughput", "-1",
+         "--producer-props", f"bootstrap.servers={bootstrap}",
+         "--transactional-id", f"perf-{topic}", "--transaction-duration-ms", "50"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    assert produced.stdout.strip().splitlines()[-1].startswith("3000 records sent, ")
+    tp = KTopicPartition(topic, 0)
+    committed = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    uncommitted = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:  # the last markers are written after the tool's last commit returned
+        _wait_until(lambda: committed.end_offsets([tp]) == uncommitted.end_offsets([tp]))
+    finally:
+        committed.close()
+        uncommitted.close()
+    assert len(_read_to_lso(bootstrap, topic)[0]) == 3000
+    described = _tool(bootstrap, "describe", "--transactional-id", f"perf-{topic}")
+    assert described.stdout.splitlines()[1].split("\t")[4].strip() == "CompleteCommit"
