@@ -64,8 +64,13 @@ def test_markers_are_control_batches_with_kafkas_records(tmp_path: Path) -> None
     assert header.partition_leader_epoch == 9
     assert batch.records[0].key == b"\x00\x00\x00\x00"  # version 0, abort
     assert batch.records[0].value == b"\x00\x00\x00\x00\x00\x05"  # version 0, epoch 5
-    with pytest.raises(KafkaError):
-        plog.append_marker(7, 2, True, 5, 9)  # an older epoch is refused
+    with pytest.raises(KafkaError) as old_epoch:
+        plog.append_marker(7, 2, True, 5, 9)
+    assert old_epoch.value.error.name == "INVALID_PRODUCER_EPOCH"
+    with pytest.raises(KafkaError) as zombie_coordinator:
+        plog.append_marker(7, 3, True, 4, 9)
+    assert zombie_coordinator.value.error.name == "TRANSACTION_COORDINATOR_FENCED"
+    assert plog.producers.producers[7].coordinator_epoch == 5
     plog.close()
 
 

@@ -6,7 +6,8 @@ current leader of each partition and sent as one WriteTxnMarkers request per bro
 whose leader is unknown, moved (NOT_LEADER_OR_FOLLOWER, ...), or whose broker could not be
 reached are retried after `RETRY_S`, with leaders looked up again, until every partition
 has the marker; a partition whose topic is gone (UNKNOWN_TOPIC_OR_PARTITION with no topic
-in the metadata) needs none. `send` returns when every partition is done, or raises
+in the metadata) needs none, nor one refused as TRANSACTION_COORDINATOR_FENCED (a newer
+coordinator took the transaction over). `send` returns when every partition is done, or raises
 `asyncio.CancelledError` when the coordinator gives up the transaction (it moved).
 
 Leader side (`write_marker`): a marker is appended as a control batch by the leader, then
@@ -40,6 +41,7 @@ RETRY_S = 0.1
 REQUEST_TIMEOUT_S = 30.0
 MARKER_WAIT_S = 30.0
 _GONE = error_codes.UNKNOWN_TOPIC_OR_PARTITION.code
+_FENCED = error_codes.TRANSACTION_COORDINATOR_FENCED.code
 
 
 def until_replicated(
@@ -90,6 +92,7 @@ class MarkerSender:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._connections: dict[int, Connection] = {}
+        self._opening: dict[int, asyncio.Lock] = {}
 
     async def close(self) -> None:
         for conn in self._connections.values():
@@ -155,7 +158,10 @@ class MarkerSender:
                 name = answered.name
                 for p in answered.partitions:
                     gone = p.error_code == _GONE and self.broker.topics.get(name) is None
-                    if p.error_code == 0 or gone:
+                    if p.error_code == _FENCED:  # a newer coordinator owns the transaction
+                        log.warning("marker for %s-%d: this coordinator is fenced", name,
+                                    p.partition_index)  # fmt: skip
+                    if p.error_code in (0, _FENCED) or gone:
                         done.add((name, p.partition_index))
                     else:
                         log.debug(
@@ -164,12 +170,15 @@ class MarkerSender:
         return done
 
     async def _connection(self, broker_id: int) -> Connection:
-        conn = self._connections.get(broker_id)
-        if conn is not None and not conn.closed:
+        """The connection to a broker; one opening at a time per broker (transactions
+        ending together share it)."""
+        async with self._opening.setdefault(broker_id, asyncio.Lock()):
+            conn = self._connections.get(broker_id)
+            if conn is not None and not conn.closed:
+                return conn
+            info = self.broker.metadata.brokers.get(broker_id)
+            if info is None:
+                raise ConnectionError(f"broker {broker_id} is not known")
+            conn = await Connection.open(info.host, info.port, client_id="txn-marker-sender")
+            self._connections[broker_id] = conn
             return conn
-        info = self.broker.metadata.brokers.get(broker_id)
-        if info is None:
-            raise ConnectionError(f"broker {broker_id} is not known")
-        conn = await Connection.open(info.host, info.port, client_id="txn-marker-sender")
-        self._connections[broker_id] = conn
-        return conn

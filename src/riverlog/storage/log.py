@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import struct
 import threading
 import time
 from bisect import bisect_right
@@ -37,16 +36,10 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.primitives import FileRegion
 from riverlog.protocol.records.batch_header import BatchHeader
-from riverlog.protocol.records.v2 import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    Record,
-    control_record_type,
-    decode_records,
-    encode_batch,
-)
+from riverlog.protocol.records.v2 import Record, decode_records
 from riverlog.storage.epoch_cache import LeaderEpochCache
 from riverlog.storage.log_config import LogConfig
+from riverlog.storage.markers import encode_marker, read_marker
 from riverlog.storage.producer_state import CompletedTxn, ProducerStateManager
 from riverlog.storage.segment import (
     CLEANED_SUFFIX,
@@ -85,16 +78,6 @@ class ReadResult(NamedTuple):
 
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
-
-
-_MARKER = struct.Struct(">hh")
-_MARKER_VALUE = struct.Struct(">hi")
-
-
-def _marker_aborted(view: memoryview, position: int, header: BatchHeader) -> bool:
-    """Whether the control batch at `position` is an abort marker."""
-    records = decode_records(header, view[position + 61 : position + header.size])
-    return bool(records) and control_record_type(records[0]) == CONTROL_ABORT
 
 
 def wall_clock_ms() -> int:
@@ -265,11 +248,11 @@ class PartitionLog:
             for found in seg.batches_from(seg.offset_index.lookup(start)):
                 header = found.header
                 if header.base_offset >= start:
-                    aborted = False
+                    marker = None
                     if header.is_control:
                         raw = memoryview(seg.read_bytes(found.position, header.size))
-                        aborted = _marker_aborted(raw, 0, header)
-                    self._track(self.producers.update(header, aborted=aborted), seg)
+                        marker = read_marker(raw, 0, header)
+                    self._track(self.producers.update(header, marker), seg)
 
     def _track(self, completed: CompletedTxn | None, seg: LogSegment) -> None:
         """A marker closed a transaction: unstable until replicated; indexed if aborted."""
@@ -335,17 +318,11 @@ class PartitionLog:
         one record, key (version 0, commit 1 / abort 0), value (version 0, coordinator
         epoch)."""
         now = self._now() if now_ms is None else now_ms
-        kind = CONTROL_COMMIT if commit else CONTROL_ABORT
-        record = Record(
-            0, now, _MARKER.pack(0, kind), _MARKER_VALUE.pack(0, coordinator_epoch)
-        )
-        view = memoryview(bytearray(encode_batch(
-            [record], producer_id=producer_id, producer_epoch=producer_epoch,
-            is_transactional=True, is_control=True,
-        )))  # fmt: skip
+        marker = encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
+        view = memoryview(bytearray(marker))
         batches = validate_batches(view, self.config, now, from_client=False)
         with self.lock:
-            self.producers.check_marker(producer_id, producer_epoch)
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
             first = self.log_end_offset
             headers = assign_offsets(view, batches, first, leader_epoch, None)
             self._write(view, headers, now)
@@ -374,8 +351,8 @@ class PartitionLog:
         self.active.append(view, headers)
         position = 0
         for header in headers:
-            aborted = header.is_control and _marker_aborted(view, position, header)
-            self._track(self.producers.update(header, aborted=aborted), self.active)
+            marker = read_marker(view, position, header) if header.is_control else None
+            self._track(self.producers.update(header, marker), self.active)
             position += header.size
         self.unflushed_messages += sum(h.records_count for h in headers)
         if self.unflushed_messages >= self.config.flush_messages:

@@ -32,6 +32,7 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.records.batch_header import BatchHeader
 from riverlog.storage.checkpoint import write_atomically
+from riverlog.storage.markers import Marker
 
 SNAPSHOT_SUFFIX = ".snapshot"
 KEPT_BATCHES = 5
@@ -52,6 +53,7 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=KEPT_BATCHES))
     last_timestamp: int = -1
     txn_first_offset: int = -1  # the first offset of its ongoing transaction; -1: none
+    coordinator_epoch: int = -1  # of its last marker
 
     @property
     def last_seq(self) -> int:
@@ -110,9 +112,20 @@ class ProducerStateManager:
             )
         return None
 
-    def check_marker(self, producer_id: int, epoch: int) -> None:
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """A marker from a coordinator older than the last one's (a zombie coordinator) is
+        TRANSACTION_COORDINATOR_FENCED; one with an older producer epoch
+        INVALID_PRODUCER_EPOCH."""
         entry = self.producers.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
+        if entry is None:
+            return
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(
+                error_codes.TRANSACTION_COORDINATOR_FENCED,
+                f"Coordinator epoch {coordinator_epoch} of a marker for producer {producer_id} "
+                f"is older than {entry.coordinator_epoch}.",
+            )
+        if epoch < entry.epoch:
             raise KafkaError(
                 error_codes.INVALID_PRODUCER_EPOCH,
                 f"Marker epoch {epoch} of producer {producer_id} is older than its current "
@@ -129,20 +142,25 @@ class ProducerStateManager:
         firsts = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset >= 0]
         return min(firsts) if firsts else None
 
-    def update(self, header: BatchHeader, *, aborted: bool = False) -> CompletedTxn | None:
-        """Record an appended batch (offsets already assigned); `aborted` tells a control
-        batch's marker type. Returns the transaction a marker ends, if any."""
+    def update(self, header: BatchHeader, marker: Marker | None = None) -> CompletedTxn | None:
+        """Record an appended batch (offsets already assigned) — for a control batch, with
+        its `marker`. Returns the transaction a marker ends, if any."""
         if not header.has_producer_id:
             return None
         entry = self.producers.get(header.producer_id)
         if entry is None or header.producer_epoch > entry.epoch:
             first = entry.txn_first_offset if entry is not None else -1
-            entry = ProducerEntry(header.producer_epoch, txn_first_offset=first)
+            coordinator = entry.coordinator_epoch if entry is not None else -1
+            entry = ProducerEntry(header.producer_epoch, txn_first_offset=first,
+                                  coordinator_epoch=coordinator)  # fmt: skip
             self.producers[header.producer_id] = entry
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.is_control:
             first = entry.txn_first_offset
             entry.txn_first_offset = -1
+            aborted = marker is not None and marker.aborted
+            if marker is not None:
+                entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
             if first < 0:
                 return None
             return CompletedTxn(header.producer_id, first, header.base_offset, aborted)
@@ -176,6 +194,7 @@ class ProducerStateManager:
                 "epoch": e.epoch,
                 "last_timestamp": e.last_timestamp,
                 "txn_first_offset": e.txn_first_offset,
+                "coordinator_epoch": e.coordinator_epoch,
                 "batches": [
                     [b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
                     for b in e.batches
@@ -203,6 +222,7 @@ class ProducerStateManager:
                         deque((BatchMetadata(*b) for b in s["batches"]), maxlen=KEPT_BATCHES),
                         s["last_timestamp"],
                         s.get("txn_first_offset", -1),
+                        s.get("coordinator_epoch", -1),
                     )
                     for pid, s in state.items()
                 }

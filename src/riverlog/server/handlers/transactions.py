@@ -373,7 +373,7 @@ def handle_describe_producers(broker: Broker, ctx: RequestContext) -> m.Describe
                         producer_epoch=e.epoch,
                         last_sequence=e.last_seq,
                         last_timestamp=e.last_timestamp,
-                        coordinator_epoch=-1,
+                        coordinator_epoch=e.coordinator_epoch,
                         current_txn_start_offset=e.txn_first_offset,
                     )
                     for pid, e in sorted(hosted.log.producers.producers.items())
