@@ -42,7 +42,7 @@ def _fill(cluster: Cluster, topic: str) -> None:
 class Copier:
     """Consume A (read_committed, group "copier"), produce to B, commit both in one
     transaction per batch; on an abortable error abort and rewind to the committed offsets,
-    on a fatal one (fenced) start over with a new producer."""
+    on a fatal one (fenced) start over with a new producer; after any error, rewind."""
 
     def __init__(self, cluster: Cluster, source: str, sink: str) -> None:
         self.cluster, self.source, self.sink = cluster, source, sink
@@ -55,7 +55,7 @@ class Copier:
     def _producer(self) -> Producer:
         producer = Producer({"bootstrap.servers": self.cluster.bootstrap_servers,
                              "transactional.id": TRANSACTIONAL_ID, "linger.ms": 5,
-                             "transaction.timeout.ms": 30000})  # fmt: skip
+                             "transaction.timeout.ms": 30000, "debug": "eos"})  # fmt: skip
         producer.init_transactions(60)
         return producer
 
@@ -68,20 +68,31 @@ class Copier:
         return consumer
 
     def _rewind(self, consumer: Consumer) -> None:
+        """Back to the committed offsets (assign with offsets: no fetch state needed)."""
         tps = [TopicPartition(self.source, p) for p in range(PARTITIONS)]
-        for tp in consumer.committed(tps, 60):
-            consumer.seek(TopicPartition(self.source, tp.partition, max(tp.offset, 0)))
+        consumer.assign([TopicPartition(self.source, tp.partition, max(tp.offset, 0))
+                         for tp in consumer.committed(tps, 60)])  # fmt: skip
 
     def _committed_total(self, consumer: Consumer) -> int:
         tps = [TopicPartition(self.source, p) for p in range(PARTITIONS)]
         return sum(max(tp.offset, 0) for tp in consumer.committed(tps, 60))
 
+    def _new_producer(self) -> Producer:
+        while True:
+            try:
+                return self._producer()
+            except KafkaException as e:
+                print(f"{time.strftime('%X')} copier: init: {e.args[0]}", flush=True)
+
     def _run(self) -> None:
         try:
-            producer, consumer = self._producer(), self._consumer()
-            self._rewind(consumer)
+            producer, consumer = self._new_producer(), self._consumer()
+            rewind = True
             while True:
                 try:
+                    if rewind:
+                        self._rewind(consumer)
+                        rewind = False
                     if self._committed_total(consumer) >= RECORDS:
                         break
                     producer.begin_transaction()
@@ -97,15 +108,17 @@ class Copier:
                 except KafkaException as e:
                     error: KafkaError = e.args[0]
                     print(f"{time.strftime('%X')} copier: {error}", flush=True)
-                    if error.txn_requires_abort():
-                        self.aborts += 1
+                    rewind = True  # from the committed offsets, whatever happened
+                    if error.fatal():
+                        producer = self._new_producer()
+                        continue
+                    try:  # abortable, or retriable with the transaction still open
                         producer.abort_transaction(60)
-                        self._rewind(consumer)
-                    elif error.fatal() or not error.retriable():
-                        producer = self._producer()
-                        self._rewind(consumer)
-                    else:
-                        self._rewind(consumer)
+                        self.aborts += 1
+                    except KafkaException as again:
+                        print(f"{time.strftime('%X')} copier: abort: {again.args[0]}", flush=True)
+                        if again.args[0].fatal():
+                            producer = self._new_producer()
         except BaseException as e:  # reported by the test
             self.failure = e
         finally:

@@ -180,6 +180,7 @@ class GroupCoordinator:
     def unload_partition(self, index: int) -> None:
         self._partitions.pop(index, None)
         self._pending.pop(index, None)
+        self.broker.txn_offsets.drop_partition(index)
         box = Outbox()
         count = self.partition_count()
         for group in self.manager:
@@ -211,6 +212,7 @@ class GroupCoordinator:
         for group_id in replayed.groups.keys() | replayed.offsets.keys():
             self.manager.load(group_id, replayed.groups.get(group_id), now)
             self.offsets.commit(group_id, replayed.offsets.get(group_id, {}))
+        self.broker.txn_offsets.drop_partition(index)
         for producer_id, pairs in txns.open.items():  # transactions awaiting their marker
             self.broker.txn_offsets.restore(producer_id, replay(pairs).offsets)
         self._partitions[index] = _Load.LOADED

@@ -108,6 +108,17 @@ class TxnOffsets:
         for group_id, offsets in by_group.items():
             mine.setdefault(group_id, {}).update(offsets)
 
+    def drop_partition(self, offsets_partition: int) -> None:
+        """The group coordinator gave up (or reloads) a `__consumer_offsets` partition: forget
+        what was pending for its groups (a reload restores what is still open)."""
+        groups = self.broker.groups
+        for producer_id in list(self.pending):
+            by_group = self.pending[producer_id]
+            for group_id in [g for g in by_group if groups.partition_of(g) == offsets_partition]:
+                del by_group[group_id]
+            if not by_group:
+                del self.pending[producer_id]
+
     def pending_partitions(self, group_id: str) -> frozenset[TopicPartition]:
         """Partitions of the group with transactional offsets awaiting their marker."""
         return frozenset(
