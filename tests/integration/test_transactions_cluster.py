@@ -172,8 +172,10 @@ def test_transactional_copy_is_exactly_once_under_sigkill(
         assert copier.done.wait(120), "the copy did not finish"
         assert copier.failure is None, copier.failure
         assert len(killed) == len(victims), "the copy finished before every kill"
-        print(f"killed brokers {killed}; {copier.transactions} transactions committed, "
-              f"{copier.aborts} aborted")
+        print(
+            f"killed brokers {killed}; {copier.transactions} transactions committed, "
+            f"{copier.aborts} aborted"
+        )
         got = _read_committed(cluster, sink)
         counts = Counter(got)
         assert not [v for v, n in counts.items() if n > 1], "duplicates in B"
