@@ -20,6 +20,7 @@ from tests.zookeeper_server import ZooKeeperServer
 RECORDS = 3000
 PARTITIONS = 3
 TXN_PARTITIONS = 6
+RETRY_BACKOFF_S = 0.1
 BATCH = 40  # records per transaction: the copy spans every kill
 SETTINGS = {
     "transaction.state.log.replication.factor": "3",
@@ -109,6 +110,7 @@ class Copier:
                     error: KafkaError = e.args[0]
                     print(f"{time.strftime('%X')} copier: {error}", flush=True)
                     rewind = True  # from the committed offsets, whatever happened
+                    time.sleep(RETRY_BACKOFF_S)  # a retry backoff, as a client's
                     if error.fatal():
                         producer = self._new_producer()
                         continue
@@ -131,13 +133,26 @@ class Copier:
                 producer.commit_transaction(60)
                 return
             except KafkaException as e:
+                print(f"{time.strftime('%X')} copier: commit: {e.args[0]}", flush=True)
                 if not e.args[0].retriable():
                     raise
 
 
 def _coordinator_broker(cluster: Cluster) -> int:
+    """The leader of the transactional id's `__transaction_state` partition."""
     index = partition_for(TRANSACTIONAL_ID, TXN_PARTITIONS)
-    return partitions_of(cluster, "__transaction_state")[index][0]
+    found: list[int] = []
+
+    def known() -> bool:
+        try:
+            leader = partitions_of(cluster, "__transaction_state").get(index, (-1,))[0]
+        except KafkaException:
+            return False
+        found[:] = [leader]
+        return leader >= 0
+
+    wait_until(known, 30, "the transaction coordinator in the metadata")
+    return found[0]
 
 
 def test_transactional_copy_is_exactly_once_under_sigkill(
