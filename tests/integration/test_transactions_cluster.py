@@ -130,7 +130,7 @@ class Copier:
                         self.aborts += 1
                     except KafkaException as again:
                         print(f"{time.strftime('%X')} copier: abort: {again.args[0]}", flush=True)
-                        if again.args[0].fatal():
+                        if again.args[0].fatal() and not self.retired:
                             producer = self._new_producer()
         except BaseException as e:  # reported by the test
             self.failure = e
