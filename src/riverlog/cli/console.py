@@ -8,7 +8,8 @@ for each line's acknowledgement before reading the next).
 
 Consumer (kafka-console-consumer.sh): `--group` (joins it and commits; without one it reads
 every partition, or `--partition`, without a group), `--from-beginning`,
-`--offset earliest|latest|N`, `--consumer-property key=value`, `--max-messages`,
+`--offset earliest|latest|N`, `--isolation-level read_committed|read_uncommitted`,
+`--consumer-property key=value`, `--max-messages`,
 `--timeout-ms`; Kafka's default formatter with `print.timestamp`, `print.partition`,
 `print.offset`, `print.headers`, `print.key`, `print.value`, `key.separator`,
 `line.separator`. It ends with "Processed a total of N
@@ -124,6 +125,12 @@ def add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-messages", type=int)
     parser.add_argument("--timeout-ms", type=int, help="exit after this long without records")
     parser.add_argument("--group")
+    parser.add_argument(
+        "--isolation-level",
+        choices=["read_committed", "read_uncommitted"],
+        default="read_uncommitted",
+        help="read_committed: only committed transactional records (and non-transactional ones)",
+    )
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--consumer.config", dest="consumer_config", type=Path, metavar="FILE",
@@ -175,6 +182,7 @@ async def _consume(args: argparse.Namespace, counted: list[int]) -> None:
         "client.id": "console-consumer",
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
         "enable.auto.commit": args.group is not None,
+        "isolation.level": args.isolation_level,
         **({"group.id": args.group} if args.group else {}),
         **command_config.security_properties(args.consumer_config),
         **_properties(args.consumer_property),

@@ -25,6 +25,7 @@ from riverlog.cli import replica_verification as cli_replica_verification
 from riverlog.cli import server as cli_server
 from riverlog.cli import state_change_log_merger as cli_merger
 from riverlog.cli import topics as cli_topics
+from riverlog.cli import transactions as cli_transactions
 from riverlog.cli import web_console as cli_web_console
 
 
@@ -150,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_web_console.add_arguments(web_console)
     web_console.set_defaults(run=cli_web_console.run)
+
+    transactions = sub.add_parser(
+        "transactions", help="list, describe, find and abort transactions (kafka-transactions.sh)"
+    )
+    cli_transactions.add_arguments(transactions)
+    transactions.set_defaults(run=cli_transactions.run)
 
     cluster = sub.add_parser(
         "cluster", help="start or stop ZooKeeper + N brokers on loopback; describe a cluster"

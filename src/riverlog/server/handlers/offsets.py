@@ -2,7 +2,8 @@
 
 ListOffsets answers earliest (-2), latest (-1), max timestamp (-3) and by timestamp (first
 record at or after it, or -1 when none); v0 answers in its old list form. Consumers
-(replica id -1) see offsets only up to the high watermark. A new leader learns the high
+(replica id -1) see offsets only up to the high watermark — with READ_COMMITTED (v2+) up to
+the last stable offset. A new leader learns the high
 watermark from its followers' first fetches; until it reaches the start of the leader's epoch,
 consumers asking v2+ for the latest offset, or for a timestamp not found below it, get the
 retriable OFFSET_NOT_AVAILABLE (as Kafka answers), never an end offset that went backwards.
@@ -25,6 +26,8 @@ from riverlog.protocol.messages import (
 )
 from riverlog.server.dispatch import RequestContext
 
+READ_COMMITTED = 1
+
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
     from riverlog.server.replication.partition import HostedPartition
@@ -38,13 +41,14 @@ def _list_one(
     p: ListOffsetsRequest.ListOffsetsPartition,
     version: int,
     consumer: bool,
+    read_committed: bool = False,
 ) -> PartitionAnswer:
     try:
         hosted = broker.replicas.leader(topic, p.partition_index)
     except KafkaError as e:
         return PartitionAnswer(partition_index=p.partition_index, timestamp=-1, offset=-1,
                                error_code=e.code)  # fmt: skip
-    return offsets_answer(hosted, p, version, consumer)
+    return offsets_answer(hosted, p, version, consumer, read_committed=read_committed)
 
 
 def offsets_answer(
@@ -52,21 +56,25 @@ def offsets_answer(
     p: ListOffsetsRequest.ListOffsetsPartition,
     version: int,
     consumer: bool,
+    *,
+    read_committed: bool = False,
 ) -> PartitionAnswer:
     """The answer of the leader replica `hosted` to one partition of a ListOffsets request
-    (`consumer`: asked by a consumer, not a replica)."""
+    (`consumer`: asked by a consumer, not a replica; `read_committed`: its isolation level
+    is READ_COMMITTED, so nothing past the last stable offset is visible)."""
     answer = PartitionAnswer(partition_index=p.partition_index, timestamp=-1, offset=-1)
     log = hosted.log
+    visible = log.last_stable_offset if read_committed else log.high_watermark
     lagging = consumer and version >= 2 and hosted.leader_epoch_start > log.high_watermark
     found: tuple[int, int] | None
     if p.timestamp == LATEST_TIMESTAMP:
-        found = (log.high_watermark if consumer else log.log_end_offset, -1)
+        found = (visible if consumer else log.log_end_offset, -1)
     elif p.timestamp == EARLIEST_TIMESTAMP:
         found = (log.log_start_offset, -1)
         lagging = False
     else:
         found = log.offset_for_timestamp(p.timestamp)
-        if found is not None and consumer and found[0] >= log.high_watermark:
+        if found is not None and consumer and found[0] >= visible:
             found = None
         lagging = lagging and found is None
     if lagging:
@@ -85,12 +93,14 @@ def handle_list_offsets(broker: Broker, ctx: RequestContext) -> ListOffsetsRespo
     request = ctx.request.body
     assert isinstance(request, ListOffsetsRequest)
     consumer = request.replica_id < 0
+    read_committed = ctx.version >= 2 and request.isolation_level == READ_COMMITTED
     return ListOffsetsResponse(
         topics=[
             ListOffsetsResponse.ListOffsetsTopicResponse(
                 name=t.name,
                 partitions=[
-                    _list_one(broker, t.name, p, ctx.version, consumer) for p in t.partitions
+                    _list_one(broker, t.name, p, ctx.version, consumer, read_committed)
+                    for p in t.partitions
                 ],
             )
             for t in request.topics
