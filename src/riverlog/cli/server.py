@@ -10,6 +10,12 @@ that line; with port 0 it names the port chosen). SIGTERM and SIGINT shut down
 cleanly: stop accepting, drain, flush, checkpoint, clean-shutdown marker. The broker's
 state-change log is `state-change.log` in its (first) log directory, rolled every hour to
 `state-change.log.YYYY-MM-DD-HH` (a week of rolled files kept).
+
+Start-up fails closed: a bad value, a setting riverlog cannot honour (TLS/SASL listeners,
+`ssl.*`, `sasl.*`, `authorizer.class.name`), a port in use, an unusable or locked data
+directory, an unreachable ZooKeeper — each is one line on stderr and exit status 1 (2 for
+a config that does not parse), with the traceback only under `--verbose`. Unknown keys are
+logged at start-up, one warning each, in Kafka's words.
 """
 
 from __future__ import annotations
@@ -21,12 +27,15 @@ import logging.handlers
 import re
 import signal
 import sys
+import traceback
 from pathlib import Path
 
+from riverlog.metadata.store import StoreUnavailableError
 from riverlog.server import state_change_log
 from riverlog.server.broker import Broker
-from riverlog.server.config import BrokerConfig, ConfigError
+from riverlog.server.config import BrokerConfig, ConfigError, UnsupportedConfigError
 from riverlog.server.registration import ClusterMembershipError
+from riverlog.storage.dir_lock import LogDirLockedError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker-id", type=int, metavar="N", help="sets `broker.id`")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="override a server.properties setting (repeatable)")  # fmt: skip
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the traceback of a start-up failure")  # fmt: skip
 
 
 def _log_state_changes(directory: Path) -> logging.Handler:
@@ -62,7 +73,11 @@ def _log_state_changes(directory: Path) -> logging.Handler:
 
 async def _serve(config: BrokerConfig) -> None:
     broker = Broker(config)
-    await broker.start()
+    try:
+        await broker.start()
+    except BaseException:
+        broker.dir_lock.release()
+        raise
     host, port = broker.advertised
     print(f"riverlog broker {broker.broker_id} listening on {host}:{port}", flush=True)
     stop = asyncio.Event()
@@ -86,16 +101,37 @@ def run(args: argparse.Namespace) -> int:
         overrides.append(f"broker.id={args.broker_id}")
     try:
         config = BrokerConfig.load(args.config, overrides)
+    except UnsupportedConfigError as e:
+        return _failed(e, args.verbose)
     except (ConfigError, OSError) as e:
-        print(f"riverlog server: {e}", file=sys.stderr)
+        _failed(e, args.verbose)
         return 2
     logging.basicConfig(
         level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
     )
-    _log_state_changes(config.data_dir)
+    for warning in config.unknown_key_warnings():
+        logging.getLogger("riverlog.server.config").warning(warning)
     try:
+        _log_state_changes(config.data_dir)
         asyncio.run(_serve(config))
-    except ClusterMembershipError as e:
-        print(f"riverlog server: {e}", file=sys.stderr)
-        return 1
+    except STARTUP_FAILURES as e:
+        return _failed(e, args.verbose)
     return 0
+
+
+STARTUP_FAILURES = (
+    ClusterMembershipError,  # wrong cluster id, broker id taken
+    LogDirLockedError,  # another broker on the data directory
+    StoreUnavailableError,  # ZooKeeper unreachable
+    ConfigError,  # a value only checked when used (listener overrides)
+    OSError,  # port in use, data directory not writable
+)
+"""What ends a start-up with one line: anything else is a bug and keeps its traceback."""
+
+
+def _failed(error: BaseException, verbose: bool) -> int:
+    """One line on stderr (the traceback too with `--verbose`); exit status 1."""
+    if verbose:
+        traceback.print_exception(error, file=sys.stderr)
+    print(f"riverlog server: {error}", file=sys.stderr)
+    return 1

@@ -89,6 +89,9 @@ class BrokerRegistration:
     endpoints: tuple[Endpoint, ...]
     rack: str | None = None
     timestamp_ms: int = 0
+    broker_epoch: int = -1
+    """The registration node's czxid (KIP-380's broker epoch) when read from the store;
+    not part of the JSON."""
 
     def to_json(self) -> bytes:
         first = self.endpoints[0]

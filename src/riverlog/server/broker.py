@@ -51,6 +51,7 @@ from riverlog.server.config import BrokerConfig
 from riverlog.server.config_changes import ConfigChangeListener
 from riverlog.server.controller_service import ControllerService
 from riverlog.server.dispatch import Dispatcher, RequestContext, Response
+from riverlog.server.fencing import ControllerFence
 from riverlog.server.fetch_session import FetchSessionCache
 from riverlog.server.group_coordinator import GroupCoordinator
 from riverlog.server.handlers import (
@@ -75,6 +76,7 @@ from riverlog.server.replica_fetcher import ReplicaFetchers
 from riverlog.server.replica_manager import ReplicaManager
 from riverlog.server.replication_quota import ReplicationQuota
 from riverlog.server.topics import Topic, TopicRegistry
+from riverlog.storage.dir_lock import LogDirLock
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 from riverlog.storage.manager import LogManager
 
@@ -154,6 +156,7 @@ class Broker:
         self.broker_id = config.broker_id
         self.data_dir = config.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.dir_lock = LogDirLock(config.log_dirs)  # before anything reads the directory
         self.rack: str | None = config["broker.rack"] or None
         self.membership = registration.Membership(self)
         self.store = store or _open_store(config, self.data_dir, self.membership.session_changed)
@@ -168,6 +171,7 @@ class Broker:
             (self.data_dir / META_PROPERTIES).write_text(
                 f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
             )
+        self.fence = ControllerFence(self.store, self.broker_id)
         self.topics = TopicRegistry(self.store)
         self.config_changes = ConfigChangeListener(self)
         self.dynamic_configs = DynamicBrokerConfigs(config, self.store)
@@ -281,6 +285,7 @@ class Broker:
         self.logs.shutdown()
         self.membership.resign()
         self.store.close()
+        self.dir_lock.release()
 
     @property
     def advertised(self) -> tuple[str, int]:

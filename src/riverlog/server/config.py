@@ -21,6 +21,10 @@ class ConfigError(ValueError):
     """A configuration value that is missing, malformed or out of range."""
 
 
+class UnsupportedConfigError(ConfigError):
+    """A setting riverlog cannot honour (see `UNSUPPORTED_*`): the broker must not start."""
+
+
 def _int(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -54,6 +58,24 @@ def _list(text: str) -> list[str]:
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
+UNSUPPORTED_SECURITY_PROTOCOLS: dict[str, str] = {
+    "SSL": "TLS listeners are not supported yet",
+    "SASL_PLAINTEXT": "SASL listeners are not supported yet",
+    "SASL_SSL": "SASL and TLS listeners are not supported yet",
+}
+"""Listener security protocols riverlog cannot honour: a broker configured with one refuses
+to start (fail closed, never silently plaintext). Remove an entry when it is implemented."""
+
+UNSUPPORTED_KEY_PREFIXES: dict[str, str] = {
+    "ssl.": "TLS is not supported yet",
+    "sasl.": "SASL is not supported yet",
+    "listener.name.": "per-listener security settings are not supported yet",
+    "authorizer.class.name": "authorization (ACLs) is not supported yet",
+    "security.inter.broker.protocol": "inter-broker security is not supported yet",
+}
+"""Keys (or key prefixes) of settings riverlog cannot honour: set to anything, start-up
+stops with the reason. Remove an entry when it is implemented."""
+
 # name: (parser, default as Kafka writes it)
 BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "broker.id": (_int(-1), "0"),
@@ -66,6 +88,10 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "auto.create.topics.enable": (_bool, "true"),
     "delete.topic.enable": (_bool, "true"),
     "socket.request.max.bytes": (_int(1), str(100 * 1024 * 1024)),
+    "queued.max.request.bytes": (_int(-1), "-1"),
+    "max.connections": (_int(0), str(INT32_MAX)),
+    "max.connections.per.ip": (_int(0), str(INT32_MAX)),
+    "max.connections.per.ip.overrides": (_str, ""),
     "connections.max.idle.ms": (_int(1), "600000"),
     "message.max.bytes": (_int(0), "1048588"),
     "log.segment.bytes": (_int(14), str(1024**3)),
@@ -202,7 +228,51 @@ class BrokerConfig:
                 "replica.fetch.wait.max.ms should always be less than replica.lag.time.max.ms"
             )
         given = {k: v for k, v in props.items() if k in BROKER_KEYS}
-        return cls(values, unknown, given)
+        config = cls(values, unknown, given)
+        config.check_supported()
+        return config
+
+    def check_supported(self) -> None:
+        """Raise `UnsupportedConfigError` for a setting riverlog cannot honour; also checks
+        that every listener and the per-IP overrides parse."""
+        for key in [*self.given, *self.unknown]:
+            for prefix, reason in UNSUPPORTED_KEY_PREFIXES.items():
+                if key == prefix or (prefix.endswith(".") and key.startswith(prefix)):
+                    raise UnsupportedConfigError(f"{key}: {reason}; refusing to start")
+        for listener in [*self.listeners, *self.advertised_listeners]:
+            why = UNSUPPORTED_SECURITY_PROTOCOLS.get(listener.name)
+            if why is not None:
+                raise UnsupportedConfigError(
+                    f"listener {listener.name}://{listener.host}:{listener.port}: {why}; "
+                    "refusing to start"
+                )
+            if listener.name != "PLAINTEXT":
+                raise UnsupportedConfigError(
+                    f"listener {listener.name}://{listener.host}:{listener.port}: only "
+                    "PLAINTEXT listeners are supported (listener.security.protocol.map is "
+                    "not); refusing to start"
+                )
+        self.connection_overrides()
+
+    def unknown_key_warnings(self) -> list[str]:
+        """Kafka's warning for each key it does not know (logged at start-up)."""
+        return [f"The configuration '{key}' was supplied but isn't a known config."
+                for key in sorted(self.unknown)]  # fmt: skip
+
+    def connection_overrides(self) -> dict[str, int]:
+        """`max.connections.per.ip.overrides` (`host:count,...`) as host → count."""
+        out: dict[str, int] = {}
+        for item in _list(self.values["max.connections.per.ip.overrides"] or ""):
+            host, sep, count = item.rpartition(":")
+            try:
+                if not sep or not host:
+                    raise ValueError
+                out[host.strip("[]")] = _int(0)(count)
+            except (ValueError, ConfigError):
+                raise ConfigError(
+                    f"max.connections.per.ip.overrides: expected host:count, got {item!r}"
+                ) from None
+        return out
 
     @classmethod
     def load(cls, path: Path | None, overrides: list[str]) -> BrokerConfig:
@@ -242,8 +312,12 @@ class BrokerConfig:
 
     @property
     def data_dir(self) -> Path:
-        dirs = self.values["log.dir"] or self.values["log.dirs"]
-        return Path(dirs[0])
+        return self.log_dirs[0]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        """Every configured log directory (`log.dir` wins over `log.dirs`, as in Kafka)."""
+        return [Path(d) for d in self.values["log.dir"] or self.values["log.dirs"]]
 
     def topic_defaults(self) -> dict[str, str]:
         """Topic-level config defaults derived from the broker's `log.*` keys."""
