@@ -46,6 +46,7 @@ from riverlog.protocol import messages as m
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.server import config_changes, registration
+from riverlog.server.admission import ConnectionQuotas
 from riverlog.server.broker_configs import DEFAULT_ENTITY, DynamicBrokerConfigs
 from riverlog.server.config import BrokerConfig
 from riverlog.server.config_changes import ConfigChangeListener
@@ -216,6 +217,9 @@ class Broker:
             listener.port,
             max_request_bytes=config["socket.request.max.bytes"],
             max_idle_ms=config["connections.max.idle.ms"],
+            queued_max_request_bytes=config["queued.max.request.bytes"],
+            quotas=ConnectionQuotas(config["max.connections"], config["max.connections.per.ip"],
+                                    config.connection_overrides()),  # fmt: skip
         )
 
     def _bind(self, handler: Callable[..., Any]) -> Callable[[RequestContext], Response]:

@@ -16,6 +16,14 @@ the socket cannot take yet is left to `loop.sendfile`, which waits for it (measu
 fetches: ~20% less broker CPU and ~12% less fetcher CPU per fetch than `loop.sendfile`
 alone, which pauses reading and registers for writability on every call).
 
+Bounds (`server/admission.py`). A frame's size is checked against `socket.request.max.bytes`
+from its 4-byte prefix, before anything is allocated, and its buffer grows only as its bytes
+arrive. Bytes of requests in flight are reserved from the `queued.max.request.bytes` pool when
+a frame's size is read and given back when its response is ready; while the pool is empty
+the connection stops reading. A connection over `max.connections` /
+`max.connections.per.ip` (+ overrides) is closed on arrival; one idle for
+`connections.max.idle.ms` is closed by the reaper.
+
 Errors. A frame whose size is negative or above `socket.request.max.bytes`, or a request that
 cannot be decoded, closes that one connection (Kafka does the same); an ApiVersions request
 at an unknown version gets an ApiVersions v0 answer with UNSUPPORTED_VERSION so the client can
@@ -48,6 +56,7 @@ from riverlog.protocol.exceptions import (
 from riverlog.protocol.framing import FrameReader, decode_request, encode_response
 from riverlog.protocol.messages import ApiVersionsRequest
 from riverlog.protocol.primitives import Chunk, FileRegion
+from riverlog.server.admission import ConnectionQuotas, MemoryPool
 
 if TYPE_CHECKING:
     from riverlog.server.dispatch import Dispatcher, Response
@@ -63,7 +72,11 @@ class Connection(asyncio.BufferedProtocol):
 
     def __init__(self, server: NetworkServer) -> None:
         self.server = server
-        self.reader = FrameReader(max_frame_bytes=server.max_request_bytes)
+        self._memory = server.memory if server.memory.bounded else None
+        self.reader = FrameReader(max_frame_bytes=server.max_request_bytes, memory=self._memory)
+        self._ip: str | None = None
+        """The client's IP while counted in the server's connection quotas."""
+        self._wake_scheduled = False
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.last_active = time.monotonic()
@@ -74,6 +87,8 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._reading_paused = False
+        """Too many answers in flight (`MAX_IN_FLIGHT_PER_CONNECTION`)."""
+        self._transport_paused = False
         self._sock: socket.socket | None = None
         """The transport's socket descriptor, to send to straight when nothing is buffered
         (`_send`); detached, never closed, here — the transport owns it."""
@@ -93,6 +108,13 @@ class Connection(asyncio.BufferedProtocol):
                 self._sock = socket.socket(fileno=sock.fileno())
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        ip = str(peer[0]) if peer else "?"
+        refused = self.server.quotas.admit(ip)
+        if refused is not None:
+            log.info("%s", refused)
+            self.close()
+            return
+        self._ip = ip
         self.server.connections.add(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -106,14 +128,58 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("closing %s: %s", self.peer, e)
             self.close()
             return
+        self._handle(frames)
+
+    def _handle(self, frames: list[bytes | bytearray]) -> None:
         self._burst = []
-        for frame in frames:
+        for i, frame in enumerate(frames):
             if self.closed:
+                self._release(sum(len(f) for f in frames[i:]))
                 break
             self._on_frame(frame)
         burst, self._burst = self._burst, None
         if burst and not self.closed and self.transport is not None:
             self.transport.writelines(burst)  # type: ignore[arg-type]
+        if self.reader.blocked and not self.closed:
+            assert self._memory is not None
+            self._memory.wait(self._wake)
+        self._update_reading()
+
+    def _wake(self) -> None:
+        """The memory pool has budget again: go on after the frame it refused (soon, never
+        inside another request's handling, so requests keep their order)."""
+        if not self._wake_scheduled and not self.closed:
+            self._wake_scheduled = True
+            asyncio.get_running_loop().call_soon(self._resume)
+
+    def _resume(self) -> None:
+        self._wake_scheduled = False
+        if self.closed:
+            return
+        try:
+            frames = self.reader.resume()
+        except FrameError as e:  # pragma: no cover - the size was read before it blocked
+            log.warning("closing %s: %s", self.peer, e)
+            self.close()
+            return
+        self._handle(frames)
+
+    def _update_reading(self) -> None:
+        """Read while neither backpressure (answers in flight) nor the pool holds us."""
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        pause = self._reading_paused or self.reader.blocked
+        if pause != self._transport_paused:
+            self._transport_paused = pause
+            if pause:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def _release(self, nbytes: int) -> None:
+        if self._memory is not None:
+            self._memory.release(nbytes)
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -128,6 +194,13 @@ class Connection(asyncio.BufferedProtocol):
             self._sock = None
         self._can_write.set()
         self.server.connections.discard(self)
+        if self._ip is not None:
+            self.server.quotas.release(self._ip)
+            self._ip = None
+        if self._memory is not None:
+            self._memory.forget(self._wake)
+            reserved, self.reader.reserved = self.reader.reserved, 0
+            self._memory.release(reserved)
         for fut in self._pending:
             fut.cancel()
         self._pending.clear()
@@ -137,9 +210,11 @@ class Connection(asyncio.BufferedProtocol):
     # --- requests -------------------------------------------------------------------
 
     def _on_frame(self, frame: bytes | bytearray) -> None:
+        size = len(frame)
         try:
             request = decode_request(frame)
         except UnsupportedVersionError as e:
+            self._release(size)
             if e.api_key == ApiVersionsRequest.API_KEY and e.correlation_id is not None:
                 answer = self.server.dispatcher.unsupported_api_versions()
                 self._enqueue(e.correlation_id, 0, answer)
@@ -148,16 +223,25 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             return
         except (UnknownApiKeyError, ProtocolError) as e:
+            self._release(size)
             log.warning("closing %s: bad request: %s", self.peer, e)
             self.close()
             return
+        del frame  # the request holds what it needs
         try:
             result = self.server.dispatcher.dispatch(request, self)
         except Exception as e:
+            self._release(size)
             log.warning("closing %s: %s", self.peer, e)
             self.close()
             return
         self._enqueue(request.correlation_id, request.api_version, result)
+        if self._memory is None:
+            return
+        if result is None or isinstance(result, ApiMessage):
+            self._release(size)  # answered: the request's bytes are free again
+        else:
+            self._pending[-1].add_done_callback(lambda _: self._release(size))
 
     def _enqueue(
         self, correlation_id: int, version: int, result: Response | Awaitable[Response]
@@ -185,9 +269,9 @@ class Connection(asyncio.BufferedProtocol):
             fut = loop.create_future()
             fut.set_result(chunks)
         self._pending.append(fut)
-        if len(self._pending) >= MAX_IN_FLIGHT_PER_CONNECTION and self.transport is not None:
-            self.transport.pause_reading()
+        if len(self._pending) >= MAX_IN_FLIGHT_PER_CONNECTION and not self._reading_paused:
             self._reading_paused = True
+            self._update_reading()
         if self._writer is None:
             self._writer = loop.create_task(self._write_in_order())
 
@@ -197,9 +281,8 @@ class Connection(asyncio.BufferedProtocol):
                 chunks = await self._pending[0]
                 self._pending.popleft()
                 if self._reading_paused and len(self._pending) < MAX_IN_FLIGHT_PER_CONNECTION:
-                    assert self.transport is not None
-                    self.transport.resume_reading()
                     self._reading_paused = False
+                    self._update_reading()
                 if chunks is not None:
                     await self._send(chunks)
         except asyncio.CancelledError:
@@ -285,11 +368,15 @@ class NetworkServer:
         *,
         max_request_bytes: int,
         max_idle_ms: int,
+        queued_max_request_bytes: int = -1,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
+        self.memory = MemoryPool(queued_max_request_bytes)
+        self.quotas = quotas or ConnectionQuotas(2**31 - 1, 2**31 - 1, {})
         self.max_idle_s = max_idle_ms / 1000.0
         self.connections: set[Connection] = set()
         self._server: asyncio.Server | None = None
