@@ -218,8 +218,11 @@ class Broker:
             max_request_bytes=config["socket.request.max.bytes"],
             max_idle_ms=config["connections.max.idle.ms"],
             queued_max_request_bytes=config["queued.max.request.bytes"],
-            quotas=ConnectionQuotas(config["max.connections"], config["max.connections.per.ip"],
-                                    config.connection_overrides()),  # fmt: skip
+            quotas=ConnectionQuotas(
+                config["max.connections"],
+                config["max.connections.per.ip"],
+                config.connection_overrides(),
+            ),
         )
 
     def _bind(self, handler: Callable[..., Any]) -> Callable[[RequestContext], Response]:

@@ -1,8 +1,10 @@
 """Produce: validate and append each partition's record set; acks 0, 1 and all.
 
 Each partition succeeds or fails on its own (Kafka semantics); a partition's record set is
-appended whole or not at all. With acks=0 nothing is answered, and a failure closes the
-connection so the client notices and refreshes its metadata, as Kafka does.
+appended whole or not at all. Internal topics (`__consumer_offsets`,
+`__transaction_state`) refuse client appends with INVALID_TOPIC_EXCEPTION, as Kafka does.
+With acks=0 nothing is answered, and a failure closes the connection so the client notices
+and refreshes its metadata, as Kafka does.
 
 acks=all: a partition whose ISR is smaller than `min.insync.replicas` refuses the write
 (NOT_ENOUGH_REPLICAS); otherwise the answer waits in the produce purgatory until the high
@@ -25,6 +27,7 @@ from riverlog.protocol.records.batch_header import MAGIC_POSITION, peek_magic
 from riverlog.protocol.records.convert import legacy_to_v2
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.partition import HostedPartition
+from riverlog.server.topics import refuse_client_append
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -119,6 +122,7 @@ def handle_produce(
             try:
                 if bad_acks:
                     raise KafkaError(error_codes.INVALID_REQUIRED_ACKS)
+                refuse_client_append(topic.name)
                 if request.transactional_id is not None:
                     raise KafkaError(
                         error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
