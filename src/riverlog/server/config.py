@@ -130,6 +130,7 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "offset.metadata.max.bytes": (_int(0), "4096"),
     "zookeeper.connect": (_str, ""),
     "zookeeper.session.timeout.ms": (_int(1), "18000"),
+    "zookeeper.connection.timeout.ms": (_int(1), ""),
     "broker.rack": (_str, ""),
     "replica.lag.time.max.ms": (_int(1), "30000"),
     "replica.fetch.max.bytes": (_int(0), "1048576"),
