@@ -305,6 +305,8 @@ class Connection(asyncio.BufferedProtocol):
             if isinstance(chunk, FileRegion):
                 sent = 0 if direct is None else _sendfile_now(direct, chunk)
                 if sent < chunk.length:  # the socket is full: let the loop wait for it
+                    if transport.is_closing():  # the client went away meanwhile
+                        return
                     with os.fdopen(chunk.fileno, "rb", buffering=0, closefd=False) as f:
                         await loop.sendfile(transport, f, chunk.offset + sent, chunk.length - sent)
             elif i < last and direct is not None:
