@@ -8,7 +8,8 @@ client, and the controller's own inter-broker requests). Worker processes run at
 worker: each input is decoded locally (a codec exception other than the protocol's own
 errors is a bug, counted) and sent to the broker as one frame, pipelined in groups of
 `--pipeline` frames on `--connections` connections per worker, each group followed by an
-ApiVersions "sentinel" whose answer says the broker has handled everything before it. One frame in 200 gets a random size prefix.
+ApiVersions "sentinel" whose answer says the broker has handled everything before it.
+One frame in 200 gets a random size prefix.
 
 Counted as handled: frames answered, and frames before the sentinel's answer that have no
 answer (acks=0); when the broker closes the connection, only the frames answered plus the

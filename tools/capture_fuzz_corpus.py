@@ -91,7 +91,12 @@ class RecordingProxy:
 
 def _confluent(bootstrap: str) -> None:
     from confluent_kafka import Consumer, Producer
-    from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+    )
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic("c-admin", 2, 1, config={"cleanup.policy": "compact"})])[
@@ -208,9 +213,10 @@ def main() -> int:
     overrides = {"group.initial.rebalance.delay.ms": "0",
                  "advertised.listeners": f"PLAINTEXT://{proxy.bootstrap}"}  # fmt: skip
     with embedded_broker(overrides=overrides) as running:
+        assert running.broker is not None
         host, port = running.broker.network.host, running.broker.network.port
         proxy.upstream = (host, port)
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
         admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(10)

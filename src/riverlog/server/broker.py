@@ -133,8 +133,12 @@ def _open_store(
     if connect:
         timeout_ms = config["zookeeper.session.timeout.ms"]
         connect_ms = config["zookeeper.connection.timeout.ms"] or timeout_ms  # Kafka's default
-        return ZooKeeperStore(connect, session_timeout_ms=timeout_ms,
-                              connect_timeout_s=connect_ms / 1000, on_session=on_session)  # fmt: skip
+        return ZooKeeperStore(
+            connect,
+            session_timeout_ms=timeout_ms,
+            connect_timeout_s=connect_ms / 1000,
+            on_session=on_session,
+        )
     return EmbeddedStore(data_dir / METADATA_FILE)
 
 
