@@ -19,7 +19,7 @@ crashes (the process gone) and its resident memory (VmRSS sampled, VmHWM at the 
 against `RSS_BOUND_MIB`, the bound the hostile-client tests hold.
 
     .venv/bin/python bench/bench_fuzz.py [--frames 1000000] [--workers 3] [--pipeline 1]
-                                          [--connections 32]
+                                          [--connections 32] [--no-coverage]
 
 Exit status 0 only with 0 broker exceptions, 0 crashes, 0 codec exceptions and the RSS
 bound held. `tests/integration/test_protocol_fuzz.py` runs a short version.
@@ -178,7 +178,10 @@ def run_worker(args: argparse.Namespace) -> int:
     guided = ["riverlog.protocol.framing", "riverlog.protocol.primitives",
               "riverlog.protocol.varint", "riverlog.protocol.api",
               "riverlog.protocol.records"]  # fmt: skip
-    with atheris.instrument_imports(include=guided):
+    if args.coverage:
+        with atheris.instrument_imports(include=guided):
+            from riverlog.protocol import framing
+    else:  # mutations of the seeds only (starts in a second, not a minute)
         from riverlog.protocol import framing
 
     from riverlog.protocol.exceptions import ProtocolError
@@ -298,7 +301,8 @@ def run(args: argparse.Namespace) -> int:
                 [sys.executable, __file__, "--worker", "--bootstrap", bootstrap,
                  "--runs", str(runs), "--seed", str(args.seed + i), "--pipeline",
                  str(args.pipeline), "--connections", str(args.connections),
-                 "--corpus", str(corpus), "--stats", str(directory / f"stats-{i}")],
+                 "--corpus", str(corpus), "--stats", str(directory / f"stats-{i}"),
+                 "--coverage" if args.coverage else "--no-coverage"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
             ))  # fmt: skip
         peak_rss = baseline.rss_kib
@@ -356,6 +360,9 @@ def main() -> int:
     parser.add_argument("--pipeline", type=int, default=1)
     parser.add_argument("--connections", type=int, default=32, help="per worker")
     parser.add_argument("--seed", type=int, default=20261125)
+    parser.add_argument("--coverage", action=argparse.BooleanOptionalAction, default=True,
+                        help="guide mutations by coverage of the codec (instrumenting it "
+                        "takes the workers ~1 minute to start)")  # fmt: skip
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=int, help=argparse.SUPPRESS)

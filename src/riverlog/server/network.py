@@ -287,8 +287,14 @@ class Connection(asyncio.BufferedProtocol):
                     await self._send(chunks)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("closing %s: failed to answer a request", self.peer)
+        except Exception as e:
+            transport = self.transport
+            if self.closed or isinstance(e, ConnectionError) or (
+                transport is not None and transport.is_closing()
+            ):  # the client went away while being answered: not a broker fault
+                log.info("closing %s: gone while being answered: %r", self.peer, e)
+            else:
+                log.exception("closing %s: failed to answer a request", self.peer)
             self.close()
         finally:
             self._writer = None
