@@ -4,7 +4,6 @@ memory pool, and a client that leaves while being answered."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import struct
 import time
@@ -15,8 +14,6 @@ import pytest
 
 from riverlog.protocol.framing import encode_request
 from riverlog.protocol.messages import (
-    FetchRequest,
-    FetchResponse,
     HeartbeatRequest,
     HeartbeatResponse,
 )
