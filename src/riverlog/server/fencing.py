@@ -13,8 +13,10 @@ ControlledShutdown (broker → controller) must carry the broker epoch of the re
 the broker it names (STALE_BROKER_EPOCH; BROKER_NOT_AVAILABLE for a broker not registered).
 
 The pair (controller id, epoch) and the broker epoch last confirmed in the store are
-cached, so the real controller's requests cost no store read; any other value is checked
-against the store before it is answered. A request refused here changes nothing; its
+cached, so the real controller's requests cost no store read, and dropped when a watch
+says `/controller_epoch` or the registration changed; any other value is checked against
+the store before it is answered. (Every election sets `/controller_epoch`, so watching it
+covers `/controller` too.) A request refused here changes nothing; its
 refusal is one log line naming the sender. What this cannot stop is a client that copies
 the real controller's id and epochs (readable from the cluster): that needs the
 `ClusterAction` ACL, which comes with authorization.
@@ -50,14 +52,17 @@ class ControllerFence:
         self.store = store
         self.broker_id = broker_id
         self._controller: tuple[int, int] | None = None
-        """(controller id, epoch) last confirmed in the store."""
+        """(controller id, epoch) last confirmed in the store; None once either changed."""
         self._broker_epoch: int | None = None
-        """This broker's registration czxid, last read."""
+        """This broker's registration czxid, last read; None once the node changed."""
+        self._watching_controller = False
+        self._watching_registration = False
 
     def from_controller(self, controller: int, epoch: int, broker_epoch: int) -> ErrorCode:
         """NONE when a request with these fields comes from the controller of record."""
         if (controller, epoch) != self._controller:
             try:
+                self._watch_controller()  # armed before the read: no change goes unseen
                 current_epoch, _ = controller_epoch(self.store)
                 current = controller_id(self.store)
             except StoreUnavailableError:
@@ -65,9 +70,15 @@ class ControllerFence:
             if (controller, epoch) != (current, current_epoch):
                 return error_codes.STALE_CONTROLLER_EPOCH
             self._controller = (controller, epoch)
-        if broker_epoch != self._broker_epoch or broker_epoch < 0:
+        if broker_epoch < 0:
+            return error_codes.STALE_BROKER_EPOCH
+        if broker_epoch != self._broker_epoch:
+            try:
+                self._watch_registration()
+            except StoreUnavailableError:
+                return error_codes.STALE_BROKER_EPOCH  # cannot confirm: refuse
             self._broker_epoch = self._registration_epoch(self.broker_id)
-            if broker_epoch != self._broker_epoch or broker_epoch < 0:
+            if broker_epoch != self._broker_epoch:
                 return error_codes.STALE_BROKER_EPOCH
         return error_codes.NONE
 
@@ -83,6 +94,36 @@ class ControllerFence:
             return self.store.get(layout.broker_path(broker_id)).czxid
         except (NoNodeError, StoreUnavailableError):
             return None
+
+    # Watches fire once, on the store's thread: they only drop a cached value (one
+    # assignment), and are re-armed at the next read — at most one armed per node, however
+    # many forged requests make the fence read.
+
+    def _watch_controller(self) -> None:
+        if not self._watching_controller:
+            self._watching_controller = True
+            try:
+                self.store.watch(layout.CONTROLLER_EPOCH, self._controller_changed)
+            except BaseException:
+                self._watching_controller = False
+                raise
+
+    def _controller_changed(self, _path: str) -> None:
+        self._watching_controller = False
+        self._controller = None
+
+    def _watch_registration(self) -> None:
+        if not self._watching_registration:
+            self._watching_registration = True
+            try:
+                self.store.watch(layout.broker_path(self.broker_id), self._registration_changed)
+            except BaseException:
+                self._watching_registration = False
+                raise
+
+    def _registration_changed(self, _path: str) -> None:
+        self._watching_registration = False
+        self._broker_epoch = None
 
 
 R = TypeVar("R", m.LeaderAndIsrResponse, m.UpdateMetadataResponse, m.StopReplicaResponse,
