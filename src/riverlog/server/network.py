@@ -158,7 +158,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         try:
             frames = self.reader.resume()
-        except FrameError as e:  # pragma: no cover - the size was read before it blocked
+        except FrameError as e:  # a later frame in the buffer announces a bad size
             log.warning("closing %s: %s", self.peer, e)
             self.close()
             return
