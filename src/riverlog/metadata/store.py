@@ -289,7 +289,8 @@ class EmbeddedStore:
 
     def _save(self, file: Path) -> None:
         snapshot = {
-            path: {"data": base64.b64encode(node.data).decode(), "version": node.version}
+            path: {"data": base64.b64encode(node.data).decode(), "version": node.version,
+                   "czxid": node.czxid}
             for path, node in self._nodes.items()
             if not node.ephemeral
         }
@@ -308,4 +309,7 @@ class EmbeddedStore:
     def _load(self, file: Path) -> None:
         raw = json.loads(file.read_text())
         for path, entry in raw.items():
-            self._nodes[path] = Node(base64.b64decode(entry["data"]), int(entry["version"]))
+            czxid = int(entry.get("czxid", 0))
+            self._nodes[path] = Node(base64.b64decode(entry["data"]), int(entry["version"]),
+                                     czxid=czxid)  # fmt: skip
+            self._zxid = max(self._zxid, czxid)
