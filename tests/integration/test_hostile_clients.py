@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -235,6 +236,23 @@ def test_queued_max_request_bytes_serves_requests_in_turn(tmp_path: Path) -> Non
         assert len(_read_all(running.bootstrap_servers, "pooled", 220)) == 220
     finally:
         running.stop()
+
+
+def test_metadata_by_topic_id_before_v12_closes_the_connection(
+    broker: BrokerProcess, steady: SteadyProducer
+) -> None:
+    """Regression (found by the fuzzer): Metadata v10-11 with a null topic name made the
+    broker fail to encode its answer, with a traceback."""
+    by_id = [m.MetadataRequest.MetadataRequestTopic(name=None, topic_id=uuid.uuid4())]
+    for version in (10, 11):
+        with pytest.raises(ConnectionError):
+            call(broker.bootstrap_servers, m.MetadataRequest(topics=by_id), version)
+    response = call(broker.bootstrap_servers, m.MetadataRequest(topics=by_id), 12)
+    assert isinstance(response, m.MetadataResponse)
+    assert response.topics[0].error_code == error_codes.UNKNOWN_TOPIC_ID.code
+    log = (broker.data_dir.parent / f"{broker.data_dir.name}.broker.log").read_text()
+    assert "Traceback" not in log
+    assert steady.progresses()
 
 
 # --- internal topics and fencing -------------------------------------------------------
