@@ -14,6 +14,12 @@ state-change log is `state-change.log` in its (first) log directory, rolled ever
 log4j.properties-style file (`server/log4j_config.py`; `${kafka.logs.dir}` is the first log
 directory) in place of the default console logging at INFO; when it configures
 `state.change.logger` itself, the default state-change log is not set up.
+
+Start-up fails closed: a bad value, a setting riverlog cannot honour (e.g. a keystore type
+other than PEM), a port in use, an unusable or locked data directory, an unreachable
+ZooKeeper — each is one line on stderr and exit status 1 (2 for a config that does not
+parse), with the traceback only under `--verbose`. Unknown keys are
+logged at start-up, one warning each, in Kafka's words.
 """
 
 from __future__ import annotations
@@ -25,12 +31,15 @@ import logging.handlers
 import re
 import signal
 import sys
+import traceback
 from pathlib import Path
 
+from riverlog.metadata.store import StoreUnavailableError
 from riverlog.server import log4j_config, state_change_log
 from riverlog.server.broker import Broker
 from riverlog.server.config import BrokerConfig, ConfigError
 from riverlog.server.registration import ClusterMembershipError
+from riverlog.storage.dir_lock import LogDirLockedError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a server.properties setting (repeatable)")  # fmt: skip
     parser.add_argument("--log-config", metavar="FILE",
                         help="a log4j.properties-style logging config")  # fmt: skip
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the traceback of a start-up failure")  # fmt: skip
 
 
 def _log_state_changes(directory: Path) -> logging.Handler:
@@ -68,7 +79,11 @@ def _log_state_changes(directory: Path) -> logging.Handler:
 
 async def _serve(config: BrokerConfig) -> None:
     broker = Broker(config)
-    await broker.start()
+    try:
+        await broker.start()
+    except BaseException:
+        broker.dir_lock.release()
+        raise
     host, port = broker.advertised
     print(f"riverlog broker {broker.broker_id} listening on {host}:{port}", flush=True)
     stop = asyncio.Event()
@@ -99,17 +114,36 @@ def run(args: argparse.Namespace) -> int:
             log_config = log4j_config.load(args.log_config, variables)
             log4j_config.apply(log_config)
     except (ConfigError, OSError, log4j_config.LogConfigError) as e:
-        print(f"riverlog server: {e}", file=sys.stderr)
+        _failed(e, args.verbose)
         return 2
     if log_config is None:
         logging.basicConfig(
             level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
         )
-    if log_config is None or state_change_log.LOGGER_NAME not in log_config.loggers:
-        _log_state_changes(config.data_dir)
+    for warning in config.unknown_key_warnings():
+        logging.getLogger("riverlog.server.config").warning(warning)
     try:
+        if log_config is None or state_change_log.LOGGER_NAME not in log_config.loggers:
+            _log_state_changes(config.data_dir)
         asyncio.run(_serve(config))
-    except (ClusterMembershipError, ConfigError) as e:  # ConfigError: security settings
-        print(f"riverlog server: {e}", file=sys.stderr)
-        return 1
+    except STARTUP_FAILURES as e:
+        return _failed(e, args.verbose)
     return 0
+
+
+STARTUP_FAILURES = (
+    ClusterMembershipError,  # wrong cluster id, broker id taken
+    LogDirLockedError,  # another broker on the data directory
+    StoreUnavailableError,  # ZooKeeper unreachable
+    ConfigError,  # a value only checked when used (listener overrides)
+    OSError,  # port in use, data directory not writable
+)
+"""What ends a start-up with one line: anything else is a bug and keeps its traceback."""
+
+
+def _failed(error: BaseException, verbose: bool) -> int:
+    """One line on stderr (the traceback too with `--verbose`); exit status 1."""
+    if verbose:
+        traceback.print_exception(error, file=sys.stderr)
+    print(f"riverlog server: {error}", file=sys.stderr)
+    return 1

@@ -25,6 +25,9 @@ from riverlog.client import admin_requests as admin
 from riverlog.client.connection import Connection, connect_any
 from riverlog.protocol.error_codes import KafkaError
 
+INT32_MAX = 2**31 - 1
+INT16_MAX = 2**15 - 1
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -85,7 +88,18 @@ def _configs(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """Kafka's TopicCommand checks, before anything is sent."""
+    if args.partitions is not None and not 1 <= args.partitions <= INT32_MAX:
+        raise ValueError("The partitions must be greater than 0" if args.partitions < 1
+                         else f"The partitions must be at most {INT32_MAX}")  # fmt: skip
+    factor = args.replication_factor
+    if factor is not None and not 1 <= factor <= INT16_MAX:
+        raise ValueError("The replication factor must be between 1 and 32767.")
+
+
 async def _run(args: argparse.Namespace) -> None:
+    _check_counts(args)
     conn = await connect_any(args.bootstrap_server, client_id="riverlog-topics",
                              security=command_config.security(args))  # fmt: skip
     try:
@@ -119,7 +133,11 @@ async def _create(conn: Connection, args: argparse.Namespace) -> None:
     name = _topic(args)
     try:
         await admin.create_topic(
-            conn, name, args.partitions or -1, args.replication_factor or -1, _configs(args.config)
+            conn,
+            name,
+            -1 if args.partitions is None else args.partitions,
+            -1 if args.replication_factor is None else args.replication_factor,
+            _configs(args.config),
         )
     except KafkaError as e:
         if args.if_not_exists and e.error.name == "TOPIC_ALREADY_EXISTS":

@@ -94,6 +94,9 @@ class BrokerRegistration:
     protocols: dict[str, str] = field(default_factory=dict)
     """Listener name → security protocol of every endpoint (one not given is named after
     its protocol, Kafka's default map; filled in on construction)."""
+    broker_epoch: int = -1
+    """The registration node's czxid (KIP-380's broker epoch) when read from the store;
+    not part of the JSON."""
 
     def __post_init__(self) -> None:
         filled = {e.listener: self.protocols.get(e.listener, e.listener) for e in self.endpoints}

@@ -21,6 +21,7 @@ import base64
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,9 @@ class Node:
     data: bytes
     version: int
     ephemeral: bool = False
+    czxid: int = 0
+    """The id of the transaction that created the node (ZooKeeper's czxid): a broker's
+    `/brokers/ids/N` czxid is its broker epoch (KIP-380). Rises with every creation."""
 
 
 Watcher = Callable[[str], None]
@@ -128,6 +132,8 @@ class EmbeddedStore:
         self._nodes: dict[str, Node] = {"/": Node(b"", 0)}
         self._watches: dict[str, list[Watcher]] = {}
         self._sequences: dict[str, int] = {}  # parent → next sequence number
+        self._zxid = time.time_ns() // 1000
+        """Creation ids: from the clock, so they rise across restarts of the process."""
         if file is not None and file.exists():
             self._load(file)
 
@@ -175,7 +181,7 @@ class EmbeddedStore:
                 parent = _parent(parent)
             for p in reversed(missing):
                 self._nodes[p] = Node(b"", 0)
-            self._nodes[path] = Node(bytes(data), 0, ephemeral)
+            self._nodes[path] = Node(bytes(data), 0, ephemeral, self._next_zxid())
             self._changed([path, _parent(path)], persist=not ephemeral or bool(missing))
 
     def create_sequential(self, prefix: str, data: bytes) -> str:
@@ -199,7 +205,7 @@ class EmbeddedStore:
             if node is None:
                 raise NoNodeError(path)
             _check_version(path, node, expected_version)
-            self._nodes[path] = Node(bytes(data), node.version + 1, node.ephemeral)
+            self._nodes[path] = Node(bytes(data), node.version + 1, node.ephemeral, node.czxid)
             self._changed([path], persist=not node.ephemeral)
             return node.version + 1
 
@@ -240,13 +246,14 @@ class EmbeddedStore:
                 raise NodeExistsError(op.path)
             if _parent(op.path) not in self._nodes:
                 raise NoNodeError(_parent(op.path))
-            self._nodes[op.path] = Node(bytes(op.data), 0, op.ephemeral)
+            self._nodes[op.path] = Node(bytes(op.data), 0, op.ephemeral, self._next_zxid())
             return [op.path, _parent(op.path)]
         if node is None:
             raise NoNodeError(op.path)
         _check_version(op.path, node, op.expected_version)
         if isinstance(op, SetOp):
-            self._nodes[op.path] = Node(bytes(op.data), node.version + 1, node.ephemeral)
+            self._nodes[op.path] = Node(bytes(op.data), node.version + 1, node.ephemeral,
+                                        node.czxid)  # fmt: skip
             return [op.path]
         if isinstance(op, DeleteOp):
             if any(p.startswith(op.path + "/") for p in self._nodes):
@@ -267,6 +274,10 @@ class EmbeddedStore:
 
     # --- internals -------------------------------------------------------------------
 
+    def _next_zxid(self) -> int:
+        self._zxid += 1
+        return self._zxid
+
     def _changed(self, paths: list[str], persist: bool) -> None:
         if persist and self._file is not None:
             self._save(self._file)
@@ -278,7 +289,8 @@ class EmbeddedStore:
 
     def _save(self, file: Path) -> None:
         snapshot = {
-            path: {"data": base64.b64encode(node.data).decode(), "version": node.version}
+            path: {"data": base64.b64encode(node.data).decode(), "version": node.version,
+                   "czxid": node.czxid}
             for path, node in self._nodes.items()
             if not node.ephemeral
         }
@@ -297,4 +309,7 @@ class EmbeddedStore:
     def _load(self, file: Path) -> None:
         raw = json.loads(file.read_text())
         for path, entry in raw.items():
-            self._nodes[path] = Node(base64.b64decode(entry["data"]), int(entry["version"]))
+            czxid = int(entry.get("czxid", 0))
+            self._nodes[path] = Node(base64.b64decode(entry["data"]), int(entry["version"]),
+                                     czxid=czxid)  # fmt: skip
+            self._zxid = max(self._zxid, czxid)

@@ -38,6 +38,7 @@ from kazoo.exceptions import (
 from kazoo.exceptions import NodeExistsError as KazooNodeExists
 from kazoo.exceptions import NoNodeError as KazooNoNode
 from kazoo.exceptions import NotEmptyError as KazooNotEmpty
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import RetryFailedError
 
 from riverlog.metadata.store import (
@@ -100,7 +101,12 @@ class ZooKeeperStore:
         retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
         if chroot:
             with self._client(hosts, session_timeout_ms, retry) as root:
-                root.start(timeout=connect_timeout_s)
+                try:
+                    root.start(timeout=connect_timeout_s)
+                except KazooTimeoutError:
+                    raise StoreUnavailableError(
+                        f"cannot connect to ZooKeeper at {hosts} within {connect_timeout_s:g} s"
+                    ) from None
                 root.ensure_path(chroot)
         self._zk = KazooClient(
             hosts=hosts + chroot,
@@ -110,7 +116,14 @@ class ZooKeeperStore:
         )
         if on_session is not None:
             self._zk.add_listener(lambda state: on_session(_STATES[state]))
-        self._zk.start(timeout=connect_timeout_s)
+        try:
+            self._zk.start(timeout=connect_timeout_s)
+        except KazooTimeoutError:
+            self._zk.stop()
+            self._zk.close()
+            raise StoreUnavailableError(
+                f"cannot connect to ZooKeeper at {connect} within {connect_timeout_s:g} s"
+            ) from None
 
     @staticmethod
     @contextmanager
@@ -135,7 +148,7 @@ class ZooKeeperStore:
     def get(self, path: str) -> Node:
         with _translated(path, self._zk):
             data, stat = self._zk.get(path)
-        return Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0)
+        return Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0, stat.czxid)
 
     def get_many(self, paths: list[str]) -> dict[str, Node]:
         """The nodes of `paths` that exist: all requests sent before the first answer is
@@ -151,7 +164,8 @@ class ZooKeeperStore:
                         data, stat = result.get()
                 except NoNodeError:
                     continue
-                out[path] = Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0)
+                out[path] = Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0,
+                                 stat.czxid)  # fmt: skip
         return out
 
     def exists(self, path: str) -> bool:

@@ -12,13 +12,15 @@ body. Which header version is used follows from the API key and version:
 `asyncio.BufferedProtocol`: `get_buffer()` hands out memory to receive into and
 `buffer_updated(n)` returns the frames completed. Small frames are copied out of a shared
 buffer (cheap); a frame larger than the shared buffer's free space gets its own allocation and
-the rest of it is received straight into it, so big produce requests are never copied.
+the rest of it is received straight into it, so big produce requests are never copied. Every
+buffer grows with the bytes that arrive, never with the size a peer announces.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Protocol
 
 from riverlog.protocol.api import ApiMessage, Buffer
 from riverlog.protocol.exceptions import (
@@ -171,28 +173,66 @@ def decode_response(frame: Buffer, api_key: int, version: int) -> tuple[int, Api
     return header.correlation_id, cls.decode(buf[pos:], version)
 
 
+class FrameMemory(Protocol):
+    """A budget for bytes of requests in flight (the server's `queued.max.request.bytes`)."""
+
+    def try_reserve(self, nbytes: int) -> bool: ...
+
+
+BIG_FRAME_FIRST_BYTES = 64 * 1024
+"""A big frame's own buffer starts at this size (or at what has arrived) and doubles as
+its bytes arrive: announcing a size allocates nothing."""
+
+
 class FrameReader:
     """Splits a byte stream into frames (size prefixes removed); see the module docstring.
 
     Owns its buffers; frames it returns belong to the caller. Raises `FrameTooLargeError`
     for a size above `max_frame_bytes` and `FrameError` for a negative size: the connection
-    cannot be trusted after either.
+    cannot be trusted after either — both are checked from the 4-byte size, before anything
+    is allocated for the frame. Memory grows only with bytes received: the shared buffer
+    starts at `initial_bytes` and grows to `buffer_bytes` when busy, and a big frame's own
+    buffer doubles as it fills.
+
+    With `memory`, a frame's whole size is reserved from it when its size is read, before
+    its body is kept; when the reservation is refused the reader stops (`blocked`) until
+    `resume()`. The caller owns the reservation of each frame returned (`len(frame)` bytes)
+    and of the frame in progress (`reserved`) and gives them back to the budget.
     """
 
     def __init__(
-        self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, buffer_bytes: int = 256 * 1024
+        self,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        buffer_bytes: int = 256 * 1024,
+        *,
+        initial_bytes: int = 16 * 1024,
+        memory: FrameMemory | None = None,
     ) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._shared = bytearray(buffer_bytes)
+        self.buffer_bytes = buffer_bytes
+        self.memory = memory
+        self._shared = bytearray(min(initial_bytes, buffer_bytes))
         self._start = 0  # first unconsumed byte in _shared
         self._end = 0  # end of received bytes in _shared
         self._big: bytearray | None = None  # a large frame being received in place
+        self._big_size = 0  # the whole size of the large frame
         self._big_filled = 0
+        self.reserved = 0
+        """Bytes reserved from `memory` for the frame in progress (not yet returned)."""
+        self.blocked = False
+        """`memory` refused the next frame's reservation: no more frames until `resume`."""
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Memory to receive the next bytes into (`BufferedProtocol.get_buffer`)."""
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled :]
+        big = self._big
+        if big is not None:
+            if self._big_filled == len(big):  # grow with what arrives, doubling
+                grow = min(self._big_size, 2 * len(big)) - len(big)
+                try:
+                    big.extend(bytes(grow))  # in place (realloc), no copy of what arrived
+                except BufferError:  # a view of the last buffer is still held: copy
+                    big = self._big = big + bytes(grow)
+            return memoryview(big)[self._big_filled :]
         if self._end == len(self._shared):
             self._compact()
         return memoryview(self._shared)[self._end :]
@@ -201,12 +241,18 @@ class FrameReader:
         """Account for `nbytes` received into the last buffer; return completed frames."""
         if self._big is not None:
             self._big_filled += nbytes
-            if self._big_filled < len(self._big):
+            if self._big_filled < self._big_size:
                 return []
             frame = self._big
             self._big = None
+            self.reserved = 0
             return [frame]
         self._end += nbytes
+        return self._split()
+
+    def resume(self) -> list[bytes | bytearray]:
+        """After `blocked`: try the reservation again; the frames now completed."""
+        self.blocked = False
         return self._split()
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | bytearray]:
@@ -217,6 +263,7 @@ class FrameReader:
             target = self.get_buffer()
             n = min(len(target), len(view))
             target[:n] = view[:n]
+            target.release()  # as an event loop does, so the buffer may grow in place
             view = view[n:]
             frames += self.buffer_updated(n)
         return frames
@@ -224,24 +271,32 @@ class FrameReader:
     def _split(self) -> list[bytes | bytearray]:
         frames: list[bytes | bytearray] = []
         shared = self._shared
-        while self._end - self._start >= 4:
+        memory = self.memory
+        while self._end - self._start >= 4 and not self.blocked:
             (size,) = _SIZE.unpack_from(shared, self._start)
             if size < 0:
                 raise FrameError(f"negative frame size {size}")
             if size > self.max_frame_bytes:
                 raise FrameTooLargeError(size, self.max_frame_bytes)
+            if memory is not None and self.reserved == 0 and size:
+                if not memory.try_reserve(size):
+                    self.blocked = True
+                    break
+                self.reserved = size
             body_start = self._start + 4
             have = self._end - body_start
             if have >= size:
                 frames.append(shared[body_start : body_start + size])  # one copy, owned
                 self._start = body_start + size
+                self.reserved = 0
                 continue
             if size > len(shared) - body_start and size > len(shared) // 2:
-                # Receive the rest of this frame straight into its own buffer.
-                big = bytearray(size)
+                # Receive the rest of this frame straight into its own buffer, grown as
+                # its bytes arrive.
+                big = bytearray(min(size, max(have, BIG_FRAME_FIRST_BYTES)))
                 with memoryview(shared) as received:  # copied once, then released
                     big[:have] = received[body_start : self._end]
-                self._big, self._big_filled = big, have
+                self._big, self._big_size, self._big_filled = big, size, have
                 self._start = self._end = 0
             break
         if self._start == self._end:
@@ -250,9 +305,11 @@ class FrameReader:
 
     def _compact(self) -> None:
         pending = self._end - self._start
-        if self._start == 0:
-            # A frame larger than the buffer but not yet known to be: grow.
+        if self._start == 0 or len(self._shared) < self.buffer_bytes:
+            # Full of one frame larger than the buffer but not yet known to be, or busy:
+            # grow (to at most twice the frame announced, or to `buffer_bytes`).
             self._shared.extend(bytes(len(self._shared)))
-            return
+            if self._start == 0:
+                return
         self._shared[:pending] = self._shared[self._start : self._end]
         self._start, self._end = 0, pending

@@ -46,11 +46,13 @@ from riverlog.protocol.error_codes import KafkaError
 from riverlog.security import authorization, authorizer
 from riverlog.security.broker_security import BrokerSecurity, raw_properties
 from riverlog.server import config_changes, registration
+from riverlog.server.admission import ConnectionQuotas, MemoryPool
 from riverlog.server.broker_configs import DEFAULT_ENTITY, DynamicBrokerConfigs
 from riverlog.server.config import BrokerConfig
 from riverlog.server.config_changes import ConfigChangeListener
 from riverlog.server.controller.service import ControllerService
 from riverlog.server.dispatch import Dispatcher, Handler, RequestContext, Response
+from riverlog.server.fencing import ControllerFence
 from riverlog.server.fetch_session import FetchSessionCache
 from riverlog.server.group_coordinator import GroupCoordinator
 from riverlog.server.handlers import HANDLERS
@@ -64,6 +66,7 @@ from riverlog.server.replication.throttle import ReplicationQuota
 from riverlog.server.topics import Topic, TopicRegistry
 from riverlog.server.transaction_coordinator import TransactionCoordinator
 from riverlog.server.txn_offsets import TxnOffsets
+from riverlog.storage.dir_lock import LogDirLock
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 from riverlog.storage.manager import LogManager
 
@@ -81,7 +84,13 @@ def _open_store(
     connect = config["zookeeper.connect"]
     if connect:
         timeout_ms = config["zookeeper.session.timeout.ms"]
-        return ZooKeeperStore(connect, session_timeout_ms=timeout_ms, on_session=on_session)
+        connect_ms = config["zookeeper.connection.timeout.ms"] or timeout_ms  # Kafka's default
+        return ZooKeeperStore(
+            connect,
+            session_timeout_ms=timeout_ms,
+            connect_timeout_s=connect_ms / 1000,
+            on_session=on_session,
+        )
     return EmbeddedStore(data_dir / METADATA_FILE)
 
 
@@ -113,6 +122,7 @@ class Broker:
         self.broker_id = config.broker_id
         self.data_dir = config.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.dir_lock = LogDirLock(config.log_dirs)  # before anything reads the directory
         self.rack: str | None = config["broker.rack"] or None
         self.cluster_membership = registration.ClusterMembership(self)
         self.security = BrokerSecurity(raw_properties(config))  # validated before the store
@@ -134,6 +144,7 @@ class Broker:
             (self.data_dir / META_PROPERTIES).write_text(
                 f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
             )
+        self.fence = ControllerFence(self.store, self.broker_id)
         self.topics = TopicRegistry(self.store)
         self.config_changes = ConfigChangeListener(self)
         self.dynamic_configs = DynamicBrokerConfigs(config, self.store)
@@ -184,6 +195,12 @@ class Broker:
                 bound = authorization.wrap(request_cls.API_KEY, bound, self.authorizer,
                                            self.topics)  # fmt: skip
             self.dispatcher.register(request_cls, bound)
+        quotas = ConnectionQuotas(  # one budget for every listener, as Kafka's
+            config["max.connections"],
+            config["max.connections.per.ip"],
+            config.connection_overrides(),
+        )
+        memory = MemoryPool(config["queued.max.request.bytes"])
         self.networks = [
             NetworkServer(
                 self.dispatcher,
@@ -197,6 +214,8 @@ class Broker:
                 principal_of_certificate=(
                     self.security.per_listener[spec.name].principal_of_certificate
                 ),
+                memory=memory,
+                quotas=quotas,
             )
             for spec in self.security.listeners.bound
         ]
@@ -281,6 +300,7 @@ class Broker:
         self.logs.shutdown()
         self.cluster_membership.resign()
         self.store.close()
+        self.dir_lock.release()
 
     @property
     def advertised(self) -> tuple[str, int]:

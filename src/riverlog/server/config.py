@@ -76,6 +76,17 @@ def _metrics_listener(text: str) -> str:
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
+SECURITY_KEYS = frozenset({
+    "listener.security.protocol.map", "inter.broker.listener.name",
+    "security.inter.broker.protocol", "sasl.enabled.mechanisms",
+    "sasl.mechanism.inter.broker.protocol", "connections.max.reauth.ms",
+    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+})  # fmt: skip
+SECURITY_KEY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
+"""Settings `riverlog.security` reads (many per listener, so not in `BROKER_KEYS`): known,
+not reported as unknown; security validates them itself and refuses what it cannot
+honour."""
+
 # name: (parser, default as Kafka writes it)
 BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "broker.id": (_int(-1), "0"),
@@ -88,6 +99,10 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "auto.create.topics.enable": (_bool, "true"),
     "delete.topic.enable": (_bool, "true"),
     "socket.request.max.bytes": (_int(1), str(100 * 1024 * 1024)),
+    "queued.max.request.bytes": (_int(-1), "-1"),
+    "max.connections": (_int(0), str(INT32_MAX)),
+    "max.connections.per.ip": (_int(0), str(INT32_MAX)),
+    "max.connections.per.ip.overrides": (_str, ""),
     "connections.max.idle.ms": (_int(1), "600000"),
     "message.max.bytes": (_int(0), "1048588"),
     "log.segment.bytes": (_int(14), str(1024**3)),
@@ -137,6 +152,7 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_int(1), "3600000"),
     "zookeeper.connect": (_str, ""),
     "zookeeper.session.timeout.ms": (_int(1), "18000"),
+    "zookeeper.connection.timeout.ms": (_int(1), ""),
     "broker.rack": (_str, ""),
     "metrics.listener": (_metrics_listener, ""),
     "replica.lag.time.max.ms": (_int(1), "30000"),
@@ -237,7 +253,32 @@ class BrokerConfig:
                 "replica.fetch.wait.max.ms should always be less than replica.lag.time.max.ms"
             )
         given = {k: v for k, v in props.items() if k in BROKER_KEYS}
-        return cls(values, unknown, given)
+        config = cls(values, unknown, given)
+        config.connection_overrides()  # the per-IP overrides parse
+        return config
+
+    def unknown_key_warnings(self) -> list[str]:
+        """Kafka's warning for each key it does not know (logged at start-up)."""
+        return [
+            f"The configuration '{key}' was supplied but isn't a known config."
+            for key in sorted(self.unknown)
+            if key not in SECURITY_KEYS and not key.startswith(SECURITY_KEY_PREFIXES)
+        ]
+
+    def connection_overrides(self) -> dict[str, int]:
+        """`max.connections.per.ip.overrides` (`host:count,...`) as host → count."""
+        out: dict[str, int] = {}
+        for item in _list(self.values["max.connections.per.ip.overrides"] or ""):
+            host, sep, count = item.rpartition(":")
+            try:
+                if not sep or not host:
+                    raise ValueError
+                out[host.strip("[]")] = _int(0)(count)
+            except (ValueError, ConfigError):
+                raise ConfigError(
+                    f"max.connections.per.ip.overrides: expected host:count, got {item!r}"
+                ) from None
+        return out
 
     @classmethod
     def load(cls, path: Path | None, overrides: list[str]) -> BrokerConfig:
@@ -277,8 +318,12 @@ class BrokerConfig:
 
     @property
     def data_dir(self) -> Path:
-        dirs = self.values["log.dir"] or self.values["log.dirs"]
-        return Path(dirs[0])
+        return self.log_dirs[0]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        """Every configured log directory (`log.dir` wins over `log.dirs`, as in Kafka)."""
+        return [Path(d) for d in self.values["log.dir"] or self.values["log.dirs"]]
 
     def topic_defaults(self) -> dict[str, str]:
         """Topic-level config defaults derived from the broker's `log.*` keys."""

@@ -16,6 +16,14 @@ the socket cannot take yet is left to `loop.sendfile`, which waits for it (measu
 fetches: ~20% less broker CPU and ~12% less fetcher CPU per fetch than `loop.sendfile`
 alone, which pauses reading and registers for writability on every call).
 
+Bounds (`server/admission.py`). A frame's size is checked against `socket.request.max.bytes`
+from its 4-byte prefix, before anything is allocated, and its buffer grows only as its bytes
+arrive. Bytes of requests in flight are reserved from the `queued.max.request.bytes` pool when
+a frame's size is read and given back when its response is ready; while the pool is empty
+the connection stops reading. A connection over `max.connections` /
+`max.connections.per.ip` (+ overrides) is closed on arrival; one idle for
+`connections.max.idle.ms` is closed by the reaper.
+
 Errors. A frame whose size is negative or above `socket.request.max.bytes`, or a request that
 cannot be decoded, closes that one connection (Kafka does the same); an ApiVersions request
 at an unknown version gets an ApiVersions v0 answer with UNSUPPORTED_VERSION so the client can
@@ -60,6 +68,7 @@ from riverlog.protocol.primitives import Chunk, FileRegion
 from riverlog.security import gate
 from riverlog.security.principal import ANONYMOUS
 from riverlog.security.sasl import SaslServer
+from riverlog.server.admission import ConnectionQuotas, MemoryPool
 
 if TYPE_CHECKING:
     from riverlog.server.dispatch import Dispatcher, Response
@@ -76,7 +85,11 @@ class Connection(asyncio.BufferedProtocol):
 
     def __init__(self, server: NetworkServer) -> None:
         self.server = server
-        self.reader = FrameReader(max_frame_bytes=server.max_request_bytes)
+        self._memory = server.memory if server.memory.bounded else None
+        self.reader = FrameReader(max_frame_bytes=server.max_request_bytes, memory=self._memory)
+        self._ip: str | None = None
+        """The client's IP while counted in the server's connection quotas."""
+        self._wake_scheduled = False
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = "?"
@@ -89,6 +102,8 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._reading_paused = False
+        """Too many answers in flight (`MAX_IN_FLIGHT_PER_CONNECTION`)."""
+        self._transport_paused = False
         self._sock: socket.socket | None = None
         """The transport's socket descriptor, to send to straight when nothing is buffered
         (`_send`); detached, never closed, here — the transport owns it."""
@@ -122,6 +137,13 @@ class Connection(asyncio.BufferedProtocol):
             cert = tls.getpeercert() if tls is not None else None
             if cert:
                 self.principal = self.server.principal_of_certificate(cert)
+        ip = str(peer[0]) if peer else "?"
+        refused = self.server.quotas.admit(ip)
+        if refused is not None:
+            log.info("%s", refused)
+            self.close()
+            return
+        self._ip = ip
         self.server.connections.add(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -135,14 +157,58 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("closing %s: %s", self.peer, e)
             self.close()
             return
+        self._handle(frames)
+
+    def _handle(self, frames: list[bytes | bytearray]) -> None:
         self._burst = []
-        for frame in frames:
+        for i, frame in enumerate(frames):
             if self.closed:
+                self._release(sum(len(f) for f in frames[i:]))
                 break
             self._on_frame(frame)
         burst, self._burst = self._burst, None
         if burst and not self.closed and self.transport is not None:
             self.transport.writelines(burst)  # type: ignore[arg-type]
+        if self.reader.blocked and not self.closed:
+            assert self._memory is not None
+            self._memory.wait(self._wake)
+        self._update_reading()
+
+    def _wake(self) -> None:
+        """The memory pool has budget again: go on after the frame it refused (soon, never
+        inside another request's handling, so requests keep their order)."""
+        if not self._wake_scheduled and not self.closed:
+            self._wake_scheduled = True
+            asyncio.get_running_loop().call_soon(self._resume)
+
+    def _resume(self) -> None:
+        self._wake_scheduled = False
+        if self.closed:
+            return
+        try:
+            frames = self.reader.resume()
+        except FrameError as e:  # a later frame in the buffer announces a bad size
+            log.warning("closing %s: %s", self.peer, e)
+            self.close()
+            return
+        self._handle(frames)
+
+    def _update_reading(self) -> None:
+        """Read while neither backpressure (answers in flight) nor the pool holds us."""
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        pause = self._reading_paused or self.reader.blocked
+        if pause != self._transport_paused:
+            self._transport_paused = pause
+            if pause:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def _release(self, nbytes: int) -> None:
+        if self._memory is not None:
+            self._memory.release(nbytes)
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -157,6 +223,13 @@ class Connection(asyncio.BufferedProtocol):
             self._sock = None
         self._can_write.set()
         self.server.connections.discard(self)
+        if self._ip is not None:
+            self.server.quotas.release(self._ip)
+            self._ip = None
+        if self._memory is not None:
+            self._memory.forget(self._wake)
+            reserved, self.reader.reserved = self.reader.reserved, 0
+            self._memory.release(reserved)
         for fut in self._pending:
             fut.cancel()
         self._pending.clear()
@@ -166,15 +239,19 @@ class Connection(asyncio.BufferedProtocol):
     # --- requests -------------------------------------------------------------------
 
     def _on_frame(self, frame: bytes | bytearray) -> None:
+        size = len(frame)
         if self._closing:
+            self._release(size)
             return
         sasl = self.sasl
         if sasl is not None and sasl.raw_tokens and sasl.state == "authenticating":
             self._raw_sasl_token(sasl, frame)
+            self._release(size)
             return
         try:
             request = decode_request(frame)
         except UnsupportedVersionError as e:
+            self._release(size)
             if e.api_key == ApiVersionsRequest.API_KEY and e.correlation_id is not None:
                 answer = self.server.dispatcher.unsupported_api_versions()
                 self._enqueue(e.correlation_id, 0, answer)
@@ -183,22 +260,32 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             return
         except (UnknownApiKeyError, ProtocolError) as e:
+            self._release(size)
             log.warning("closing %s: bad request: %s", self.peer, e)
             self.close()
             return
         if sasl is not None:
             refused = gate.admit(sasl, request.api_key, int(time.time() * 1000))
             if refused is not None:
+                self._release(size)
                 log.warning("closing %s (listener %s): %s", self.peer, self.listener, refused)
                 self.close()
                 return
+        del frame  # the request holds what it needs
         try:
             result = self.server.dispatcher.dispatch(request, self)
         except Exception as e:
+            self._release(size)
             log.warning("closing %s: %s", self.peer, e)
             self.close()
             return
         self._enqueue(request.correlation_id, request.api_version, result)
+        if self._memory is None:
+            return
+        if result is None or isinstance(result, ApiMessage):
+            self._release(size)  # answered: the request's bytes are free again
+        else:
+            self._pending[-1].add_done_callback(lambda _: self._release(size))
 
     def _raw_sasl_token(self, sasl: SaslServer, frame: bytes | bytearray) -> None:
         """A token after a v0 SaslHandshake: the frame is the token, the answer is the
@@ -260,9 +347,9 @@ class Connection(asyncio.BufferedProtocol):
             fut = loop.create_future()
             fut.set_result(chunks)
         self._pending.append(fut)
-        if len(self._pending) >= MAX_IN_FLIGHT_PER_CONNECTION and self.transport is not None:
-            self.transport.pause_reading()
+        if len(self._pending) >= MAX_IN_FLIGHT_PER_CONNECTION and not self._reading_paused:
             self._reading_paused = True
+            self._update_reading()
         if self._writer is None:
             self._writer = loop.create_task(self._write_in_order())
 
@@ -272,15 +359,20 @@ class Connection(asyncio.BufferedProtocol):
                 chunks = await self._pending[0]
                 self._pending.popleft()
                 if self._reading_paused and len(self._pending) < MAX_IN_FLIGHT_PER_CONNECTION:
-                    assert self.transport is not None
-                    self.transport.resume_reading()
                     self._reading_paused = False
+                    self._update_reading()
                 if chunks is not None:
                     await self._send(chunks)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("closing %s: failed to answer a request", self.peer)
+        except Exception as e:
+            transport = self.transport
+            if self.closed or isinstance(e, ConnectionError) or (
+                transport is not None and transport.is_closing()
+            ):  # the client went away while being answered: not a broker fault
+                log.info("closing %s: gone while being answered: %r", self.peer, e)
+            else:
+                log.exception("closing %s: failed to answer a request", self.peer)
             self.close()
         finally:
             self._writer = None
@@ -299,6 +391,8 @@ class Connection(asyncio.BufferedProtocol):
             if isinstance(chunk, FileRegion):
                 sent = 0 if direct is None else _sendfile_now(direct, chunk)
                 if sent < chunk.length:  # the socket is full: let the loop wait for it
+                    if transport.is_closing():  # the client went away meanwhile
+                        return
                     with os.fdopen(chunk.fileno, "rb", buffering=0, closefd=False) as f:
                         await loop.sendfile(transport, f, chunk.offset + sent, chunk.length - sent)
             elif i < last and direct is not None:
@@ -425,6 +519,8 @@ class NetworkServer:
         ssl_context: ssl.SSLContext | None = None,
         new_sasl: Callable[[], SaslServer] | None = None,
         principal_of_certificate: Callable[[dict[str, object]], str] | None = None,
+        memory: MemoryPool | None = None,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.host = host
@@ -434,6 +530,8 @@ class NetworkServer:
         self.new_sasl = new_sasl
         self.principal_of_certificate = principal_of_certificate
         self.max_request_bytes = max_request_bytes
+        self.memory = memory or MemoryPool(-1)
+        self.quotas = quotas or ConnectionQuotas(2**31 - 1, 2**31 - 1, {})
         self.max_idle_s = max_idle_ms / 1000.0
         self.connections: set[Connection] = set()
         self._server: asyncio.Server | None = None

@@ -243,6 +243,7 @@ async def controlled_shutdown(broker: Broker) -> bool:
         try:
             controller = controller_id(broker.store)
             data = broker.store.get(layout.broker_path(controller)).data
+            epoch = broker.store.get(layout.broker_path(broker.broker_id)).czxid
         except NoNodeError:
             continue
         except StoreUnavailableError as e:
@@ -256,7 +257,7 @@ async def controlled_shutdown(broker: Broker) -> bool:
             try:
                 async with asyncio.timeout(CONTROLLED_SHUTDOWN_TIMEOUT_S):
                     response = await conn.send(
-                        ControlledShutdownRequest(broker_id=broker.broker_id)
+                        ControlledShutdownRequest(broker_id=broker.broker_id, broker_epoch=epoch)
                     )
             finally:
                 await conn.close()

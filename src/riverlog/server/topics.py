@@ -29,6 +29,14 @@ MAX_NAME_LENGTH = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
+def refuse_client_append(topic: str) -> None:
+    """Kafka's ReplicaManager check: clients cannot produce to an internal topic (its
+    records belong to the coordinators, which append through the replica manager)."""
+    if topic in INTERNAL_TOPICS:
+        raise KafkaError(error_codes.INVALID_TOPIC_EXCEPTION,
+                         f"Cannot append to internal topic {topic}")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Topic:
     name: str

@@ -5,12 +5,15 @@ LeaderAndIsr must not overtake the UpdateMetadata queued before it); each waits 
 response, whose per-partition errors are logged — the controller's decisions do not wait on
 brokers. A broken connection is reopened and the request retried until the broker is
 removed (it left the cluster) or the channel stops (this broker stopped being controller).
-Each request queued is written to the state-change log.
+Each request queued is written to the state-change log. Each request goes out carrying
+the broker epoch (KIP-380) of the registration the controller read for its broker: a broker
+refuses requests meant for an earlier registration of its id (`server/fencing.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Collection
 
@@ -29,11 +32,17 @@ STOP_TIMEOUT_S = 5.0
 
 class _BrokerQueue(BackgroundLoop):
     def __init__(
-        self, broker_id: int, address: tuple[str, int], client_id: str, security: ClientSecurity
+        self,
+        broker_id: int,
+        address: tuple[str, int],
+        client_id: str,
+        security: ClientSecurity,
+        broker_epoch: int,
     ) -> None:
         self.broker_id = broker_id
         self.security = security
         self.address = address
+        self.broker_epoch = broker_epoch
         self.client_id = client_id
         self.queue: asyncio.Queue[tuple[ApiMessage, asyncio.Future[ApiMessage | None]]] = (
             asyncio.Queue()
@@ -46,6 +55,7 @@ class _BrokerQueue(BackgroundLoop):
         try:
             while not self.stopped:
                 request, done = await self.queue.get()
+                request = self._for_this_broker(request)
                 while not self.stopped:
                     try:
                         if conn is None or conn.closed:
@@ -73,6 +83,14 @@ class _BrokerQueue(BackgroundLoop):
                 if not done.done():
                     done.set_result(None)
 
+    def _for_this_broker(self, request: ApiMessage) -> ApiMessage:
+        """`request` with this broker's epoch (a copy: one request may go to many)."""
+        if getattr(request, "broker_epoch", self.broker_epoch) == self.broker_epoch:
+            return request
+        stamped = copy.copy(request)
+        stamped.broker_epoch = self.broker_epoch  # type: ignore[attr-defined]
+        return stamped
+
 
 class ControllerChannel:
     def __init__(self, controller_id: int, security: ClientSecurity = PLAINTEXT) -> None:
@@ -80,12 +98,15 @@ class ControllerChannel:
         self.security = security
         self._queues: dict[int, _BrokerQueue] = {}
 
-    def add(self, broker_id: int, address: tuple[str, int]) -> None:
+    def add(self, broker_id: int, address: tuple[str, int], broker_epoch: int) -> None:
         current = self._queues.get(broker_id)
-        if current is not None and current.address == address:
+        if current is not None and (current.address, current.broker_epoch) == (address,
+                                                                                broker_epoch):
             return
         self.remove(broker_id)
-        self._queues[broker_id] = _BrokerQueue(broker_id, address, self.client_id, self.security)
+        self._queues[broker_id] = _BrokerQueue(
+            broker_id, address, self.client_id, self.security, broker_epoch
+        )
 
     def remove(self, broker_id: int) -> None:
         queue = self._queues.pop(broker_id, None)

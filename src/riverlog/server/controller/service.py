@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Collection, Iterable
@@ -221,10 +222,11 @@ class ControllerService:
     def _registration(self, broker_id: int) -> layout.BrokerRegistration | None:
         """`/brokers/ids/N` as it is now (None: not registered)."""
         try:
-            data = self.store.get(layout.broker_path(broker_id)).data
+            node = self.store.get(layout.broker_path(broker_id))
         except NoNodeError:
             return None
-        return layout.BrokerRegistration.from_json(broker_id, data)
+        reg = layout.BrokerRegistration.from_json(broker_id, node.data)
+        return dataclasses.replace(reg, broker_epoch=node.czxid)
 
     def _add_broker(self, broker_id: int) -> bool:
         reg = self._registration(broker_id)
@@ -232,7 +234,7 @@ class ControllerService:
             return False
         self._context().live[broker_id] = reg
         endpoint = reg.endpoints[0]
-        self.channel.add(broker_id, (endpoint.host, endpoint.port))
+        self.channel.add(broker_id, (endpoint.host, endpoint.port), reg.broker_epoch)
         return True
 
     def _read_topic(self, name: str) -> list[TopicPartition]:

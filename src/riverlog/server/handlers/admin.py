@@ -1,7 +1,9 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeLogDirs.
 
 Each topic in a request succeeds or fails on its own with Kafka's error code and message;
-`validate_only` checks everything and changes nothing. Replica assignment uses Kafka's
+`validate_only` checks everything and changes nothing. A request asking for more records
+than Kafka's controller allows in one operation is refused whole, before any work
+(`server/request_limits.py`). Replica assignment uses Kafka's
 algorithm over the live brokers. In a cluster the broker writes the topic to the store and
 the controller does the rest; the answer waits (up to the request's timeout) until this
 broker's metadata shows the topic with leaders — or, for deletions, without the topic — so a
@@ -26,6 +28,7 @@ from riverlog.protocol.messages import (
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
 )
+from riverlog.server import request_limits
 from riverlog.server.dispatch import RequestContext
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 
@@ -114,6 +117,12 @@ def handle_create_topics(
     assert isinstance(request, CreateTopicsRequest)
     names = [t.name for t in request.topics]
     results = []
+    if (too_big := request_limits.create_topics_error(broker, request)) is not None:
+        return CreateTopicsResponse(topics=[
+            Result(name=t.name, error_code=too_big.code,
+                   error_message=too_big.message if ctx.version >= 1 else None)
+            for t in request.topics
+        ])  # fmt: skip
     for topic in request.topics:
         if names.count(topic.name) > 1:
             results.append(
@@ -181,6 +190,12 @@ def handle_create_partitions(
     assert isinstance(request, CreatePartitionsRequest)
     results = []
     grown: dict[str, int] = {}
+    if (too_big := request_limits.create_partitions_error(broker, request)) is not None:
+        return CreatePartitionsResponse(results=[
+            CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=t.name, error_code=too_big.code, error_message=too_big.message)
+            for t in request.topics
+        ])  # fmt: skip
     for topic in request.topics:
         answer = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name)
         try:

@@ -6,7 +6,8 @@
   heard of for the first time are read from the store, deleted ones forgotten.
 - StopReplica: stop following/leading partitions, deleting their logs with `delete`.
 - ControlledShutdown: (to the controller) move my leaderships away before I stop.
-Requests from an older controller epoch are refused with STALE_CONTROLLER_EPOCH.
+Requests not from the controller the store names, or for another broker epoch, are
+refused first (`server/fencing.py`).
 Each request from the controller, and what it did, goes to the state-change log.
 """
 
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
-from riverlog.server import state_change_log
+from riverlog.server import fencing, state_change_log
 from riverlog.server.dispatch import RequestContext
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 
 def handle_leader_and_isr(broker: Broker, ctx: RequestContext) -> m.LeaderAndIsrResponse:
+    if (refused := fencing.check(broker, ctx, m.LeaderAndIsrResponse)) is not None:
+        return refused
     request = ctx.request.body
     assert isinstance(request, m.LeaderAndIsrRequest)
     errors = broker.replicas.apply_leader_and_isr(
@@ -55,6 +58,8 @@ def handle_leader_and_isr(broker: Broker, ctx: RequestContext) -> m.LeaderAndIsr
 
 
 def handle_update_metadata(broker: Broker, ctx: RequestContext) -> m.UpdateMetadataResponse:
+    if (refused := fencing.check(broker, ctx, m.UpdateMetadataResponse)) is not None:
+        return refused
     request = ctx.request.body
     assert isinstance(request, m.UpdateMetadataRequest)
     error, deleted = broker.metadata.apply(request)
@@ -67,6 +72,8 @@ def handle_update_metadata(broker: Broker, ctx: RequestContext) -> m.UpdateMetad
 
 
 def handle_stop_replica(broker: Broker, ctx: RequestContext) -> m.StopReplicaResponse:
+    if (refused := fencing.check(broker, ctx, m.StopReplicaResponse)) is not None:
+        return refused
     request = ctx.request.body
     assert isinstance(request, m.StopReplicaRequest)
     wanted: list[tuple[tuple[str, int], bool]] = []
@@ -98,6 +105,8 @@ def handle_stop_replica(broker: Broker, ctx: RequestContext) -> m.StopReplicaRes
 async def handle_controlled_shutdown(
     broker: Broker, ctx: RequestContext
 ) -> m.ControlledShutdownResponse:
+    if (refused := fencing.check(broker, ctx, m.ControlledShutdownResponse)) is not None:
+        return refused
     request = ctx.request.body
     assert isinstance(request, m.ControlledShutdownRequest)
     if not broker.controller.active:

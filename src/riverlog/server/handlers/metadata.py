@@ -3,11 +3,13 @@
 Metadata v0 (and v1+ with a null topic list) means all topics; an empty list (v1+) means none.
 Unknown topics are created when `auto.create.topics.enable` is on and the request allows it
 (v4+ `allow_auto_topic_creation`; always before v4); the first answer then says
-LEADER_NOT_AVAILABLE, as Kafka's does, and the client retries.
+LEADER_NOT_AVAILABLE, as Kafka's does, and the client retries. Topics by id (null name) are
+for v12+; an older request with a null name closes the connection, as Kafka does.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,8 @@ from riverlog.server.topics import Topic, validate_topic_name
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
+
+log = logging.getLogger(__name__)
 
 # Kafka answers -2**31 for "authorized operations not requested".
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -106,10 +110,18 @@ def _controller_id(broker: Broker) -> int:
         return -1
 
 
-def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse:
+def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse | None:
     request = ctx.request.body
     assert isinstance(request, MetadataRequest)
     version = ctx.version
+    if version < 12 and any(t.name is None for t in request.topics or ()):
+        # v10-11 can carry a null name, but Kafka refuses to parse such a request ("does
+        # not support null topic names") and its answer could not name the topic: close.
+        log.warning("closing %s: Metadata v%d with a null topic name",
+                    ctx.connection.peer if ctx.connection else "?", version)  # fmt: skip
+        if ctx.connection is not None:
+            ctx.connection.close()
+        return None
     entries: list[MetadataResponse.MetadataResponseTopic] = []
     if request.topics is None or (version == 0 and not request.topics):
         entries = [_topic_entry(broker, t) for t in broker.topics.all()

@@ -1,8 +1,10 @@
 """Produce: validate and append each partition's record set; acks 0, 1 and all.
 
 Each partition succeeds or fails on its own (Kafka semantics); a partition's record set is
-appended whole or not at all. With acks=0 nothing is answered, and a failure closes the
-connection so the client notices and refreshes its metadata, as Kafka does.
+appended whole or not at all. Internal topics (`__consumer_offsets`,
+`__transaction_state`) refuse client appends with INVALID_TOPIC_EXCEPTION, as Kafka does.
+With acks=0 nothing is answered, and a failure closes the connection so the client notices
+and refreshes its metadata, as Kafka does.
 
 The rules — leadership, `min.insync.replicas`, internal topics, and when an acks=all write
 is in the ISR — are the replica manager's (`ReplicaManager.append` and

@@ -57,12 +57,11 @@ from riverlog.server.replication.purgatory import Purgatory
 from riverlog.server.replication.replica_fetcher import ReplicaFetchers
 from riverlog.server.replication.replica_selector import ReplicaView, rack_aware
 from riverlog.server.replication.throttle import ReplicationQuota, throttled
+from riverlog.server.topics import refuse_client_append
 from riverlog.storage.log import AppendResult
 from riverlog.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 __all__ = ["HostedPartition", "LeadershipListener", "ReplicaManager", "RoleChange"]
 
@@ -150,10 +149,8 @@ class ReplicaManager:
         """Append a record set on the leader. `internal`: a broker component's own write
         (Kafka's coordinator origin), allowed on internal topics — clients' writes there are
         refused, as Kafka does — and spared the checks made for clients' batches."""
-        if not internal and topic in INTERNAL_TOPICS:
-            raise KafkaError(
-                error_codes.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}"
-            )
+        if not internal:
+            refuse_client_append(topic)
         hosted = self.leader(topic, index)
         if acks == -1:
             hosted.check_min_isr()
