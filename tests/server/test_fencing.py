@@ -3,7 +3,7 @@ epoch, and each broker's epoch (its registration's czxid)."""
 
 from __future__ import annotations
 
-from riverlog.controller.election import controller_json
+from riverlog.server.controller.controller_election import controller_json
 
 from riverlog.metadata import layout
 from riverlog.metadata.store import EmbeddedStore
