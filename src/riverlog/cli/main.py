@@ -23,6 +23,7 @@ from riverlog.cli import replica_verification as cli_replica_verification
 from riverlog.cli import server as cli_server
 from riverlog.cli import state_change_log_merger as cli_merger
 from riverlog.cli import topics as cli_topics
+from riverlog.cli import verifiable as cli_verifiable
 
 
 def _decode_request(args: argparse.Namespace) -> int:
@@ -126,6 +127,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_leader_election.add_arguments(election)
     election.set_defaults(run=cli_leader_election.run)
+
+    vproducer = sub.add_parser(
+        "verifiable-producer",
+        help="produce increasing integers, a JSON event per send and ack "
+        "(kafka-verifiable-producer.sh)",
+    )
+    cli_verifiable.add_producer_arguments(vproducer)
+    vproducer.set_defaults(run=cli_verifiable.run_producer)
+    vconsumer = sub.add_parser(
+        "verifiable-consumer",
+        help="consume in a group, a JSON event per poll, commit and rebalance "
+        "(kafka-verifiable-consumer.sh)",
+    )
+    cli_verifiable.add_consumer_arguments(vconsumer)
+    vconsumer.set_defaults(run=cli_verifiable.run_consumer)
 
     cluster = sub.add_parser(
         "cluster", help="start or stop ZooKeeper + N brokers on loopback; describe a cluster"
