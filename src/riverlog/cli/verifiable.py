@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -70,8 +71,10 @@ def _connection_arguments(parser: argparse.ArgumentParser) -> None:
 def _client_config(args: argparse.Namespace, file_option: str) -> dict[str, str]:
     files = [f for f in (getattr(args, file_option), args.command_config) if f is not None]
     if len(files) > 1:
-        raise SystemExit(f"Options --{file_option.replace('_', '.')} and --command-config are "
-                         "mutually exclusive.")  # fmt: skip
+        raise SystemExit(
+            f"Options --{file_option.replace('_', '.')} and --command-config are "
+            "mutually exclusive."
+        )
     config: dict[str, str] = {}
     for name in files:
         config.update(parse_properties(Path(name).read_text()))
@@ -89,21 +92,38 @@ def _stop_on_signals(stop: Callable[[], None]) -> None:
 
 def add_producer_arguments(parser: argparse.ArgumentParser) -> None:
     _connection_arguments(parser)
-    parser.add_argument("--max-messages", type=int, default=-1, metavar="MAX-MESSAGES",
-                        help="produce this many messages; -1: until killed")  # fmt: skip
-    parser.add_argument("--throughput", type=int, default=-1, metavar="THROUGHPUT",
-                        help="if >= 0, about THROUGHPUT messages/sec at most")  # fmt: skip
+    parser.add_argument(
+        "--max-messages",
+        type=int,
+        default=-1,
+        metavar="MAX-MESSAGES",
+        help="produce this many messages; -1: until killed",
+    )
+    parser.add_argument(
+        "--throughput",
+        type=int,
+        default=-1,
+        metavar="THROUGHPUT",
+        help="if >= 0, about THROUGHPUT messages/sec at most",
+    )
     parser.add_argument("--acks", type=int, default=-1, choices=(0, 1, -1), metavar="ACKS")
-    parser.add_argument("--producer.config", dest="producer_config", metavar="CONFIG-FILE",
-                        help="(DEPRECATED) producer properties file")  # fmt: skip
+    parser.add_argument(
+        "--producer.config",
+        dest="producer_config",
+        metavar="CONFIG-FILE",
+        help="(DEPRECATED) producer properties file",
+    )
     parser.add_argument("--message-create-time", type=int, default=-1, metavar="CREATE-TIME")
     parser.add_argument("--value-prefix", type=int, metavar="VALUE-PREFIX")
     parser.add_argument("--repeating-keys", type=int, metavar="REPEATING-KEYS")
 
 
 def producer_config(args: argparse.Namespace) -> dict[str, str]:
-    config = {"bootstrap.servers": args.bootstrap_server or args.broker_list,
-              "acks": str(args.acks), "retries": "0"}  # fmt: skip
+    config = {
+        "bootstrap.servers": args.bootstrap_server or args.broker_list,
+        "acks": str(args.acks),
+        "retries": "0",
+    }
     config.update(_client_config(args, "producer_config"))
     if config["retries"].strip() == "0" and "enable.idempotence" not in config:
         config["enable.idempotence"] = "false"
@@ -131,16 +151,28 @@ class _ProducerRun:
             if error is None:
                 meta = future.result()
                 self.acked += 1
-                emit("producer_send_success", key=key, value=value, topic=meta.topic,
-                     partition=meta.partition, offset=meta.offset)  # fmt: skip
+                emit(
+                    "producer_send_success",
+                    key=key,
+                    value=value,
+                    topic=meta.topic,
+                    partition=meta.partition,
+                    offset=meta.offset,
+                )
             else:
                 self.error(key, value, error)
 
         return done
 
     def error(self, key: str | None, value: str, error: BaseException) -> None:
-        emit("producer_send_error", key=key, value=value, topic=self.args.topic,
-             exception=f"class {type(error).__name__}", message=str(error))  # fmt: skip
+        emit(
+            "producer_send_error",
+            key=key,
+            value=value,
+            topic=self.args.topic,
+            exception=f"class {type(error).__name__}",
+            message=str(error),
+        )
 
     async def run(self) -> int:
         args = self.args
@@ -159,9 +191,11 @@ class _ProducerRun:
             self.sent += 1
             try:
                 future = await producer.send(
-                    args.topic, value.encode(), key.encode() if key is not None else None,
+                    args.topic,
+                    value.encode(),
+                    key.encode() if key is not None else None,
                     timestamp_ms=create_time,
-                )  # fmt: skip
+                )
             except (KafkaError, ConnectionError, OSError, TimeoutError, RuntimeError) as e:
                 self.error(key, value, e)
             else:
@@ -174,16 +208,19 @@ class _ProducerRun:
         await producer.close()
         emit("shutdown_complete")
         elapsed_ms = max((time.monotonic() - start) * 1000, 1.0)
-        emit("tool_data", sent=self.sent, acked=self.acked, target_throughput=args.throughput,
-             avg_throughput=1000 * self.acked / elapsed_ms)  # fmt: skip
+        emit(
+            "tool_data",
+            sent=self.sent,
+            acked=self.acked,
+            target_throughput=args.throughput,
+            avg_throughput=1000 * self.acked / elapsed_ms,
+        )
         return 0
 
 
 async def _wait_or_stop(stopping: asyncio.Event, seconds: float) -> None:
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stopping.wait(), seconds)
-    except TimeoutError:
-        pass
 
 
 def run_producer(args: argparse.Namespace) -> int:
@@ -195,20 +232,30 @@ def run_producer(args: argparse.Namespace) -> int:
 
 def add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
     _connection_arguments(parser)
-    parser.add_argument("--group-protocol", default="classic", choices=("classic",),
-                        help="only the classic protocol is served")  # fmt: skip
+    parser.add_argument(
+        "--group-protocol",
+        default="classic",
+        choices=("classic",),
+        help="only the classic protocol is served",
+    )
     parser.add_argument("--group-id", required=True, metavar="GROUP_ID")
     parser.add_argument("--group-instance-id", metavar="GROUP_INSTANCE_ID")
     parser.add_argument("--max-messages", type=int, default=-1, metavar="MAX-MESSAGES")
     parser.add_argument("--session-timeout", type=int, default=30000, metavar="TIMEOUT_MS")
     parser.add_argument("--verbose", action="store_true", help="a record_data event per record")
     parser.add_argument("--enable-autocommit", action="store_true")
-    parser.add_argument("--reset-policy", default="earliest",
-                        choices=("earliest", "latest", "none"))  # fmt: skip
-    parser.add_argument("--assignment-strategy",
-                        default="org.apache.kafka.clients.consumer.RangeAssignor")  # fmt: skip
-    parser.add_argument("--consumer.config", dest="consumer_config", metavar="CONFIG-FILE",
-                        help="(DEPRECATED) consumer properties file")  # fmt: skip
+    parser.add_argument(
+        "--reset-policy", default="earliest", choices=("earliest", "latest", "none")
+    )
+    parser.add_argument(
+        "--assignment-strategy", default="org.apache.kafka.clients.consumer.RangeAssignor"
+    )
+    parser.add_argument(
+        "--consumer.config",
+        dest="consumer_config",
+        metavar="CONFIG-FILE",
+        help="(DEPRECATED) consumer properties file",
+    )
 
 
 def consumer_config(args: argparse.Namespace) -> dict[str, str]:
@@ -238,7 +285,8 @@ class _ConsumerRun:
         self.stopping = asyncio.Event()
 
     def finished(self) -> bool:
-        return 0 <= self.args.max_messages <= self.consumed
+        limit: int = self.args.max_messages
+        return 0 <= limit <= self.consumed
 
     def received(self, records: list[ConsumerRecord]) -> dict[tuple[str, int], int]:
         """Kafka's onRecordsReceived: a summary line, the offsets to commit (max + 1)."""
@@ -253,12 +301,25 @@ class _ConsumerRun:
             if not taken:
                 continue
             offsets[tp] = taken[-1].offset + 1
-            summaries.append({"topic": tp[0], "partition": tp[1], "count": len(taken),
-                              "minOffset": taken[0].offset, "maxOffset": taken[-1].offset})  # fmt: skip
+            summaries.append(
+                {
+                    "topic": tp[0],
+                    "partition": tp[1],
+                    "count": len(taken),
+                    "minOffset": taken[0].offset,
+                    "maxOffset": taken[-1].offset,
+                }
+            )
             if self.args.verbose:
                 for r in taken:
-                    emit("record_data", key=_text(r.key), value=_text(r.value),
-                         topic=r.topic, partition=r.partition, offset=r.offset)  # fmt: skip
+                    emit(
+                        "record_data",
+                        key=_text(r.key),
+                        value=_text(r.value),
+                        topic=r.topic,
+                        partition=r.partition,
+                        offset=r.offset,
+                    )
             self.consumed += len(taken)
             if self.finished():
                 break
@@ -270,8 +331,9 @@ class _ConsumerRun:
         try:
             await consumer.commit(offsets)
         except (KafkaError, ConnectionError, OSError, TimeoutError) as e:
-            emit("offsets_committed", offsets=listed, error=str(e) or type(e).__name__,
-                 success=False)  # fmt: skip
+            emit(
+                "offsets_committed", offsets=listed, error=str(e) or type(e).__name__, success=False
+            )
         else:
             emit("offsets_committed", offsets=listed, success=True)
 
