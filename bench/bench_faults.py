@@ -68,7 +68,7 @@ def main() -> int:
         f"CPU {cpu:.0f} s (all processes of the run), {cpu / acked * 1e6:.0f} µs per "
         f"acknowledged record"
     )
-    return 0 if result.report.ok else 1
+    return 0 if result.ok else 1
 
 
 def _cpu_s() -> float:

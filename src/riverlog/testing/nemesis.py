@@ -49,8 +49,8 @@ class Fault:
     at_ms: int
     hold_s: float
     healed_s: float | None = None
-    """Seconds from heal until every partition had a leader and a full ISR again (None: not
-    within the deadline)."""
+    """Seconds from heal until every partition had a full ISR and took records again (None:
+    not within the deadline — the cluster is stuck)."""
     recovery_s: float | None = None
     """Seconds from injection until produce succeeded again on every partition."""
 
@@ -85,12 +85,10 @@ class Nemesis:
         action: Callable[[], None]
         if kind in ("kill-leader", "freeze-leader", "shutdown-leader", "disk-full"):
             target, _ = self._leader()
-        elif kind == "kill-controller" or kind == "isolate-controller":
+        elif kind == "kill-controller":
             target = c.controller()
         elif kind == "shutdown-follower":
             target = rng.choice(self._leader()[1])
-        else:
-            target = 0
         if kind in ("kill-leader", "kill-controller"):
             action = lambda: c.kill(target)  # noqa: E731
         elif kind == "freeze-leader":
@@ -98,67 +96,78 @@ class Nemesis:
             action = lambda: c.freeze(target)  # noqa: E731
         elif kind in ("shutdown-leader", "shutdown-follower"):
             action = lambda: c.terminate(target)  # noqa: E731
+        elif kind == "disk-full":
+            hold = rng.uniform(1.0, 3.0)
+            action = lambda: self._fill(target)  # noqa: E731
         elif kind == "zk-kill":
             hold = rng.uniform(0.5, 2 * self.session_s)
             action = c.kill_zookeeper
         elif kind == "zk-freeze":
             hold = rng.uniform(0.5 * self.session_s, 2 * self.session_s)
             action = c.freeze_zookeeper
-        elif kind == "disk-full":
-            hold = rng.uniform(1.0, 3.0)
-            action = lambda: self._fill(target)  # noqa: E731
         else:
-            action, hold = self._network(kind, target), rng.uniform(1.0, 2.5 * self.session_s)
+            hold = rng.uniform(1.0, 2.5 * self.session_s)
+            label, action = self._network(kind)
+        if kind.startswith("zk"):
+            label = "zookeeper"
+        elif kind not in NETWORK_KINDS:
+            label = f"broker {target}"
         at_ms = int(time.time() * 1000)
         action()
-        return Fault(
-            kind, "zookeeper" if kind.startswith("zk") else f"broker {target}", at_ms, hold
-        )
+        return Fault(kind, label, at_ms, hold)
 
     def _fill(self, broker_id: int) -> None:
         self.cluster.fill_disk(broker_id)
 
-    def _network(self, kind: str, target: int) -> Callable[[], None]:
+    def _network(self, kind: str) -> tuple[str, Callable[[], None]]:
+        """What the network fault `kind` cuts off (a label) and how."""
         hosts = self.cluster.hosts
         assert isinstance(hosts, NetnsHosts), kind
         if kind == "loss":
-            broker = f"b{self.rng.choice(sorted(self.cluster.brokers))}"
+            broker = self.rng.choice(sorted(self.cluster.brokers))
             percent = self.rng.choice((10, 30, 60))
-            return lambda: hosts.loss(broker, percent)
+            return f"broker {broker} {percent}%", lambda: hosts.loss(f"b{broker}", percent)
         if kind == "isolate-controller":
-            return lambda: hosts.isolate(f"b{target}")
+            controller = self.cluster.controller()
+            return f"broker {controller}", lambda: hosts.isolate(f"b{controller}")
         leader, followers = self._leader()
         node = f"b{leader}"
         if kind == "partition-leader-zk":
-            return lambda: hosts.partition(node, "zk")
+            return f"broker {leader} | zookeeper", lambda: hosts.partition(node, "zk")
         if kind == "partition-leader-clients":
-            return lambda: hosts.partition(node, "client")
+            return f"broker {leader} | clients", lambda: hosts.partition(node, "client")
         one_way = kind == "one-way-leader-to-followers"
 
         def cut() -> None:
             for f in followers:
                 hosts.partition(node, f"b{f}", one_way=one_way)
 
-        return cut
+        return f"broker {leader} {'->' if one_way else '|'} {followers}", cut
 
     def heal(self) -> None:
         c = self.cluster
         if isinstance(c.hosts, NetnsHosts):
             c.hosts.heal()
         for broker_id in c.brokers:
-            c.release_disk(broker_id) if c.mounted else None
+            if c.mounted:
+                c.release_disk(broker_id)
             c.thaw(broker_id)
         c.thaw_zookeeper()
         c.restart_zookeeper()
         c.restart_stopped()
 
-    def run(self, kind: str, healthy_timeout_s: float = 120.0) -> Fault:
+    def run(
+        self, kind: str, healthy: Callable[[int], bool], healthy_timeout_s: float = 120.0
+    ) -> Fault:
+        """Inject, hold, heal; then wait until `healthy(heal_ms)` (whole ISRs, produce
+        succeeding again since the heal)."""
         fault = self.inject(kind)
         time.sleep(fault.hold_s)  # the fault's length, not a synchronisation
         self.heal()
+        heal_ms = int(time.time() * 1000)
         try:
             fault.healed_s = self.cluster.wait_until(
-                lambda: self.cluster.isr_full(self.topic), healthy_timeout_s, "ISRs full"
+                lambda: healthy(heal_ms), healthy_timeout_s, "whole again"
             )
         except TimeoutError:
             fault.healed_s = None

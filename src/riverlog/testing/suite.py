@@ -37,6 +37,12 @@ class SuiteResult:
     faults: list[Fault] = field(default_factory=list)
     report: Report = field(default_factory=Report)
     elapsed_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    """What stopped the run short (a cluster that did not heal, a final read that failed)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok and not self.notes
 
     def table(self) -> str:
         r = self.report
@@ -62,13 +68,11 @@ class SuiteResult:
                 f"{max(times) if times else float('nan'):>8.2f}"
                 f"{len(faults) - len(times):>15}{max(healed) if healed else float('nan'):>22.2f}"
             )
+        lines += [f"NOTE: {note}" for note in self.notes]
         counts = Counter(a.kind for a in r.anomalies)
         lines.append("anomalies: " + (", ".join(f"{k} {n}" for k, n in counts.items()) or "none"))
         for a in r.anomalies[:20]:
             lines.append(f"  {a.kind}: {a.detail}")
-        stuck = [f for f in self.faults if f.healed_s is None]
-        for f in stuck:
-            lines.append(f"  not healed within the deadline: {f.kind} on {f.target} at {f.at_ms}")
         return "\n".join(lines)
 
 
@@ -149,18 +153,37 @@ def _run(
         workload.start()
         nemesis = Nemesis(cluster, topic, seed)
         choices = kinds or kinds_for(cluster)
+        live = workload
+
+        def healthy(since_ms: int) -> bool:
+            acks = live.last_acks()
+            flowing = len(acks) == PARTITIONS and min(acks.values()) >= since_ms
+            return flowing and cluster.isr_full(topic)
+
         for i in range(faults):
             if deadline is not None and time.monotonic() > deadline:
                 break
-            fault = nemesis.run(nemesis.rng.choice(choices))
+            fault = nemesis.run(nemesis.rng.choice(choices), healthy)
             result.faults.append(fault)
             if progress is not None:
-                progress(
-                    f"fault {i + 1}/{faults}: {fault.kind} on {fault.target}, held "
-                    f"{fault.hold_s:.1f} s, healed in {fault.healed_s} s"
+                healed = (
+                    "NOT healed" if fault.healed_s is None else f"healed in {fault.healed_s:.1f} s"
                 )
-        cluster.wait_until(lambda: cluster.isr_full(topic), 120, "ISRs full before the read")
-        workload.stop(PARTITIONS)
+                progress(
+                    f"fault {i + 1}/{faults}: {fault.kind} on {fault.target} at "
+                    f"{fault.at_ms}, held {fault.hold_s:.1f} s, {healed}"
+                )
+            if fault.healed_s is None:
+                result.notes.append(
+                    f"the cluster did not heal within 120 s after {fault.kind} on "
+                    f"{fault.target} at {fault.at_ms} (seed {seed}, fault {i + 1}): stopped there"
+                )
+                break
+        try:
+            workload.stop(PARTITIONS)
+        except Exception as e:  # whatever stopped the read is the finding
+            result.notes.append(f"the final read failed: {e!r}")
+            return result
         for fault in result.faults:
             firsts = workload.acks_since(fault.at_ms + 100)
             if len(firsts) == PARTITIONS:

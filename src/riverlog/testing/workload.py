@@ -63,6 +63,8 @@ class Workload:
         self.producers: dict[str, subprocess.Popen[bytes]] = {}
         self.consumers: dict[str, subprocess.Popen[bytes]] = {}
         self.final: list[Record] = []
+        self._read_to: dict[str, int] = {}
+        self._last_ack: dict[int, int] = {}
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         out = open(self.directory / f"{name}.jsonl", "wb")  # noqa: SIM115  (the child owns it)
@@ -141,6 +143,22 @@ class Workload:
                     p = int(e["partition"])
                     first[p] = min(first.get(p, e["timestamp"]), e["timestamp"])
         return first
+
+    def last_acks(self) -> dict[int, int]:
+        """partition -> the latest ack timestamp (ms) of any producer, read incrementally."""
+        for name in self.producers:
+            path = self.directory / f"{name}.jsonl"
+            with open(path, "rb") as f:
+                f.seek(self._read_to.get(name, 0))
+                data = f.read()
+            whole = data[: data.rfind(b"\n") + 1]
+            self._read_to[name] = self._read_to.get(name, 0) + len(whole)
+            for line in whole.splitlines():
+                if b'"producer_send_success"' in line:
+                    e = json.loads(line)
+                    p = int(e["partition"])
+                    self._last_ack[p] = max(self._last_ack.get(p, 0), int(e["timestamp"]))
+        return dict(self._last_ack)
 
     def stop(self, partitions: int, timeout_s: float = 150.0) -> None:
         """Stop the producers, read every partition back, then stop the consumers once they
