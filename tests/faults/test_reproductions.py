@@ -24,25 +24,52 @@ pytestmark = pytest.mark.timeout(240)
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[FaultCluster]:
-    running = FaultCluster(tmp_path, Loopback(), settings={"unclean.leader.election.enable": "true"})
+    running = FaultCluster(
+        tmp_path, Loopback(), settings={"unclean.leader.election.enable": "true"}
+    )
     try:
         yield running.start()
     finally:
         running.close()
 
 
-def produce(cluster: FaultCluster, topic: str, prefix: int, count: int, directory: Path,
-            *, idempotent: bool = True, timeout_s: float = 120.0) -> list[dict[str, Any]]:
+def produce(
+    cluster: FaultCluster,
+    topic: str,
+    prefix: int,
+    count: int,
+    directory: Path,
+    *,
+    idempotent: bool = True,
+    timeout_s: float = 120.0,
+) -> list[dict[str, Any]]:
     """`riverlog verifiable-producer` sending `count` values "prefix.N"; its events."""
     config = directory / f"producer-{prefix}.properties"
-    config.write_text(f"enable.idempotence={str(idempotent).lower()}\nretries=2147483647\n"
-                      "linger.ms=0\nrequest.timeout.ms=30000\nacks=all\n")  # fmt: skip
+    config.write_text(
+        f"enable.idempotence={str(idempotent).lower()}\nretries=2147483647\n"
+        "linger.ms=0\nrequest.timeout.ms=30000\nacks=all\n"
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "riverlog", "verifiable-producer", "--bootstrap-server",
-         cluster.bootstrap_servers, "--topic", topic, "--max-messages", str(count),
-         "--value-prefix", str(prefix), "--command-config", str(config)],
-        capture_output=True, text=True, timeout=timeout_s,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "riverlog",
+            "verifiable-producer",
+            "--bootstrap-server",
+            cluster.bootstrap_servers,
+            "--topic",
+            topic,
+            "--max-messages",
+            str(count),
+            "--value-prefix",
+            str(prefix),
+            "--command-config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
