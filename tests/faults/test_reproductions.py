@@ -107,7 +107,8 @@ def test_unclean_leader_election_loses_acknowledged_records_and_the_checker_says
     cluster.wait_until(lambda: isr_is(cluster, topic, {leader}), 60, "ISR = the leader alone")
     alone = produce(cluster, topic, 2, 50, tmp_path)
     cluster.kill(leader)
-    cluster.restart_stopped_except(leader)
+    for f in followers:
+        cluster.start_broker(f)
     cluster.wait_until(lambda: cluster.layout(topic)[0][0] in followers, 60, "an unclean leader")
     cluster.restart_stopped()
     cluster.wait_until(lambda: cluster.isr_full(topic), 60, "the old leader back in the ISR")
@@ -131,7 +132,8 @@ def test_the_same_scenario_without_unclean_election_loses_nothing(tmp_path: Path
         cluster.wait_until(lambda: isr_is(cluster, topic, {leader}), 60, "ISR = the leader")
         alone = produce(cluster, topic, 2, 50, tmp_path)
         cluster.kill(leader)
-        cluster.restart_stopped_except(leader)
+        for f in followers:
+            cluster.start_broker(f)
         cluster.restart_stopped()
         cluster.wait_until(lambda: cluster.isr_full(topic), 60, "the ISR full again")
         history = final_read(cluster, topic, tmp_path)
@@ -140,4 +142,80 @@ def test_the_same_scenario_without_unclean_election_loses_nothing(tmp_path: Path
         assert report.ok, report.summary()
         assert report.acknowledged == 100
     finally:
+        cluster.close()
+
+
+def log_bytes(cluster: FaultCluster, broker_id: int, topic: str) -> int:
+    return sum(
+        f.stat().st_size for f in (cluster.brokers[broker_id].data_dir / f"{topic}-0").glob("*.log")
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 21: a waiting acks=all produce fails with NOT_LEADER_OR_FOLLOWER when the "
+    "controller's ISR change bumps the leader epoch, though this broker still leads and holds "
+    "the batch; the producer's retry stores it again",
+)
+def test_a_waiting_acks_all_produce_survives_a_follower_shutdown(tmp_path: Path) -> None:
+    """Issue 21's scenario, found again by the suite: a follower is frozen (the high
+    watermark waits), records are appended and wait for acks=all, the other follower shuts
+    down cleanly (the controller writes the ISR change), the frozen one thaws well within
+    replica.lag.time.max.ms. Every record must be acknowledged once and stored once. (A plain
+    acks=all producer with retries; the producer does not know the frozen broker, so it never
+    waits on it; timeouts are long so that no session expires and no ISR shrinks meanwhile.)"""
+    slow = {"zookeeper.session.timeout.ms": "15000", "replica.lag.time.max.ms": "15000"}
+    cluster = FaultCluster(tmp_path, Loopback(), settings=slow).start()
+    producer: subprocess.Popen[str] | None = None
+    try:
+        topic, leader, (frozen, leaving) = single_partition_topic(cluster)
+        before = log_bytes(cluster, leader, topic)
+        cluster.freeze(frozen)
+        config = tmp_path / "producer.properties"
+        config.write_text(
+            "enable.idempotence=false\nretries=2147483647\nlinger.ms=0\n"
+            "request.timeout.ms=30000\nacks=all\n"
+        )
+        known = ",".join(b.address for i, b in cluster.brokers.items() if i != frozen)
+        producer = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "riverlog",
+                "verifiable-producer",
+                "--bootstrap-server",
+                known,
+                "--topic",
+                topic,
+                "--max-messages",
+                "20",
+                "--value-prefix",
+                "1",
+                "--command-config",
+                str(config),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        cluster.wait_until(
+            lambda: log_bytes(cluster, leader, topic) > before,
+            30,
+            "the records in the leader's log, waiting for the frozen follower",
+        )
+        cluster.terminate(leaving)
+        cluster.thaw(frozen)
+        out, _ = producer.communicate(timeout=120)
+        events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        cluster.start_broker(leaving)
+        cluster.wait_until(lambda: cluster.isr_full(topic), 60, "the ISR whole again")
+        history = final_read(cluster, topic, tmp_path)
+        history.producers = {"producer": events}
+        report = check(history)
+        assert report.acknowledged == 20, report.summary()
+        assert report.ok, report.summary() + "".join(f"\n{a.detail}" for a in report.anomalies)
+    finally:
+        if producer is not None and producer.poll() is None:
+            producer.kill()
+            producer.wait(10)
         cluster.close()

@@ -136,6 +136,9 @@ class FaultCluster:
         if broker.running and broker.frozen:
             broker.thaw()
 
+    def start_broker(self, broker_id: int) -> None:
+        self.brokers[broker_id].start(60)
+
     def restart_stopped(self) -> None:
         """Start every broker that is not running (one that exited by itself too)."""
         for broker in self.brokers.values():

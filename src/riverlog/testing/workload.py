@@ -167,7 +167,7 @@ class Workload:
         self.final = asyncio.run(asyncio.wait_for(self._final_read(partitions), timeout_s))
         total = len(self.final)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and self._consumed() < total:
+        while self.consumers and time.monotonic() < deadline and self._consumed() < total:
             time.sleep(0.2)
         _stop_all(self.consumers, 60)
 
