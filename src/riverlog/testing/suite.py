@@ -13,6 +13,7 @@ wall-clock ms) are kept in the result, so an anomaly can be replayed and matched
 
 from __future__ import annotations
 
+import bisect
 import statistics
 import time
 import uuid
@@ -54,7 +55,7 @@ class SuiteResult:
             f"lost {len(r.of('lost'))}, duplicated {len(r.of('duplicate'))}, "
             f"reordered {len(r.of('reordered'))}",
             f"{'fault kind':<30}{'count':>6}{'recovery median s':>19}{'max s':>8}"
-            f"{'not recovered':>15}{'heal->ISR full max s':>22}",
+            f"{'not recovered':>15}{"heal->healthy max s":>21}",
         ]
         by_kind: dict[str, list[Fault]] = {}
         for f in self.faults:
@@ -74,6 +75,20 @@ class SuiteResult:
         for a in r.anomalies[:20]:
             lines.append(f"  {a.kind}: {a.detail}")
         return "\n".join(lines)
+
+
+def recovery_s(acks: dict[int, list[int]], at_ms: int) -> float | None:
+    """Seconds from `at_ms` until every partition had an ack again (the first ack more than
+    100 ms after the fault, so that answers already on their way do not count); None if some
+    partition had none."""
+    firsts = []
+    for p in range(PARTITIONS):
+        times = acks.get(p, [])
+        i = bisect.bisect_left(times, at_ms + 100)
+        if i == len(times):
+            return None
+        firsts.append(times[i])
+    return (max(firsts) - at_ms) / 1000
 
 
 def run_suite(
@@ -184,10 +199,9 @@ def _run(
         except Exception as e:  # whatever stopped the read is the finding
             result.notes.append(f"the final read failed: {e!r}")
             return result
+        acks = workload.ack_times()
         for fault in result.faults:
-            firsts = workload.acks_since(fault.at_ms + 100)
-            if len(firsts) == PARTITIONS:
-                fault.recovery_s = (max(firsts.values()) - fault.at_ms) / 1000
+            fault.recovery_s = recovery_s(acks, fault.at_ms)
         result.report = check(workload.history())
     finally:
         if workload is not None:

@@ -65,6 +65,7 @@ class Workload:
         self.final: list[Record] = []
         self._read_to: dict[str, int] = {}
         self._last_ack: dict[int, int] = {}
+        self._seen: set[tuple[int, int]] = set()
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         out = open(self.directory / f"{name}.jsonl", "wb")  # noqa: SIM115  (the child owns it)
@@ -134,26 +135,28 @@ class Workload:
     def events(self, name: str) -> list[dict[str, Any]]:
         return read_events(self.directory / f"{name}.jsonl")
 
-    def acks_since(self, since_ms: int) -> dict[int, int]:
-        """partition -> the first ack timestamp (ms) at or after `since_ms`, all producers."""
-        first: dict[int, int] = {}
+    def ack_times(self) -> dict[int, list[int]]:
+        """partition -> every ack's timestamp (ms), all producers, sorted."""
+        times: dict[int, list[int]] = {}
         for name in self.producers:
             for e in self.events(name):
-                if e.get("name") == "producer_send_success" and e["timestamp"] >= since_ms:
-                    p = int(e["partition"])
-                    first[p] = min(first.get(p, e["timestamp"]), e["timestamp"])
-        return first
+                if e.get("name") == "producer_send_success":
+                    times.setdefault(int(e["partition"]), []).append(int(e["timestamp"]))
+        return {p: sorted(ts) for p, ts in times.items()}
+
+    def _new_lines(self, name: str) -> list[bytes]:
+        """The complete lines `name` wrote since the last call."""
+        with open(self.directory / f"{name}.jsonl", "rb") as f:
+            f.seek(self._read_to.get(name, 0))
+            data = f.read()
+        whole = data[: data.rfind(b"\n") + 1]
+        self._read_to[name] = self._read_to.get(name, 0) + len(whole)
+        return whole.splitlines()
 
     def last_acks(self) -> dict[int, int]:
         """partition -> the latest ack timestamp (ms) of any producer, read incrementally."""
         for name in self.producers:
-            path = self.directory / f"{name}.jsonl"
-            with open(path, "rb") as f:
-                f.seek(self._read_to.get(name, 0))
-                data = f.read()
-            whole = data[: data.rfind(b"\n") + 1]
-            self._read_to[name] = self._read_to.get(name, 0) + len(whole)
-            for line in whole.splitlines():
+            for line in self._new_lines(name):
                 if b'"producer_send_success"' in line:
                     e = json.loads(line)
                     p = int(e["partition"])
@@ -172,14 +175,13 @@ class Workload:
         _stop_all(self.consumers, 60)
 
     def _consumed(self) -> int:
-        seen = set()
+        """Distinct (partition, offset) the consumers handed out so far, read incrementally."""
         for name in self.consumers:
-            seen |= {
-                (e["partition"], e["offset"])
-                for e in self.events(name)
-                if e.get("name") == "record_data"
-            }
-        return len(seen)
+            for line in self._new_lines(name):
+                if b'"record_data"' in line:
+                    e = json.loads(line)
+                    self._seen.add((int(e["partition"]), int(e["offset"])))
+        return len(self._seen)
 
     async def _final_read(self, partitions: int) -> list[Record]:
         tps = [(self.topic, p) for p in range(partitions)]
