@@ -55,7 +55,7 @@ class SuiteResult:
             f"lost {len(r.of('lost'))}, duplicated {len(r.of('duplicate'))}, "
             f"reordered {len(r.of('reordered'))}",
             f"{'fault kind':<30}{'count':>6}{'recovery median s':>19}{'max s':>8}"
-            f"{'not recovered':>15}{"heal->healthy max s":>21}",
+            f"{'not recovered':>15}{'heal->healthy max s':>21}",
         ]
         by_kind: dict[str, list[Fault]] = {}
         for f in self.faults:
