@@ -4,7 +4,7 @@ checker. Prints faults injected per kind, records acknowledged / lost / duplicat
 reordered, and recovery time per fault kind (median and max) beside
 `zookeeper.session.timeout.ms` and `replica.lag.time.max.ms`.
 
-    python bench/bench_faults.py --faults 200 --seed 7 [--netns] [--disk-mb 64]
+    python bench/bench_faults.py --faults 1000 --seed 7 [--netns] [--disk-mb 64]
         [--minutes 30] [--plain] [--kinds kill-leader,zk-freeze]
 
 Runs as root for --netns (each node in its own network namespace: partitions, loss) and
@@ -31,7 +31,7 @@ from riverlog.testing.suite import run_suite
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--faults", type=int, default=100)
+    parser.add_argument("--faults", type=int, default=12, help="(12: ~2 minutes, for ./dev bench)")
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100_000)
     parser.add_argument("--netns", action="store_true", help="nodes in network namespaces")
     parser.add_argument("--disk-mb", type=int, help="log dirs on tmpfs of this size")

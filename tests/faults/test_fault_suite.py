@@ -28,7 +28,8 @@ SEED = 27
 def test_short_fault_run_loses_nothing(tmp_path: Path) -> None:
     netns = NO_NETNS is None
     kinds = PROCESS_KINDS + (NETWORK_KINDS if netns else ())
-    result = run_suite(tmp_path, faults=20, seed=SEED, netns=netns, kinds=kinds)
+    quick = {"zookeeper.session.timeout.ms": "2000", "replica.lag.time.max.ms": "2000"}
+    result = run_suite(tmp_path, faults=20, seed=SEED, netns=netns, kinds=kinds, settings=quick)
     table = result.table()
     print(table)
     assert len(result.faults) == 20, table
