@@ -139,13 +139,26 @@ class FaultCluster:
     def start_broker(self, broker_id: int) -> None:
         self.brokers[broker_id].start(60)
 
-    def restart_stopped(self) -> None:
-        """Start every broker that is not running (one that exited by itself too)."""
+    def restart_stopped(self, attempts: int = 3) -> list[str]:
+        """Start every broker that is not running (one that exited by itself too), trying
+        each up to `attempts` times; what went wrong on the way (a broker that exited while
+        starting: the last line of its log), RuntimeError if one never started."""
+        trouble = []
         for broker in self.brokers.values():
             if broker.proc is not None and broker.proc.poll() is not None:
+                trouble.append(f"broker {broker.broker_id} had exited by itself")
                 broker.proc = None
-            if not broker.running:
-                broker.start(60)
+            for attempt in range(attempts):
+                if broker.running:
+                    break
+                try:
+                    broker.start(60)
+                except RuntimeError:
+                    last = broker.log_file.read_text(errors="replace").strip().splitlines()[-3:]
+                    trouble.append(f"broker {broker.broker_id} failed to start: {' | '.join(last)}")
+                    if attempt == attempts - 1:
+                        raise
+        return trouble
 
     def kill_zookeeper(self) -> None:
         self.thaw_zookeeper()

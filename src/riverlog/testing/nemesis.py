@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from riverlog.testing.fault_cluster import FaultCluster
 from riverlog.testing.hosts import NetnsHosts
@@ -53,6 +53,8 @@ class Fault:
     not within the deadline — the cluster is stuck)."""
     recovery_s: float | None = None
     """Seconds from injection until produce succeeded again on every partition."""
+    trouble: list[str] = field(default_factory=list)
+    """What went wrong while healing (a broker that exited by itself or failed to start)."""
 
 
 def kinds_for(cluster: FaultCluster) -> tuple[str, ...]:
@@ -144,7 +146,7 @@ class Nemesis:
 
         return f"broker {leader} {'->' if one_way else '|'} {followers}", cut
 
-    def heal(self) -> None:
+    def heal(self) -> list[str]:
         c = self.cluster
         if isinstance(c.hosts, NetnsHosts):
             c.hosts.heal()
@@ -154,7 +156,7 @@ class Nemesis:
             c.thaw(broker_id)
         c.thaw_zookeeper()
         c.restart_zookeeper()
-        c.restart_stopped()
+        return c.restart_stopped()
 
     def run(
         self, kind: str, healthy: Callable[[int], bool], healthy_timeout_s: float = 120.0
@@ -163,7 +165,7 @@ class Nemesis:
         succeeding again since the heal)."""
         fault = self.inject(kind)
         time.sleep(fault.hold_s)  # the fault's length, not a synchronisation
-        self.heal()
+        fault.trouble = self.heal()
         heal_ms = int(time.time() * 1000)
         try:
             fault.healed_s = self.cluster.wait_until(

@@ -70,6 +70,8 @@ class SuiteResult:
                 f"{len(faults) - len(times):>15}{max(healed) if healed else float('nan'):>22.2f}"
             )
         lines += [f"NOTE: {note}" for note in self.notes]
+        for f in self.faults:
+            lines += [f"while healing {f.kind} on {f.target} at {f.at_ms}: {t}" for t in f.trouble]
         counts = Counter(a.kind for a in r.anomalies)
         lines.append("anomalies: " + (", ".join(f"{k} {n}" for k, n in counts.items()) or "none"))
         for a in r.anomalies[:20]:
