@@ -1,4 +1,4 @@
-"""The fault suite's short mode: 20 seeded random faults against 3 brokers (RF=3, min ISR 2,
+"""The fault suite's short mode: 12 seeded random faults against 3 brokers (RF=3, min ISR 2,
 acks=all, idempotent producers, a consumer group) and the history checked; plus the network
 layer of the test hosts on its own. The long mode is bench/bench_faults.py.
 
@@ -29,10 +29,10 @@ def test_short_fault_run_loses_nothing(tmp_path: Path) -> None:
     netns = NO_NETNS is None
     kinds = PROCESS_KINDS + (NETWORK_KINDS if netns else ())
     quick = {"zookeeper.session.timeout.ms": "2000", "replica.lag.time.max.ms": "2000"}
-    result = run_suite(tmp_path, faults=20, seed=SEED, netns=netns, kinds=kinds, settings=quick)
+    result = run_suite(tmp_path, faults=12, seed=SEED, netns=netns, kinds=kinds, settings=quick)
     table = result.table()
     print(table)
-    assert len(result.faults) == 20, table
+    assert len(result.faults) == 12, table
     assert not result.notes, table
     assert result.report.acknowledged > 1000, table
     others = [a for a in result.report.anomalies if a.kind != "duplicate"]
