@@ -75,9 +75,6 @@ class FaultCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(b.address for b in self.brokers.values())
 
-    def session_timeout_s(self) -> float:
-        return int(self.settings["zookeeper.session.timeout.ms"]) / 1000
-
     # -- life ------------------------------------------------------------------------------
 
     def start(self) -> FaultCluster:

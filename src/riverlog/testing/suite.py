@@ -38,6 +38,8 @@ class SuiteResult:
     faults: list[Fault] = field(default_factory=list)
     report: Report = field(default_factory=Report)
     elapsed_s: float = 0.0
+    limits: list[str] = field(default_factory=list)
+    """Fault kinds these hosts cannot inject (and why)."""
     notes: list[str] = field(default_factory=list)
     """What stopped the run short (a cluster that did not heal, a final read that failed)."""
 
@@ -69,6 +71,7 @@ class SuiteResult:
                 f"{max(times) if times else float('nan'):>8.2f}"
                 f"{len(faults) - len(times):>15}{max(healed) if healed else float('nan'):>22.2f}"
             )
+        lines += [f"not injected: {limit}" for limit in self.limits]
         lines += [f"NOTE: {note}" for note in self.notes]
         for f in self.faults:
             lines += [f"while healing {f.kind} on {f.target} at {f.at_ms}: {t}" for t in f.trouble]
@@ -129,9 +132,14 @@ def run_suite(
         )
 
     try:
-        if isinstance(hosts, NetnsHosts):
-            return hosts.call_in("client", run)
-        return run()
+        if not isinstance(hosts, NetnsHosts):
+            result = run()
+            result.limits.append("network faults: loopback hosts (run with netns=True)")
+            return result
+        result = hosts.call_in("client", run)
+        if not hosts.netem():
+            result.limits.append("delay and reordering: this kernel has no netem qdisc")
+        return result
     finally:
         hosts.close()
 
