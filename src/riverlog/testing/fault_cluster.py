@@ -70,6 +70,8 @@ class FaultCluster:
         self.disk_mb = disk_mb
         self.mounted: list[Path] = []
         self.zk_frozen = False
+        self.last_unhealthy = ""
+        """Why `isr_full` last said no."""
 
     @property
     def bootstrap_servers(self) -> str:
@@ -199,10 +201,20 @@ class FaultCluster:
 
     # -- asking the cluster ----------------------------------------------------------------
 
-    def ask(self, question: Callable[[AsyncAdmin], object], timeout_s: float = 10.0) -> object:
+    def ask(
+        self,
+        question: Callable[[AsyncAdmin], object],
+        timeout_s: float = 10.0,
+        bootstrap: str | None = None,
+    ) -> object:
+        """`question` answered by an admin client (of `bootstrap`, by default every broker)."""
+
         async def run() -> object:
             admin = AsyncAdmin(
-                {"bootstrap.servers": self.bootstrap_servers, "request.timeout.ms": "3000"}
+                {
+                    "bootstrap.servers": bootstrap or self.bootstrap_servers,
+                    "request.timeout.ms": "3000",
+                }
             )
             try:
                 result = question(admin)
@@ -216,8 +228,8 @@ class FaultCluster:
         self.ask(lambda a: a.create_topic(name, partitions, 3, configs), 30)
         self.wait_until(lambda: self.isr_full(name), 60, f"topic {name}'s ISRs full")
 
-    def layout(self, topic: str) -> Layout:
-        infos = self.ask(lambda a: a.describe_topics([topic]))
+    def layout(self, topic: str, bootstrap: str | None = None) -> Layout:
+        infos = self.ask(lambda a: a.describe_topics([topic]), bootstrap=bootstrap)
         assert isinstance(infos, list)
         return {p.partition: (p.leader, list(p.replicas), list(p.isr)) for p in infos[0].partitions}
 
@@ -228,11 +240,25 @@ class FaultCluster:
     def isr_full(self, topic: str) -> bool:
         try:
             layout = self.layout(topic)
-        except Exception:  # any failure to answer is "not healthy yet"
+        except Exception as e:  # any failure to answer is "not healthy yet"
+            self.last_unhealthy = f"no answer: {e!r}"
             return False
-        return bool(layout) and all(
+        full = bool(layout) and all(
             leader >= 0 and len(isr) == len(replicas) for leader, replicas, isr in layout.values()
         )
+        if not full:
+            self.last_unhealthy = f"partition -> (leader, replicas, isr): {layout}"
+        return full
+
+    def views(self, topic: str) -> dict[int, str]:
+        """Each broker's own answer about `topic` (its metadata cache), or why it gave none."""
+        seen = {}
+        for broker_id, broker in self.brokers.items():
+            try:
+                seen[broker_id] = str(self.layout(topic, bootstrap=broker.address))
+            except Exception as e:  # the answer is the error
+                seen[broker_id] = repr(e)
+        return seen
 
     @staticmethod
     def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> float:

@@ -199,9 +199,12 @@ def _run(
                     f"{fault.at_ms}, held {fault.hold_s:.1f} s, {healed}"
                 )
             if fault.healed_s is None:
+                last = live.last_acks()
                 result.notes.append(
                     f"the cluster did not heal within 120 s after {fault.kind} on "
-                    f"{fault.target} at {fault.at_ms} (seed {seed}, fault {i + 1}): stopped there"
+                    f"{fault.target} at {fault.at_ms} (seed {seed}, fault {i + 1}): stopped "
+                    f"there; last acks per partition (ms): {last}; {cluster.last_unhealthy}; "
+                    f"per broker: {cluster.views(topic)}"
                 )
                 break
         try:
