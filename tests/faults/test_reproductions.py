@@ -1,6 +1,7 @@
 """Deterministic fault scenarios, each checked by the history checker: one proves the checker
-sees the loss that unclean leader election allows; the others reproduce anomalies the fault
-suite found, and are strict xfails until the broker is fixed (they then must pass)."""
+sees the loss that unclean leader election allows; the other reproduces issue 21's
+duplicates (a strict xfail on the branch; main's fix of the waiting-produce rule made it pass,
+so it stays as the regression test)."""
 
 from __future__ import annotations
 
@@ -151,12 +152,6 @@ def log_bytes(cluster: FaultCluster, broker_id: int, topic: str) -> int:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 21: a waiting acks=all produce fails with NOT_LEADER_OR_FOLLOWER when the "
-    "controller's ISR change bumps the leader epoch, though this broker still leads and holds "
-    "the batch; the producer's retry stores it again",
-)
 def test_a_waiting_acks_all_produce_survives_a_follower_shutdown(tmp_path: Path) -> None:
     """Issue 21's scenario, found again by the suite: a follower is frozen (the high
     watermark waits), records are appended and wait for acks=all, the other follower shuts

@@ -12,7 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-TopicPartition = tuple[str, int]
+from riverlog.model import TopicPartition
+
 MISSING = "-"
 
 

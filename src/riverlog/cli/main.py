@@ -17,6 +17,7 @@ from riverlog.cli import configs as cli_configs
 from riverlog.cli import console as cli_console
 from riverlog.cli import consumer_groups as cli_groups
 from riverlog.cli import leader_election as cli_leader_election
+from riverlog.cli import mirror_maker as cli_mirror_maker
 from riverlog.cli import perf as cli_perf
 from riverlog.cli import reassign_partitions as cli_reassign
 from riverlog.cli import replica_verification as cli_replica_verification
@@ -24,6 +25,7 @@ from riverlog.cli import server as cli_server
 from riverlog.cli import state_change_log_merger as cli_merger
 from riverlog.cli import topics as cli_topics
 from riverlog.cli import verifiable as cli_verifiable
+from riverlog.cli import web_console as cli_web_console
 
 
 def _decode_request(args: argparse.Namespace) -> int:
@@ -142,6 +144,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_verifiable.add_consumer_arguments(vconsumer)
     vconsumer.set_defaults(run=cli_verifiable.run_consumer)
+
+    mirror = sub.add_parser(
+        "mirror-maker", help="mirror topics between clusters (kafka-mirror-maker.sh, MM1)"
+    )
+    cli_mirror_maker.add_mm1_arguments(mirror)
+    mirror.set_defaults(run=cli_mirror_maker.run_mm1)
+    mirror2 = sub.add_parser(
+        "connect-mirror-maker",
+        help="MirrorMaker 2 flows from one properties file (connect-mirror-maker.sh)",
+    )
+    cli_mirror_maker.add_mm2_arguments(mirror2)
+    mirror2.set_defaults(run=cli_mirror_maker.run_mm2)
+
+    web_console = sub.add_parser(
+        "console", help="the web console: brokers, topics, groups with lag over time, messages"
+    )
+    cli_web_console.add_arguments(web_console)
+    web_console.set_defaults(run=cli_web_console.run)
 
     cluster = sub.add_parser(
         "cluster", help="start or stop ZooKeeper + N brokers on loopback; describe a cluster"

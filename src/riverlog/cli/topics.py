@@ -20,7 +20,7 @@ import base64
 import sys
 from collections.abc import Awaitable
 
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.connection import Connection, connect_any
 from riverlog.protocol.error_codes import KafkaError
 

@@ -54,6 +54,8 @@ DYNAMIC_KEYS = frozenset({
     "log.cleanup.policy", "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio",
     "log.index.interval.bytes", "log.index.size.max.bytes", "log.flush.interval.messages",
     "log.flush.interval.ms", "log.message.timestamp.type", "message.max.bytes",
+    "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
+    "log.message.timestamp.difference.max.ms",
     "min.insync.replicas", "unclean.leader.election.enable", "compression.type",
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
 })  # fmt: skip
@@ -78,6 +80,9 @@ TOPIC_TO_BROKER = {
     "flush.ms": "log.flush.interval.ms",
     "max.message.bytes": "message.max.bytes",
     "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "compression.type": "compression.type",

@@ -21,9 +21,11 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from riverlog.clock import SYSTEM_CLOCK
+from riverlog.model import TopicPartition
 from riverlog.storage import checkpoint
 from riverlog.storage.cleaner import LogCleaner
-from riverlog.storage.log import PartitionLog, partition_dir_name, wall_clock_ms
+from riverlog.storage.log import PartitionLog, partition_dir_name
 from riverlog.storage.log_config import LogConfig
 from riverlog.storage.retention import apply_retention
 
@@ -31,7 +33,6 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
-TopicPartition = tuple[str, int]
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
@@ -57,7 +58,7 @@ class LogManager:
         self.defaults = dict(defaults or {})
         self.retention_check_interval_ms = retention_check_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
-        self.clock_ms = clock_ms or wall_clock_ms
+        self.clock_ms = clock_ms or SYSTEM_CLOCK.wall_ms
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.cleaner: LogCleaner | None = None
         self._lock = threading.Lock()

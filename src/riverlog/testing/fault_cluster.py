@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from riverlog.client.admin_client import AsyncAdmin
+from riverlog.client.admin import AsyncAdmin
 from riverlog.devcluster import BrokerProcess, ZooKeeperServer
 from riverlog.testing.hosts import Hosts
 

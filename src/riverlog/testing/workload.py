@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from riverlog.client.admin import leader_offsets
+from riverlog.client.admin_requests import leader_offsets
 from riverlog.client.consumer import AsyncConsumer
 from riverlog.testing.history import History, Record
 

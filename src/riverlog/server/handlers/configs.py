@@ -5,7 +5,8 @@ metadata store (`/config/topics/<name>`) and take effect on the topic's logs at 
 configs are `server.properties` and `--override` under the dynamic ones of `/config/brokers`
 (`server/broker_configs.py`): a BROKER resource named by a broker id is that broker's own
 (only that broker answers for it, as in Kafka), the empty name is the cluster default. Every
-value is described with its source (v1+) and, when asked, its synonyms.
+value is described with its source (v1+) and, when asked, its synonyms. BROKER_LOGGER
+resources (this broker's log levels) are served by `server/broker_loggers.py`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from riverlog.protocol.messages import (
     IncrementalAlterConfigsResponse,
 )
 from riverlog.server import broker_configs as bc
+from riverlog.server import broker_loggers
 from riverlog.server.dispatch import RequestContext
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 
 TOPIC = 2
 BROKER = 4
+DYNAMIC_BROKER_LOGGER_CONFIG = 6  # a config source
 # IncrementalAlterConfigs operations.
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -96,6 +99,15 @@ def _broker_entries(
     ]  # fmt: skip
 
 
+def _logger_entries(broker: Broker, resource_name: str, keys: list[str] | None) -> list[Entry]:
+    broker_loggers.check_broker(resource_name, broker.broker_id)
+    return [
+        Entry(name=name, value=level, read_only=False, is_default=False,
+              config_source=DYNAMIC_BROKER_LOGGER_CONFIG, is_sensitive=False, synonyms=[])
+        for name, level in broker_loggers.describe(keys)
+    ]  # fmt: skip
+
+
 def handle_describe_configs(broker: Broker, ctx: RequestContext) -> DescribeConfigsResponse:
     request = ctx.request.body
     assert isinstance(request, DescribeConfigsRequest)
@@ -113,6 +125,9 @@ def handle_describe_configs(broker: Broker, ctx: RequestContext) -> DescribeConf
                 result.configs = _broker_entries(broker, resource.resource_name,
                                                  resource.configuration_keys, ctx.version,
                                                  request.include_synonyms)  # fmt: skip
+            elif resource.resource_type == broker_loggers.BROKER_LOGGER:
+                result.configs = _logger_entries(broker, resource.resource_name,
+                                                 resource.configuration_keys)  # fmt: skip
             else:
                 raise KafkaError(
                     error_codes.INVALID_REQUEST,
@@ -259,11 +274,18 @@ def handle_incremental_alter_configs(
         own, defaults = _current(broker, r.resource_type, r.resource_name)
         return _apply_operations(own, defaults, r)
 
-    answers = _alter_each(
-        broker,
-        request.resources,
-        IncrementalAlterConfigsResponse.AlterConfigsResourceResponse,
-        updated,
-        request.validate_only,
-    )
+    answer_cls = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    answers = []
+    for r in request.resources:
+        if r.resource_type != broker_loggers.BROKER_LOGGER:
+            answers += _alter_each(broker, [r], answer_cls, updated, request.validate_only)
+            continue
+        answer = answer_cls(resource_type=r.resource_type, resource_name=r.resource_name)
+        try:
+            broker_loggers.check_broker(r.resource_name, broker.broker_id)
+            broker_loggers.alter([(c.name, c.config_operation, c.value) for c in r.configs],
+                                 request.validate_only)  # fmt: skip
+        except KafkaError as e:
+            answer.error_code, answer.error_message = e.code, e.message
+        answers.append(answer)
     return IncrementalAlterConfigsResponse(responses=answers)
