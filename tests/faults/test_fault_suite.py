@@ -39,9 +39,9 @@ def test_short_fault_run_loses_nothing(tmp_path: Path) -> None:
     assert not others, table
     if result.report.of("duplicate"):
         pytest.xfail(
-            "idempotent producers got duplicates (issue 21's waiting acks=all produce, "
-            "reproduced by test_reproductions.py::"
-            "test_a_waiting_acks_all_produce_survives_a_follower_shutdown):\n" + table
+            "idempotent producers got duplicates: retried batches not matched after a leader "
+            "or epoch change (docs/fault-suite.md, finding 1; no deterministic reproduction "
+            "yet):\n" + table
         )
 
 
