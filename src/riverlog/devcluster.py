@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 CLASSPATH = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
@@ -39,8 +40,8 @@ def port_in_use(port: int) -> bool:
         return False
 
 
-def four_letter(port: int, word: bytes, timeout_s: float = 1.0) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+def four_letter(port: int, word: bytes, timeout_s: float = 1.0, host: str = "127.0.0.1") -> bytes:
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
         s.sendall(word)
         chunks = []
         while chunk := s.recv(4096):
@@ -79,14 +80,26 @@ def wait_gone(pid: int, marker: str, timeout_s: float) -> bool:
 
 
 class ZooKeeperServer:
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    """`host` and `prefix` place the server elsewhere than loopback: an address of another
+    network namespace and the command that runs it there (`ip netns exec NAME`)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        port: int | None = None,
+        *,
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
+    ) -> None:
         self.directory = directory
         self.port = port if port is not None else free_port()
+        self.host = host
+        self.prefix = list(prefix)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def log_file(self) -> Path:
@@ -100,7 +113,7 @@ class ZooKeeperServer:
             "tickTime=500",
             f"dataDir={data}",
             f"clientPort={self.port}",
-            "clientPortAddress=127.0.0.1",
+            f"clientPortAddress={self.host}",
             "maxClientCnxns=0",
             "admin.enableServer=false",
             "4lw.commands.whitelist=srvr",
@@ -111,7 +124,7 @@ class ZooKeeperServer:
         config.write_text("\n".join(settings) + "\n")
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(
-                ["java", "-Xmx256m", "-cp", CLASSPATH, ZOOKEEPER_MAIN, str(config)],
+                [*self.prefix, "java", "-Xmx256m", "-cp", CLASSPATH, ZOOKEEPER_MAIN, str(config)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=detached,
             )  # fmt: skip
@@ -120,7 +133,7 @@ class ZooKeeperServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited; see {self.log_file}")
             try:
-                if b"Mode:" in four_letter(self.port, b"srvr"):
+                if b"Mode:" in four_letter(self.port, b"srvr", host=self.host):
                     return self
             except OSError:
                 pass
@@ -140,7 +153,8 @@ class ZooKeeperServer:
 
 
 class BrokerProcess:
-    """One `riverlog server` process in a cluster; restartable on the same port and data."""
+    """One `riverlog server` process in a cluster; restartable on the same port and data.
+    `host` and `prefix` as for `ZooKeeperServer`."""
 
     def __init__(
         self,
@@ -149,8 +163,13 @@ class BrokerProcess:
         zk_connect: str,
         settings: dict[str, str] | None = None,
         port: int | None = None,
+        *,
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
     ) -> None:
         self.broker_id = broker_id
+        self.host = host
+        self.prefix = list(prefix)
         self.port = port if port is not None else free_port()
         self.data_dir = directory / f"broker-{broker_id}"
         self.log_file = directory / f"broker-{broker_id}.log"
@@ -161,14 +180,14 @@ class BrokerProcess:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
         return self.proc is not None
 
     def start(self, timeout_s: float = 30.0, *, detached: bool = False) -> None:
-        args = [sys.executable, "-m", "riverlog", "server", "--listen", self.address,
+        args = [*self.prefix, sys.executable, "-m", "riverlog", "server", "--listen", self.address,
                 "--data-dir", str(self.data_dir), "--zookeeper", self.zk_connect,
                 "--broker-id", str(self.broker_id)]  # fmt: skip
         for key, value in self.settings.items():

@@ -3,11 +3,10 @@ epoch, and each broker's epoch (its registration's czxid)."""
 
 from __future__ import annotations
 
-from riverlog.server.controller.controller_election import controller_json
-
 from riverlog.metadata import layout
 from riverlog.metadata.store import EmbeddedStore
 from riverlog.protocol import error_codes
+from riverlog.server.controller.controller_election import controller_json
 from riverlog.server.fencing import ControllerFence
 
 

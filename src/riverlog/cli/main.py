@@ -26,6 +26,7 @@ from riverlog.cli import server as cli_server
 from riverlog.cli import state_change_log_merger as cli_merger
 from riverlog.cli import topics as cli_topics
 from riverlog.cli import transactions as cli_transactions
+from riverlog.cli import verifiable as cli_verifiable
 from riverlog.cli import web_console as cli_web_console
 
 
@@ -133,6 +134,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli_leader_election.add_arguments(election)
     election.set_defaults(run=cli_leader_election.run)
+
+    vproducer = sub.add_parser(
+        "verifiable-producer",
+        help="produce increasing integers, a JSON event per send and ack "
+        "(kafka-verifiable-producer.sh)",
+    )
+    cli_verifiable.add_producer_arguments(vproducer)
+    vproducer.set_defaults(run=cli_verifiable.run_producer)
+    vconsumer = sub.add_parser(
+        "verifiable-consumer",
+        help="consume in a group, a JSON event per poll, commit and rebalance "
+        "(kafka-verifiable-consumer.sh)",
+    )
+    cli_verifiable.add_consumer_arguments(vconsumer)
+    vconsumer.set_defaults(run=cli_verifiable.run_consumer)
 
     mirror = sub.add_parser(
         "mirror-maker", help="mirror topics between clusters (kafka-mirror-maker.sh, MM1)"

@@ -1,0 +1,167 @@
+"""A log dir that fills up (ENOSPC): the append that hit it must fail, and the partition must
+stay whole — every acknowledged record readable, before and after a restart.
+
+Found by the fault suite (`disk-full` on a leader, bench/bench_faults.py --disk-mb): a batch
+that hit ENOSPC half-written stays in the leader's active segment; followers refuse it forever
+("Corrupt record batch ... CRC is ..., header says ...") and the leader shrinks its ISR to
+itself, so the partition is stuck below min.insync.replicas even after space came back. Needs
+root (a small tmpfs as the log dir)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+
+from tests.integration.conftest import BrokerProcess, start_broker
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    disk = tmp_path / "data"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+        capture_output=True,
+        timeout=30,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=30)
+
+
+def fill(path: Path, leave: int) -> None:
+    """Take every free byte of `path`'s file system, then give back `leave` bytes."""
+    with open(path, "wb", buffering=0) as f:
+        for size in (1 << 20, 4096):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+        f.truncate(max(0, f.tell() - leave))
+
+
+def produce(bs: str, values: list[bytes]) -> dict[bytes, int]:
+    """Send with acks=all in as few batches as fit; value -> offset of those acknowledged."""
+    acked: dict[bytes, int] = {}
+
+    def done(err: object, msg: object) -> None:
+        if err is None:
+            acked[msg.value()] = msg.offset()  # type: ignore[attr-defined]
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bs,
+            "linger.ms": 200,
+            "acks": "all",
+            "message.timeout.ms": 10000,
+            "enable.idempotence": False,
+            "retries": 0,
+        }
+    )
+    for v in values:
+        producer.produce("disk", v, partition=0, on_delivery=done)
+    producer.flush(30)
+    return acked
+
+
+def read_all(bs: str) -> tuple[dict[bytes, int], list[str]]:
+    """Every record of partition 0 from the start (up to its end, or what 15 s of polling
+    found), and the errors met on the way."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "disk-check",
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.subscribe(["disk"])
+    found: dict[bytes, int] = {}
+    errors: list[str] = []
+    try:
+        deadline = time.monotonic() + 15  # a partition that never reaches its end: stop
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                errors.append(str(msg.error()))
+                continue
+            found[msg.value()] = msg.offset()
+    finally:
+        consumer.close()
+    return found, errors
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ENOSPC mid-append leaves a torn batch in the active segment (storage/segment.py "
+    "append writes part of a batch and the log keeps it): readers and followers meet a corrupt "
+    "batch; the partition must instead refuse the append and stay whole",
+)
+def test_a_full_log_dir_fails_the_append_and_keeps_every_acknowledged_record(
+    small_disk: Path,
+) -> None:
+    broker: BrokerProcess | None = start_broker(small_disk)
+    try:
+        assert broker is not None
+        bs = broker.bootstrap_servers
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "riverlog",
+                "topics",
+                "--bootstrap-server",
+                bs,
+                "--create",
+                "--topic",
+                "disk",
+                "--partitions",
+                "1",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        acked = produce(bs, [b"before-%d" % i for i in range(10)])
+        assert len(acked) == 10
+        filler = small_disk / "zz-filler"
+        fill(filler, leave=64 * 1024)
+        big = [b"big-%03d-" % i + b"x" * 20_000 for i in range(30)]  # ~600 KB in one batch
+        acked_big = produce(bs, big)
+        assert len(acked_big) < len(big)  # the disk could not take them all
+        filler.unlink()
+        after = produce(bs, [b"after-%d" % i for i in range(10)])
+        assert len(after) == 10
+        acked |= acked_big | after
+        found, errors = read_all(bs)
+        assert not errors, errors
+        assert {v: found.get(v) for v in acked} == acked
+        broker.stop()
+        broker = None
+        broker = start_broker(small_disk)
+        found, errors = read_all(broker.bootstrap_servers)
+        assert not errors, errors
+        assert {v: found.get(v) for v in acked} == acked
+    finally:
+        if broker is not None:
+            broker.stop()
