@@ -21,6 +21,7 @@ import asyncio
 import re
 import sys
 
+from riverlog.cli.tool_config import add_command_config, admin_config, command_config
 from riverlog.client import admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.connection import Connection
@@ -58,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--add-config", metavar="k1=v1,k2=[v1,v2]",
                         help="configs to set (a list value in square brackets)")  # fmt: skip
     parser.add_argument("--delete-config", metavar="k1,k2", help="configs to remove")
+    add_command_config(parser)
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -183,7 +185,9 @@ class Configs:
 
 
 async def _run(args: argparse.Namespace, kind: str, name: str | None) -> None:
-    cluster = Cluster(args.bootstrap_server, "riverlog-configs")
+    cluster = Cluster.from_config(
+        admin_config(args.bootstrap_server, "riverlog-configs", command_config(args))
+    )
     try:
         configs = Configs(cluster)
         if args.describe:

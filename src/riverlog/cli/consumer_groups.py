@@ -37,6 +37,7 @@ from riverlog.cli.group_tables import (
     reset_table,
     table,
 )
+from riverlog.cli.tool_config import add_command_config, admin_config, command_config
 from riverlog.client import admin
 from riverlog.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.client.cluster import Cluster
@@ -53,7 +54,13 @@ RETRY_BACKOFF_MS = 100  # between ListOffsets attempts that met a leader change
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT",
+        help="REQUIRED: The server(s) to connect to.",
+    )
+    add_command_config(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list all consumer groups")
     action.add_argument("--describe", action="store_true", help="describe groups")
@@ -319,7 +326,9 @@ class Command:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    cluster = Cluster(args.bootstrap_server, client_id="riverlog-consumer-groups")
+    cluster = Cluster.from_config(
+        admin_config(args.bootstrap_server, "riverlog-consumer-groups", command_config(args))
+    )
     groups = GroupAdmin(await cluster.any_connection())
     command = Command(args, cluster, groups)
     try:
