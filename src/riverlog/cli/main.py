@@ -145,11 +145,30 @@ def _quiet_broken_pipe() -> int:
     return 128 + signal.SIGPIPE
 
 
+def _flags(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of `parser` and of its subcommands' parsers."""
+    out: set[str] = set()
+    for action in parser._actions:
+        out.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                out |= _flags(child)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser, tools = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:  # the tool's own usage, not riverlog's, as Kafka's tools print theirs
-        tools[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given and given[0] in tools:  # an unknown flag first, before missing ones, as Kafka
+        tool = tools[given[0]]
+        known = _flags(tool)
+        unknown = [a for a in given[1:] if a.startswith("--") and a != "--"
+                   and not any(k.startswith(a.split("=")[0]) for k in known)]  # fmt: skip
+        if unknown:
+            tool.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args, extra = parser.parse_known_args(given)
+    if extra:  # the tool's own usage, not riverlog's, as Kafka's tools print theirs
+        tools[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         result: int = args.run(args)
         sys.stdout.flush()
