@@ -122,7 +122,7 @@ Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 def entry_line(entry: Entry) -> str:
     synonyms = ", ".join(f"{SOURCES.get(s.source, 'UNKNOWN')}:{s.name}={s.value}"
                          for s in entry.synonyms)  # fmt: skip
-    value = "null" if entry.is_sensitive else entry.value
+    value = "null" if entry.is_sensitive or entry.value is None else entry.value
     return (f"  {entry.name}={value} sensitive={str(entry.is_sensitive).lower()} "
             f"synonyms={{{synonyms}}}")  # fmt: skip
 
