@@ -16,11 +16,13 @@ from riverlog.metadata.store import StoreUnavailableError
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import (
+    DescribeClusterRequest,
     DescribeClusterResponse,
     MetadataRequest,
     MetadataResponse,
 )
 from riverlog.server import registration
+from riverlog.server.authorized_operations import ResourceType, authorized_operations
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
 from riverlog.server.metadata_cache import BrokerInfo
@@ -29,8 +31,6 @@ from riverlog.server.topics import Topic, validate_topic_name
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
 
-# Kafka answers -2**31 for "authorized operations not requested".
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def _partition_entry(
@@ -52,7 +52,9 @@ def _partition_entry(
     )
 
 
-def _topic_entry(broker: Broker, topic: Topic) -> MetadataResponse.MetadataResponseTopic:
+def _topic_entry(
+    broker: Broker, topic: Topic, with_operations: bool = False
+) -> MetadataResponse.MetadataResponseTopic:
     """From the controller's view (UpdateMetadata); a topic it has not announced yet (just
     created) is LEADER_NOT_AVAILABLE, which clients retry."""
     known = broker.metadata.partitions_of(topic.name)
@@ -67,7 +69,9 @@ def _topic_entry(broker: Broker, topic: Topic) -> MetadataResponse.MetadataRespo
             )
             for index, info in sorted(known.items())
         ],
-        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=authorized_operations(
+            ResourceType.TOPIC, topic.name, with_operations
+        ),
     )
 
 
@@ -103,9 +107,11 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse:
     request = ctx.request.body
     assert isinstance(request, MetadataRequest)
     version = ctx.version
+    topic_ops = version >= 8 and request.include_topic_authorized_operations
+    cluster_ops = 8 <= version <= 10 and request.include_cluster_authorized_operations
     entries: list[MetadataResponse.MetadataResponseTopic] = []
     if request.topics is None or (version == 0 and not request.topics):
-        entries = [_topic_entry(broker, t) for t in broker.topics.all()
+        entries = [_topic_entry(broker, t, topic_ops) for t in broker.topics.all()
                    if broker.metadata.partitions_of(t.name)]  # announced by the controller
     else:
         auto_create = broker.config["auto.create.topics.enable"] and (
@@ -150,7 +156,7 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse:
                     )
                 )
                 continue
-            entries.append(_topic_entry(broker, topic))
+            entries.append(_topic_entry(broker, topic, topic_ops))
     return MetadataResponse(
         brokers=[
             MetadataResponse.MetadataResponseBroker(
@@ -161,11 +167,15 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse:
         cluster_id=broker.cluster_id,
         controller_id=_controller_id(broker),
         topics=entries,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations(
+            ResourceType.CLUSTER, "kafka-cluster", cluster_ops
+        ),
     )
 
 
 def handle_describe_cluster(broker: Broker, ctx: RequestContext) -> DescribeClusterResponse:
+    request = ctx.request.body
+    assert isinstance(request, DescribeClusterRequest)
     return DescribeClusterResponse(
         cluster_id=broker.cluster_id,
         controller_id=_controller_id(broker),
@@ -175,5 +185,7 @@ def handle_describe_cluster(broker: Broker, ctx: RequestContext) -> DescribeClus
             )
             for b in _brokers(broker)
         ],
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations(
+            ResourceType.CLUSTER, "kafka-cluster", request.include_cluster_authorized_operations
+        ),
     )
