@@ -181,6 +181,7 @@ class Broker:
             checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
             topic_configs={t.name: t.config for t in self.topics.all()},
             cleaner_enabled=config["log.cleaner.enable"],
+            cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
         )
         self.fetch_purgatory = Purgatory()
         self.produce_purgatory = Purgatory()

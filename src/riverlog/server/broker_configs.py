@@ -72,6 +72,8 @@ TOPIC_TO_BROKER = {
     "cleanup.policy": "log.cleanup.policy",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "index.interval.bytes": "log.index.interval.bytes",
     "segment.index.bytes": "log.index.size.max.bytes",
     "flush.messages": "log.flush.interval.messages",

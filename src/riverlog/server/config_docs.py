@@ -41,9 +41,13 @@ CONFIG_TYPES: dict[str, int] = {
     "leader.replication.throttled.rate": LONG,
     "leader.replication.throttled.replicas": LIST,
     "listeners": STRING,
+    "log.cleaner.backoff.ms": LONG,
     "log.cleaner.delete.retention.ms": LONG,
     "log.cleaner.enable": BOOLEAN,
+    "log.cleaner.max.compaction.lag.ms": LONG,
     "log.cleaner.min.cleanable.ratio": DOUBLE,
+    "log.cleaner.min.compaction.lag.ms": LONG,
+    "log.cleaner.threads": INT,
     "log.cleanup.policy": LIST,
     "log.dir": STRING,
     "log.dirs": STRING,
@@ -208,11 +212,13 @@ DOCUMENTATION: dict[str, str] = {
         "leader balance if it goes above this value per broker. The value is specified in "
         "percentage."
     ),
+    "log.cleaner.backoff.ms": ("The amount of time to sleep when there are no logs to clean"),
     "log.cleaner.enable": (
         "Enable the log cleaner process to run on the server. Should be enabled if using any "
         "topics with a cleanup.policy=compact including the internal offsets topic. If "
         "disabled those topics will not be compacted and continually grow in size."
     ),
+    "log.cleaner.threads": ("The number of background threads to use for log cleaning"),
     "log.cleanup.policy": (
         "The default cleanup policy for segments beyond the retention window. A comma "
         'separated list of valid policies. Valid policies are: "delete" and "compact"'
