@@ -348,10 +348,32 @@ def test_command_config_is_read(broker: BrokerProcess, tmp_path: Path) -> None:
 
 
 def test_output_into_a_closed_pipe_is_quiet(broker: BrokerProcess) -> None:
-    shell = (
-        f"{sys.executable} -m riverlog broker-api-versions --bootstrap-server "
-        f"{broker.bootstrap_servers} | head -1"
-    )
-    out = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=60)
-    assert out.stdout.endswith("-> (\n")
-    assert "Broken pipe" not in out.stderr and "Traceback" not in out.stderr
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bs})
+    for i in range(3000):
+        producer.produce(topic, b"x" * 100 + str(i).encode(), partition=0)
+    assert producer.flush(30) == 0
+    riverlog_cli = f"{sys.executable} -m riverlog"
+    for command, first in (
+        (f"broker-api-versions --bootstrap-server {bs}", "-> (\n"),
+        (
+            f"console-consumer --bootstrap-server {bs} --topic {topic} --from-beginning "
+            "--max-messages 3000",
+            "0\n",
+        ),
+        (
+            f"dump-log --deep-iteration --files {broker.data_dir}/{topic}-0/"
+            "00000000000000000000.log",
+            ".log\n",
+        ),
+    ):
+        out = subprocess.run(
+            ["bash", "-c", f"{riverlog_cli} {command} | head -1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.stdout.endswith(first), (command, out.stdout)
+        assert "Broken pipe" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert "ERROR" not in out.stderr and "Error" not in out.stderr, out.stderr

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from riverlog import __version__
 from riverlog.cli import broker_api_versions as cli_broker_api_versions
@@ -137,6 +138,37 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     return parser, tools
 
 
+class StdoutClosed(BaseException):
+    """The reader of stdout went away. A BaseException, so that no tool's own error
+    handling (which catches OSError, and BrokenPipeError is one) reports it as a failure."""
+
+
+class _GuardedStream:
+    """stdout (or its binary buffer) whose writes raise StdoutClosed on a closed pipe."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, data: Any) -> int:
+        try:
+            return int(self._stream.write(data))
+        except BrokenPipeError:
+            raise StdoutClosed from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise StdoutClosed from None
+
+    @property
+    def buffer(self) -> _GuardedStream:
+        return _GuardedStream(self._stream.buffer)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _quiet_broken_pipe() -> int:
     """The reader of stdout went away (`riverlog ... | head`): stop quietly, as a program
     killed by SIGPIPE does, and keep Python from complaining while it flushes at exit."""
@@ -169,11 +201,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(given)
     if extra:  # the tool's own usage, not riverlog's, as Kafka's tools print theirs
         tools[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    real_stdout = sys.stdout
+    sys.stdout = _GuardedStream(real_stdout)
     try:
         result: int = args.run(args)
         sys.stdout.flush()
-    except BrokenPipeError:
+    except (BrokenPipeError, StdoutClosed):
         return _quiet_broken_pipe()
+    finally:
+        sys.stdout = real_stdout
     return result
 
 
