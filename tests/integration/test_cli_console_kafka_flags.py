@@ -69,6 +69,10 @@ def test_formatter_and_its_properties(broker_process: BrokerProcess, tmp_path: P
                      "--max-messages", "1", "--property", "print.key=true", "--property",
                      "print.value=false", "--timeout-ms", "20000")  # fmt: skip
     assert key_only.stdout == "null\n"  # the last column ends the line: no separator after it
+    as_flags = _tool("console-consumer", bs, "--topic", topic, "--from-beginning",
+                     "--max-messages", "2", "--value-deserializer", LONG,
+                     "--timeout-ms", "20000")  # fmt: skip
+    assert as_flags.stdout == "42\n-7\n"
     other = _tool("console-consumer", bs, "--topic", topic, "--formatter",
                   "kafka.tools.LoggingMessageFormatter")  # fmt: skip
     assert other.returncode == 1 and "LoggingMessageFormatter" in other.stderr

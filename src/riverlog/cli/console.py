@@ -168,6 +168,12 @@ def add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
                         help="The name of a class to use for formatting kafka messages for "
                         "display. (default: org.apache.kafka.tools.consumer."
                         "DefaultMessageFormatter)")
+    parser.add_argument("--key-deserializer", metavar="deserializer for key",
+                        help="A Kafka deserializer class for keys (the formatter's "
+                        "key.deserializer; --property takes precedence)")
+    parser.add_argument("--value-deserializer", metavar="deserializer for values",
+                        help="A Kafka deserializer class for values (the formatter's "
+                        "value.deserializer; --property takes precedence)")
     parser.add_argument("--formatter-config", metavar="FILE",
                         help="Config properties file to initialize the message formatter. Note "
                         "that [property] takes precedence over this config.")
@@ -184,6 +190,10 @@ def formatter_for(args: argparse.Namespace) -> DefaultMessageFormatter:
         raise ValueError(f"The formatter {args.formatter} is not available in riverlog; "
                          f"use {FORMATTERS[1]}")
     props = load_properties(args.formatter_config) if args.formatter_config else {}
+    if args.key_deserializer:
+        props["key.deserializer"] = args.key_deserializer
+    if args.value_deserializer:
+        props["value.deserializer"] = args.value_deserializer
     props.update(_properties(args.property))
     return DefaultMessageFormatter.configure(props)
 
