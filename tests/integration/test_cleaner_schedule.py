@@ -11,9 +11,17 @@ from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from riverlog.embedded import EmbeddedBroker, broker
+from tests.cluster_harness import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +78,29 @@ def test_compaction_does_not_wait_for_the_retention_check(running: EmbeddedBroke
         time.sleep(0.5)
     latest = dict(seen)
     assert latest[b"a"] == b"a4" and latest[b"b"] == b"b4"
+
+
+def test_cleaner_settings_are_dynamic_broker_configs(running: EmbeddedBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": running.bootstrap_servers})
+    resource = ConfigResource(
+        ResourceType.BROKER,
+        "0",
+        incremental_configs=[
+            ConfigEntry(
+                "log.cleaner.backoff.ms", "300", incremental_operation=AlterConfigOpType.SET
+            ),
+            ConfigEntry(
+                "log.cleaner.min.compaction.lag.ms",
+                "5",
+                incremental_operation=AlterConfigOpType.SET,
+            ),
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    assert running.broker is not None
+    wait_until(lambda: running.broker.logs.cleaner_backoff_ms == 300, 10, "backoff applied")
+    topic = f"lag-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    described = ConfigResource(ResourceType.TOPIC, topic)
+    entries = admin.describe_configs([described])[described].result(30)
+    assert entries["min.compaction.lag.ms"].value == "5"

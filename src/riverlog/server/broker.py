@@ -409,6 +409,7 @@ class Broker:
         self.topic_defaults = self.config.topic_defaults()
         self.leader_quota.rate = self.config["leader.replication.throttled.rate"]
         self.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
+        self.logs.cleaner_backoff_ms = self.config["log.cleaner.backoff.ms"]
         self.logs.update_defaults(self.topic_defaults,
                                   {t.name: t.config for t in self.topics.all()})  # fmt: skip
 

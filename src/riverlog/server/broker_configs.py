@@ -56,6 +56,8 @@ DYNAMIC_KEYS = frozenset({
     "log.flush.interval.ms", "log.message.timestamp.type", "message.max.bytes",
     "min.insync.replicas", "unclean.leader.election.enable", "compression.type",
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "log.cleaner.backoff.ms", "log.cleaner.threads", "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms",
 })  # fmt: skip
 """Kafka's cluster-wide (and per-broker) dynamic broker configs that riverlog has."""
 
