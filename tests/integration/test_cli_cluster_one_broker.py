@@ -41,10 +41,41 @@ def test_stop_start_restart_one_broker(tmp_path: Path) -> None:
         )
         assert created.returncode == 0, created.stderr
 
+        solo = riverlog(
+            "topics",
+            "--bootstrap-server",
+            bootstrap,
+            "--create",
+            "--topic",
+            "solo",
+            "--replica-assignment",
+            "2",
+        )
+        assert solo.returncode == 0, solo.stderr
+
         stopped = riverlog("cluster", "stop", "--broker", "2", *where)
         assert stopped.returncode == 0, stopped.stderr
         assert "Waiting for broker 2" in stopped.stderr
         assert not pid_alive(started["2"], "riverlog") and pid_alive(started["1"], "riverlog")
+
+        # a leaderless partition: get-offsets says what it waits for, then skips it
+        props = tmp_path / "short.properties"
+        props.write_text("request.timeout.ms=3000\n")
+        waited = riverlog(
+            "get-offsets",
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            "solo",
+            "--command-config",
+            str(props),
+        )
+        assert waited.returncode == 0 and waited.stdout == "", waited.stderr
+        assert "Waiting for a leader of solo-0 ..." in waited.stderr
+        assert (
+            "Skip getting offsets for topic-partition solo-0 due to error: "
+            "org.apache.kafka.common.errors.LeaderNotAvailableException"
+        ) in waited.stderr
 
         again = riverlog("cluster", "start", "--broker", "2", *where)
         assert again.returncode == 0, again.stderr
