@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from riverlog.cli.cluster_view import describe_lines
-from riverlog.client.admin import BrokerInfo, ClusterView, PartitionInfo, TopicInfo
+from riverlog.client.admin_requests import BrokerInfo, ClusterView, PartitionInfo, TopicInfo
 
 
 def test_report() -> None:

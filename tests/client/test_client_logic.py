@@ -11,11 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from riverlog.client.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
+from riverlog.client.accumulator import ProducerBatch, RecordAccumulator
 from riverlog.client.config import ConsumerConfig, ProducerConfig
 from riverlog.client.fetcher import data_batches, decode_records
 from riverlog.client.partitioner import DefaultPartitioner, key_partition, murmur2
 from riverlog.client.producer import AsyncProducer
+from riverlog.model import TopicPartition
 from riverlog.protocol.records import compression
 from riverlog.protocol.records.v2 import (
     Record,

@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
 )
 
 from riverlog.client.connection import connect_any
-from riverlog.client.groups import GroupAdmin
+from riverlog.client.group_admin import GroupAdmin
 from riverlog.coordinator.records import partition_for
 from riverlog.devcluster import ZooKeeperServer
 from riverlog.protocol import error_codes

@@ -16,7 +16,7 @@ from kafka import KafkaAdminClient
 from kafka.errors import OffsetOutOfRangeError
 from kafka.structs import TopicPartition as KpTopicPartition
 
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.connection import connect_any
 from riverlog.embedded import EmbeddedBroker, broker
 

@@ -8,8 +8,9 @@ own `riverlog cluster up` starts (kept until their `cluster down`, run last), an
 block an embedded broker (`127.0.0.1:9092` there is the embedded broker's address,
 `$DATA_DIR` its data directory; for the state-change log merger, which needs a cluster
 broker's `state-change.log`, the dev cluster's first broker's). Commands that run until
-stopped (a broker, and replica-verification, as Kafka's) are stopped once they have printed
-their first line.
+stopped (a broker, the web console, and replica-verification, as Kafka's) are stopped once
+they have printed their first line; a usage line's optional `[--flag value]` parts are left
+out and the web console gets a free port.
 Not run: `./dev ...` (the CI's own entry points; `./dev test` is this suite).
 """
 
@@ -32,7 +33,7 @@ from riverlog.embedded import broker
 pytestmark = pytest.mark.timeout(420)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-LONG_RUNNING = ("riverlog server", "riverlog replica-verification")
+LONG_RUNNING = ("riverlog server", "riverlog replica-verification", "riverlog console --")
 
 
 def shell_blocks(text: str) -> list[list[str]]:
@@ -185,6 +186,8 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
                         server.wait(30)
                     continue
                 command = command.replace("127.0.0.1:9092", embedded.bootstrap_servers)
+                command = re.sub(r" \[--[^\]]*\]", "", command)  # a usage line's optional flags
+                command = command.replace("127.0.0.1:8080", f"127.0.0.1:{_free_port()}")
                 runner.env["DATA_DIR"] = str(embedded.config["log.dirs"][0])
                 if "state-change-log-merger" in command:  # a cluster broker's log.dirs
                     runner.env["DATA_DIR"] = str(cluster_dir / "broker-1")

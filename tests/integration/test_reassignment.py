@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
-from riverlog.client.admin_client import TOPIC, AsyncAdmin
+from riverlog.client.admin import TOPIC, AsyncAdmin
 from riverlog.devcluster import ZooKeeperServer
 from riverlog.metadata import layout
 from riverlog.metadata.zookeeper import ZooKeeperStore

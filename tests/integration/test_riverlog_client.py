@@ -20,7 +20,7 @@ from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
 
 from riverlog.client import Admin, AsyncAdmin, AsyncConsumer, AsyncProducer, Consumer, Producer
-from riverlog.client.admin_client import TOPIC
+from riverlog.client.admin import TOPIC
 from riverlog.client.partitioner import key_partition
 from riverlog.protocol.error_codes import KafkaError
 from tests.integration.conftest import BrokerProcess, start_broker

@@ -58,3 +58,12 @@ def test_listener_forms() -> None:
         parse_listener("PLAINTEXT://localhost")
     with pytest.raises(ConfigError):
         parse_properties("no separator here")
+
+
+def test_a_replica_selector_riverlog_does_not_implement_is_refused() -> None:
+    rack_aware = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    assert BrokerConfig.from_properties({})["replica.selector.class"] is None
+    chosen = BrokerConfig.from_properties({"replica.selector.class": rack_aware})
+    assert chosen["replica.selector.class"] == rack_aware
+    with pytest.raises(ConfigError, match=r"replica\.selector\.class"):
+        BrokerConfig.from_properties({"replica.selector.class": "com.example.MySelector"})

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from riverlog.controller.election import controller_id
 from riverlog.embedded import EmbeddedBroker, broker
 from riverlog.metadata import layout
 from riverlog.metadata.store import EmbeddedStore
 from riverlog.server.broker import METADATA_FILE
+from riverlog.server.controller.controller_election import controller_id
 
 
 def test_fixture_serves_a_real_client(riverlog_broker: EmbeddedBroker) -> None:
@@ -73,7 +73,7 @@ def test_a_single_node_is_a_cluster_of_one_on_the_controller_path(tmp_path: Path
         assert node is not None
         first.call(lambda: node.create_topic("solo", 2, 1, {}))
         deadline = time.monotonic() + 10
-        while node.replicas.partitions.get(("solo", 1)) is None:
+        while not node.replicas.leads_all([("solo", 1)]):
             assert time.monotonic() < deadline, "the controller never made the broker lead"
             time.sleep(0.01)
         assert node.store.exists(layout.broker_path(0))
@@ -83,6 +83,6 @@ def test_a_single_node_is_a_cluster_of_one_on_the_controller_path(tmp_path: Path
     with broker(tmp_path) as second:
         node = second.broker
         assert node is not None
-        hosted = node.replicas.partitions[("solo", 1)]  # led as soon as start returned
+        hosted = node.replicas.leader("solo", 1)  # led as soon as start returned
         assert (hosted.leader_id, hosted.leader_epoch) == (0, state().leader_epoch)
         assert controller_epoch() == epoch_before + 1

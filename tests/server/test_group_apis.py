@@ -15,7 +15,6 @@ from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
 from riverlog.protocol.api import ApiMessage
 from riverlog.server.dispatch import KAFKA_RELEASE_MAX_VERSIONS
-from riverlog.server.group_coordinator import now_ms
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -386,7 +385,7 @@ def test_offsets_of_a_standalone_group_expire_and_stay_expired(tmp_path: Path) -
         retention = coordinator.retention_ms
 
         async def expire(after_ms: int) -> int:
-            return coordinator.expire_offsets(now_ms() + after_ms)
+            return coordinator.expire_offsets(coordinator.clock.wall_ms() + after_ms)
 
         def expire_on_broker(after_ms: int) -> int:
             return asyncio.run_coroutine_threadsafe(expire(after_ms), first.loop).result(10)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol import error_codes
 from riverlog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from riverlog.server.handlers.offsets import offsets_answer
-from riverlog.server.partition import HostedPartition
-from riverlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
+from riverlog.server.replication.partition import HostedPartition
+from riverlog.storage.log import PartitionLog
 from tests.storage.logtools import config, make_batch
 
 
@@ -25,8 +26,8 @@ def new_leader(tmp_path: Path, records: int) -> HostedPartition:
     whose high watermark it has not learnt: the follower has not fetched from it yet."""
     log = PartitionLog(tmp_path / "t-0", config())
     log.append(make_batch([(None, b"v", 1_000 + i) for i in range(records)]), leader_epoch=2)
-    hosted = HostedPartition("t", 0, uuid.uuid4(), log, leader_id=1)
-    hosted.make_leader(1, 3, isr=[1, 2], replicas=[1, 2], zk_version=5, now_ms=0)
+    hosted = HostedPartition("t", 0, uuid.uuid4(), log, local_id=1)
+    hosted.make_leader(3, isr=[1, 2], replicas=[1, 2], zk_version=5, now_ms=0)
     return hosted
 
 
@@ -44,7 +45,8 @@ def test_a_new_leader_behind_on_its_high_watermark_says_offsets_are_not_availabl
     assert ask(hosted, LATEST_TIMESTAMP, version=1).offset == 0
     assert ask(hosted, LATEST_TIMESTAMP, consumer=False).offset == 10
 
-    assert hosted.follower_fetched(2, 10, now_ms=1)  # the follower's first fetch: HW 10
+    # the follower's first fetch: HW 10
+    assert hosted.follower_fetched(2, 10, now_ms=1).high_watermark_moved
     latest = ask(hosted, LATEST_TIMESTAMP)
     assert (latest.error_code, latest.offset, latest.leader_epoch) == (0, 10, 3)
     by_time = ask(hosted, 1_005, version=5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from riverlog.server.purgatory import Purgatory
+from riverlog.server.replication.purgatory import Purgatory
 
 
 def test_completes_immediately_when_possible() -> None:

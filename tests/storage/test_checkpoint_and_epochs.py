@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from riverlog.model import UNDEFINED_EPOCH
 from riverlog.storage import checkpoint
 from riverlog.storage.checkpoint import CorruptCheckpointError
-from riverlog.storage.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET, LeaderEpochCache
+from riverlog.storage.epoch_cache import UNDEFINED_OFFSET, LeaderEpochCache
 
 
 def test_offsets_checkpoint_text_format(tmp_path: Path) -> None:

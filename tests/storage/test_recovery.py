@@ -13,9 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol.records.batch_header import iter_batches
 from riverlog.protocol.records.v2 import RecordBatch
-from riverlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PartitionLog
+from riverlog.storage.log import MAX_TIMESTAMP, PartitionLog
 from tests.storage.logtools import (
     CODECS,
     Model,

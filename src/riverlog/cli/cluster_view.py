@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import sys
 
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.connection import connect_any
 from riverlog.protocol.error_codes import KafkaError
 

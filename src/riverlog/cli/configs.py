@@ -1,4 +1,5 @@
-"""`riverlog configs`: Kafka's `kafka-configs.sh` for topics and brokers, same flags and output.
+"""`riverlog configs`: Kafka's `kafka-configs.sh` for topics, brokers and broker loggers, same
+flags and output.
 
     riverlog configs --bootstrap-server HOST:PORT --entity-type topics|brokers
                      [--entity-name NAME | --entity-default] --describe [--all]
@@ -11,7 +12,10 @@ prints the dynamic configs of each entity — without a name, of every topic, or
 broker and the brokers' cluster default — or with `--all` every config, each as
 "  name=value sensitive=false synonyms={SOURCE:name=value, ...}". `--alter` sets and deletes
 dynamic configs; a broker's own configs are changed through that broker, the cluster
-default through any. Errors print as Kafka's tool prints them and exit with status 1.
+default through any. `--entity-type broker-loggers --entity-name ID` describes a broker's
+log levels (`root=INFO`, `riverlog.server.network=DEBUG`, ...) and alters them at run time
+(`--add-config riverlog.server.network=DEBUG`, `--delete-config` to inherit again).
+Errors print as Kafka's tool prints them and exit with status 1.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import re
 import sys
 
 from riverlog.cli.tool_config import add_command_config, admin_config, command_config
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.connection import Connection
 from riverlog.protocol.error_codes import KafkaError
@@ -42,8 +46,8 @@ class CommandError(ValueError):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                         help="the broker(s) to connect to")  # fmt: skip
-    parser.add_argument("--entity-type", choices=["topics", "brokers"],
-                        help="type of entity (topics/brokers)")  # fmt: skip
+    parser.add_argument("--entity-type", choices=["topics", "brokers", "broker-loggers"],
+                        help="type of entity (topics/brokers/broker-loggers)")  # fmt: skip
     parser.add_argument("--entity-name", metavar="NAME", help="name of entity (topic name or "
                         "broker id)")  # fmt: skip
     parser.add_argument("--entity-default", action="store_true",
@@ -94,8 +98,8 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
         raise CommandError("--entity-default is only valid for brokers")
     if default and name is not None:
         raise CommandError("only one of --entity-name and --entity-default may be given")
-    if kind == "brokers" and name is not None and not name.isdigit():
-        raise CommandError(f"The entity name for brokers must be a valid integer broker id, "
+    if kind != "topics" and name is not None and not name.isdigit():
+        raise CommandError(f"The entity name for {kind} must be a valid integer broker id, "
                            f"found: {name}")  # fmt: skip
     return kind, DEFAULT if default else name
 
@@ -127,9 +131,15 @@ def entry_line(entry: Entry) -> str:
             f"synonyms={{{synonyms}}}")  # fmt: skip
 
 
+RESOURCES = {"topics": admin.TOPIC_RESOURCE, "brokers": admin.BROKER_RESOURCE,
+             "broker-loggers": admin.BROKER_LOGGER_RESOURCE}  # fmt: skip
+
+
 def dynamic_source(kind: str, name: str) -> int:
     if kind == "topics":
         return admin.DYNAMIC_TOPIC_CONFIG
+    if kind == "broker-loggers":
+        return 6  # DYNAMIC_BROKER_LOGGER_CONFIG
     return 3 if name == DEFAULT else 2  # DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_BROKER_CONFIG
 
 
@@ -139,12 +149,12 @@ class Configs:
 
     async def _connection(self, kind: str, name: str) -> Connection:
         """A broker's own configs are answered (and changed) by that broker only."""
-        if kind == "brokers" and name != DEFAULT:
+        if kind != "topics" and name != DEFAULT:
             return await self.cluster.connection(int(name))
         return await self.cluster.any_connection()
 
     async def entries(self, kind: str, name: str, *, every: bool) -> list[Entry]:
-        resource = admin.TOPIC_RESOURCE if kind == "topics" else admin.BROKER_RESOURCE
+        resource = RESOURCES[kind]
         conn = await self._connection(kind, name)
         found = await admin.describe_configs(conn, resource, "" if name == DEFAULT else name,
                                              include_synonyms=True)  # fmt: skip
@@ -160,7 +170,8 @@ class Configs:
             names = [t.name for t in await admin.describe_topics(
                 await self.cluster.any_connection())]  # fmt: skip
         else:
-            names = [str(b) for b in sorted(self.cluster.brokers)] + [DEFAULT]
+            names = [str(b) for b in sorted(self.cluster.brokers)]
+            names += [DEFAULT] if kind == "brokers" else []
         for entity in names:
             if entity == DEFAULT:
                 print("Default configs for brokers in the cluster are:")
@@ -172,10 +183,14 @@ class Configs:
     async def alter(self, kind: str, name: str, add: dict[str, str], delete: list[str]) -> None:
         await self.cluster.refresh()
         current = {e.name for e in await self.entries(kind, name, every=False)}
+        if kind == "broker-loggers":  # every logger is described: setting one needs it to exist
+            invalid = [k for k in [*delete, *add] if k not in current]
+            if invalid:
+                raise CommandError(f"Invalid broker logger(s): {','.join(invalid)}")
         invalid = [k for k in delete if k not in current]
         if invalid:
             raise CommandError(f"Invalid config(s): {','.join(invalid)}")
-        resource = admin.TOPIC_RESOURCE if kind == "topics" else admin.BROKER_RESOURCE
+        resource = RESOURCES[kind]
         await admin.alter_configs(await self._connection(kind, name), resource,
                                   "" if name == DEFAULT else name, add, delete)  # fmt: skip
         if name == DEFAULT:

@@ -6,7 +6,8 @@
     riverlog consumer-groups --bootstrap-server HOST:PORT --reset-offsets --group G
                              (--topic T[:P,P] ... | --all-topics)
                              (--to-earliest | --to-latest | --to-current | --to-offset N |
-                              --shift-by N | --to-datetime T | --by-duration D)
+                              --shift-by N | --to-datetime T | --by-duration D |
+                              --from-checkpoints SOURCE_ALIAS)
                              [--dry-run | --execute]
     riverlog consumer-groups --bootstrap-server HOST:PORT --delete --group G ...
     riverlog consumer-groups --bootstrap-server HOST:PORT --delete-offsets --group G --topic T[:P]
@@ -15,6 +16,11 @@ As in Kafka's tool, notices about a group's state ("has no active members", "doe
 "is rebalancing") go to standard error and do not change the exit status; bad flags and
 failed requests exit with status 1. Offsets are reset only for inactive groups (Empty or
 Dead); without `--execute` the plan is printed and nothing changes.
+
+riverlog's one addition, for consumers moving between mirrored clusters: `--from-checkpoints
+SOURCE_ALIAS` resets a group on this cluster to the offsets MirrorMaker 2 translated from
+cluster SOURCE_ALIAS (the latest checkpoints in `SOURCE_ALIAS.checkpoints.internal`; with
+`--all-topics`, every checkpointed partition of the group). See `riverlog.mirror`.
 """
 
 from __future__ import annotations
@@ -23,12 +29,14 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TypeVar
 
 from riverlog.cli.group_tables import (
     MISSING,
     OffsetRow,
     Scenario,
-    TopicPartition,
     assignment_text,
     export_csv,
     offsets_table,
@@ -40,19 +48,21 @@ from riverlog.cli.group_tables import (
     table,
 )
 from riverlog.cli.tool_config import add_command_config, admin_config, command_config
-from riverlog.client import admin
-from riverlog.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
-from riverlog.client.groups import GroupAdmin, GroupDescription
+from riverlog.client.group_admin import GroupAdmin, GroupDescription
+from riverlog.mirror.checkpoints import read_checkpoints
+from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 from riverlog.protocol.error_codes import KafkaError
 
 ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")
 SCENARIOS = (
     "to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime",
-    "by_duration",
+    "by_duration", "from_checkpoints",
 )  # fmt: skip
 INACTIVE = ("Empty", "Dead")
 RETRY_BACKOFF_MS = 100  # between ListOffsets attempts that met a leader change
+T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -131,6 +141,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--export", action="store_true",
                         help="Export operation execution to a CSV file. Supported operations: "
                         "reset-offsets.")
+    scenario.add_argument(
+        "--from-checkpoints",
+        metavar="SOURCE_ALIAS",
+        help="MirrorMaker 2's translated offsets from cluster SOURCE_ALIAS (riverlog only)",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="show the plan only (default)")
     mode.add_argument("--execute", action="store_true", help="reset the offsets")
@@ -291,6 +306,9 @@ class Command:
         )
 
     async def reset_offsets(self) -> None:
+        if self.args.from_checkpoints is not None:
+            await self.reset_from_checkpoints(self.args.from_checkpoints)
+            return
         scenario = self.scenario()
         if not (self.args.execute or self.args.dry_run):
             print(
@@ -334,6 +352,39 @@ class Command:
                 print("\n" + reset_table(group, plan) + "\n")
         if self.args.export:
             print("".join(exported))
+
+    async def reset_from_checkpoints(self, source_alias: str) -> None:
+        """--reset-offsets --from-checkpoints: the translated offsets, within the scope."""
+        translated = await read_checkpoints(self.args.bootstrap_server, source_alias)
+        for group in await self.group_ids():
+            description = await self._retrying(group, partial(self.groups.describe_group, group))
+            if description.state not in INACTIVE:
+                _error(
+                    f"Assignments can only be reset if the group '{group}' is inactive, but "
+                    f"the current state is {description.state}."
+                )
+                continue
+            offsets = translated.get(group, {})
+            if not self.args.all_topics:
+                scope = set(await self.topic_partitions(group))
+                offsets = {tp: o for tp, o in offsets.items() if tp in scope}
+            if self.args.execute and offsets:
+                await self._retrying(group, partial(self.groups.commit_offsets, group, offsets))
+            if offsets:
+                print("\n" + reset_table(group, dict(sorted(offsets.items()))) + "\n")
+
+    async def _retrying(self, group: str, call: Callable[[], Awaitable[T]]) -> T:
+        """`call` on the group's coordinator, found again while it moves (a broker
+        restarted) — for --from-checkpoints, used right after a cluster changed."""
+        for attempt in range(10):
+            try:
+                return await call()
+            except KafkaError as e:
+                if not e.retriable or attempt == 9:
+                    raise
+                self.groups.forget(group)
+                await asyncio.sleep(RETRY_BACKOFF_MS / 1000 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     async def delete(self) -> None:
         failed: dict[str, KafkaError] = {}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from riverlog.cli.tool_config import add_command_config, admin_config, command_config
 from riverlog.cli.tool_errors import Waiter, exception_text
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.protocol.error_codes import KafkaError, for_code
 from riverlog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from riverlog.cli.java_order import hash_map_order, topic_partition_hash
+from riverlog.model import TopicPartition
 
-TopicPartition = tuple[str, int]
 MISSING = "-"
 
 

@@ -25,13 +25,13 @@ import json
 import sys
 from pathlib import Path
 
-from riverlog.client.admin import PREFERRED_ELECTION, UNCLEAN_ELECTION
-from riverlog.client.admin_client import AsyncAdmin
+from riverlog.client.admin import AsyncAdmin
+from riverlog.client.admin_requests import PREFERRED_ELECTION, UNCLEAN_ELECTION
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.server.config import ConfigError, parse_properties
 
-TopicPartition = tuple[str, int]
 ELECTION_TYPES = {"PREFERRED": PREFERRED_ELECTION, "UNCLEAN": UNCLEAN_ELECTION}
 
 # Kafka's exception class names, as its tool prints them.

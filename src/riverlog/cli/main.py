@@ -26,12 +26,14 @@ from riverlog.cli import dump_log as cli_dump_log
 from riverlog.cli import get_offsets as cli_get_offsets
 from riverlog.cli import leader_election as cli_leader_election
 from riverlog.cli import log_dirs as cli_log_dirs
+from riverlog.cli import mirror_maker as cli_mirror_maker
 from riverlog.cli import perf as cli_perf
 from riverlog.cli import reassign_partitions as cli_reassign
 from riverlog.cli import replica_verification as cli_replica_verification
 from riverlog.cli import server as cli_server
 from riverlog.cli import state_change_log_merger as cli_merger
 from riverlog.cli import topics as cli_topics
+from riverlog.cli import web_console as cli_web_console
 
 
 def _decode_request(args: argparse.Namespace) -> int:
@@ -119,6 +121,13 @@ TOOLS: tuple[Tool, ...] = (
     Tool("broker-api-versions",
          "each broker's API versions (kafka-broker-api-versions.sh)",
          cli_broker_api_versions.add_arguments, cli_broker_api_versions.run),
+    Tool("mirror-maker", "mirror topics between clusters (kafka-mirror-maker.sh, MM1)",
+         cli_mirror_maker.add_mm1_arguments, cli_mirror_maker.run_mm1),
+    Tool("connect-mirror-maker",
+         "MirrorMaker 2 flows from one properties file (connect-mirror-maker.sh)",
+         cli_mirror_maker.add_mm2_arguments, cli_mirror_maker.run_mm2),
+    Tool("console", "the web console: brokers, topics, groups with lag over time, messages",
+         cli_web_console.add_arguments, cli_web_console.run),
     Tool("cluster", "start or stop ZooKeeper + N brokers on loopback; describe a cluster",
          cli_cluster.add_arguments, cli_cluster.run),
 )  # fmt: skip

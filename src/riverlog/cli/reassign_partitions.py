@@ -37,13 +37,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from riverlog.cli.tool_config import add_command_config, command_config
-from riverlog.client import admin
-from riverlog.client.admin_client import BROKER, TOPIC, AsyncAdmin
+from riverlog.client import admin_requests as admin
+from riverlog.client.admin import BROKER, TOPIC, AsyncAdmin
 from riverlog.controller.assignment import AssignmentError, assign
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 
-TopicPartition = tuple[str, int]
 Plan = dict[TopicPartition, list[int]]
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"

@@ -35,13 +35,12 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from riverlog.cli import replica_verifier as rv
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
+from riverlog.model import DEBUGGING_CONSUMER_ID, LATEST_TIMESTAMP, TopicPartition
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import FetchRequest, FetchResponse
 
-TopicPartition = tuple[str, int]
-DEBUGGING_CONSUMER_ID = -2
 FETCH_VERSION = 12  # topics by name; v13+ names them by id
 CONNECT_TIMEOUT_MS = 10_000
 INT32_MAX = 2**31 - 1
@@ -100,7 +99,7 @@ class Verification:
             offsets = await admin.list_offsets(conn, tps, timestamp)
             missing = [tp for tp, offset in offsets.items() if offset < 0]
             if missing:  # no record that new: start at the end
-                offsets.update(await admin.list_offsets(conn, missing, admin.LATEST_TIMESTAMP))
+                offsets.update(await admin.list_offsets(conn, missing, LATEST_TIMESTAMP))
             self.offsets.update(offsets)
 
     async def _fetch(self, broker: int, tps: list[TopicPartition]) -> dict[

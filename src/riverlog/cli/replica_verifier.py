@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from riverlog.model import TopicPartition
 from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.records import convert
 from riverlog.protocol.records.batch_header import (
@@ -30,7 +31,6 @@ from riverlog.protocol.records.batch_header import (
     read_batch_header,
 )
 
-TopicPartition = tuple[str, int]
 INVALID_HIGH_WATERMARK = -1
 
 

@@ -2,6 +2,7 @@
 
     riverlog server [server.properties] [--listen HOST:PORT] [--data-dir DIR]
                     [--zookeeper HOST:PORT[/CHROOT]] [--broker-id N] [--override key=value ...]
+                    [--log-config log4j.properties]
 
 Without `zookeeper.connect` (`--zookeeper`) it is a single-node cluster keeping its metadata
 in the data directory; with it, it joins the cluster registered there as `broker.id`. It
@@ -9,7 +10,10 @@ prints `riverlog broker <id> listening on HOST:PORT` once it serves (tools and t
 that line; with port 0 it names the port chosen). SIGTERM and SIGINT shut down
 cleanly: stop accepting, drain, flush, checkpoint, clean-shutdown marker. The broker's
 state-change log is `state-change.log` in its (first) log directory, rolled every hour to
-`state-change.log.YYYY-MM-DD-HH` (a week of rolled files kept).
+`state-change.log.YYYY-MM-DD-HH` (a week of rolled files kept). `--log-config` takes a
+log4j.properties-style file (`server/log4j_config.py`; `${kafka.logs.dir}` is the first log
+directory) in place of the default console logging at INFO; when it configures
+`state.change.logger` itself, the default state-change log is not set up.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import signal
 import sys
 from pathlib import Path
 
-from riverlog.server import state_change_log
+from riverlog.server import log4j_config, state_change_log
 from riverlog.server.broker import Broker
 from riverlog.server.config import BrokerConfig, ConfigError
 from riverlog.server.registration import ClusterMembershipError
@@ -38,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker-id", type=int, metavar="N", help="sets `broker.id`")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="override a server.properties setting (repeatable)")  # fmt: skip
+    parser.add_argument("--log-config", metavar="FILE",
+                        help="a log4j.properties-style logging config")  # fmt: skip
 
 
 def _log_state_changes(directory: Path) -> logging.Handler:
@@ -86,13 +92,20 @@ def run(args: argparse.Namespace) -> int:
         overrides.append(f"broker.id={args.broker_id}")
     try:
         config = BrokerConfig.load(args.config, overrides)
-    except (ConfigError, OSError) as e:
+        log_config = None
+        if args.log_config:
+            variables = {"kafka.logs.dir": str(config.data_dir)}
+            log_config = log4j_config.load(args.log_config, variables)
+            log4j_config.apply(log_config)
+    except (ConfigError, OSError, log4j_config.LogConfigError) as e:
         print(f"riverlog server: {e}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
-    )
-    _log_state_changes(config.data_dir)
+    if log_config is None:
+        logging.basicConfig(
+            level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
+        )
+    if log_config is None or state_change_log.LOGGER_NAME not in log_config.loggers:
+        _log_state_changes(config.data_dir)
     try:
         asyncio.run(_serve(config))
     except ClusterMembershipError as e:

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Awaitable
 
 from riverlog.cli.tool_config import add_command_config, admin_config, command_config
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.connection import Connection
 from riverlog.protocol.error_codes import KafkaError

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from riverlog.client.admin_client import AsyncAdmin as AsyncAdmin
+    from riverlog.client.admin import AsyncAdmin as AsyncAdmin
     from riverlog.client.consumer import AsyncConsumer as AsyncConsumer
     from riverlog.client.consumer import ConsumerRecord as ConsumerRecord
     from riverlog.client.producer import AsyncProducer as AsyncProducer
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from riverlog.client.sync import Producer as Producer
 
 _WHERE = {
-    "AsyncAdmin": "riverlog.client.admin_client",
+    "AsyncAdmin": "riverlog.client.admin",
     "AsyncConsumer": "riverlog.client.consumer",
     "ConsumerRecord": "riverlog.client.consumer",
     "AsyncProducer": "riverlog.client.producer",

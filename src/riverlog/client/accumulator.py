@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from riverlog.model import TopicPartition
 from riverlog.protocol.records.batch_header import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from riverlog.protocol.records.v2 import assemble_batch, encode_record
 from riverlog.protocol.varint import encode_unsigned_varint, encode_varint, encode_varlong
 
-TopicPartition = tuple[str, int]
 KeyValue = tuple[bytes | None, bytes | None]
 """A record without headers: key and value."""
 

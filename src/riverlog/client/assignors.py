@@ -37,7 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-TopicPartition = tuple[str, int]
+from riverlog.model import TopicPartition
+
 Assignment = dict[str, dict[str, list[int]]]
 """member_id -> topic -> sorted partitions."""
 

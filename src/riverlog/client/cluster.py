@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 from riverlog.client.config import CommonConfig
 from riverlog.client.connection import Connection, parse_bootstrap
+from riverlog.model import TopicPartition
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError, for_code
 from riverlog.protocol.messages import MetadataRequest, MetadataResponse
 
-TopicPartition = tuple[str, int]
 UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
 
@@ -68,6 +68,10 @@ class Cluster:
         self.leaders: dict[TopicPartition, int] = {}
         self.partition_counts: dict[str, int] = {}
         self.topics_in_use: set[str] = set()
+        self.auto_create_topics = True
+        """Whether Metadata requests may create missing topics when not told either way
+        (an admin client's and a browsing consumer's cluster say False: asking about a topic
+        just deleted must not bring it back)."""
         self._connections: dict[int, Connection] = {}
         self._opening: dict[int, asyncio.Future[Connection]] = {}
         self._backoffs: dict[object, _Backoff] = {}
@@ -164,9 +168,12 @@ class Cluster:
     # -- metadata ------------------------------------------------------------------------
 
     async def refresh(
-        self, topics: list[str] | None = None, *, allow_auto_create: bool = True
+        self, topics: list[str] | None = None, *, allow_auto_create: bool | None = None
     ) -> None:
-        """Read Metadata for the topics in use (plus `topics`, which become in use)."""
+        """Read Metadata for the topics in use (plus `topics`, which become in use); may
+        create missing ones if `allow_auto_create` (None: `auto_create_topics`)."""
+        if allow_auto_create is None:
+            allow_auto_create = self.auto_create_topics
         if topics:
             self.topics_in_use.update(topics)
         if self._refreshing is not None:
@@ -263,9 +270,6 @@ class Cluster:
                     for_code(LEADER_NOT_AVAILABLE), f"No leader for {topic}-{partition}."
                 )
         return leader
-
-    async def leader_connection(self, topic: str, partition: int) -> Connection:
-        return await self.connection(await self.leader_of(topic, partition))
 
     def available_partitions(self, topic: str) -> list[int]:
         """Partitions of `topic` with a known leader."""

@@ -26,11 +26,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from riverlog.client import fetcher
-from riverlog.client.admin import leader_offsets
+from riverlog.client.admin_requests import leader_offsets
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
-from riverlog.client.fetcher import ConsumerRecord, FetchedPartition, TopicPartition
-from riverlog.client.membership import GroupMembership
+from riverlog.client.fetcher import ConsumerRecord, FetchedPartition
+from riverlog.client.group_member import GroupMembership
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
 from riverlog.protocol.records.batch_header import read_batch_header
@@ -115,6 +116,12 @@ class AsyncConsumer:
                 self.cluster, self.config, self._revoked, self._assigned, self._lost
             )
         self._group.subscribe(self._topics)
+
+    def enforce_rebalance(self) -> None:
+        """Rejoin the group at the next poll (the Java consumer's `enforceRebalance`): after
+        a subscribed topic grew, say, so that its new partitions get assigned."""
+        if self._group is not None:
+            self._group.request_rejoin()
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions, without group membership."""
@@ -331,7 +338,18 @@ class AsyncConsumer:
             if position is None:
                 continue
             if fetched.records is None:
-                fetched.records = fetcher.decode_records(tp, fetched.batches, position)
+                try:
+                    fetched.records = fetcher.decode_records(tp, fetched.batches, position)
+                except fetcher.UnreadableBatchError as e:
+                    if not e.records_before:
+                        del self._buffered[tp]
+                        raise KafkaError(
+                            error_codes.CORRUPT_MESSAGE,
+                            f"{e}: seek past it to go on (the position stays at {position})",
+                        ) from e
+                    # Hand out the records before it; the position then stops at it and
+                    # the next fetch starts there (and raises).
+                    fetched.records, fetched.next_offset = e.records_before, e.offset
             taken, fetched.records = fetched.records[:room], fetched.records[room:]
             out += taken
             room -= len(taken)
@@ -374,7 +392,9 @@ class AsyncConsumer:
             if code == error_codes.OFFSET_OUT_OF_RANGE.code:
                 self._positions[tp] = None
                 self._needs_reset.add(tp)
-            elif code in fetcher.STALE_METADATA_ERRORS or for_code(code).retriable:
+            elif code in fetcher.STALE_METADATA_ERRORS or (
+                for_code(code).retriable and code != error_codes.CORRUPT_MESSAGE.code
+            ):
                 self.cluster.mark_stale(tp)
             else:
                 raise KafkaError(for_code(code), f"fetching {tp[0]}-{tp[1]} failed")

@@ -6,7 +6,8 @@ names its partitions) to broker `node` for the partitions it leads, and returns 
 whole v2 record batches of the answer, with control batches (transaction markers) dropped and,
 under `read_committed`, the batches of aborted transactions dropped (`data_batches`, pure logic:
 Kafka's consumer algorithm over the response's aborted-transaction list). Records are decoded
-only when the consumer hands them out (`decode_records`), or straight into Arrow.
+only when the consumer hands them out (`decode_records`, the compiled record walk), or
+straight into Arrow.
 
 Invariants: `next_offset` is past every complete batch of the answer (control and aborted ones
 included), so the consumer never fetches them again; a trailing partial batch (the broker cuts
@@ -22,10 +23,11 @@ from typing import NamedTuple
 
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.exceptions import CorruptRecordError, ProtocolError
 from riverlog.protocol.messages import FetchRequest, FetchResponse
-from riverlog.protocol.records import convert
+from riverlog.protocol.records import compression, convert, walk
 from riverlog.protocol.records.batch_header import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -36,7 +38,6 @@ from riverlog.protocol.records.batch_header import (
 from riverlog.protocol.records.v2 import CONTROL_ABORT, control_record_type
 from riverlog.protocol.records.v2 import decode_records as decode_v2_records
 
-TopicPartition = tuple[str, int]
 MAX_FETCH_VERSION = 12  # v13 addresses topics by id only
 READ_COMMITTED = 1
 # Fetch errors that mean the client's idea of the leader is out of date: refresh metadata.
@@ -114,22 +115,44 @@ def data_batches(
     return out, next_offset
 
 
+class UnreadableBatchError(CorruptRecordError):
+    """A fetched batch's records cannot be read; `records_before` are those of the batches
+    before it, `offset` the first offset it would have held (where the consumer stops)."""
+
+    def __init__(self, message: str, records_before: list[ConsumerRecord], offset: int) -> None:
+        super().__init__(message)
+        self.records_before = records_before
+        self.offset = offset
+
+
 def decode_records(
     tp: TopicPartition, batches: Sequence[memoryview], min_offset: int
 ) -> list[ConsumerRecord]:
-    """The records of `batches` at or after `min_offset`."""
+    """The records of `batches` at or after `min_offset`, through the compiled record walk
+    (`records.walk`); `UnreadableBatchError` names the first batch that cannot be read."""
     topic, partition = tp
     out: list[ConsumerRecord] = []
     for batch in batches:
         header = read_batch_header(batch)
-        kind = header.timestamp_type
-        for r in decode_v2_records(header, batch[BATCH_HEADER_SIZE:]):
-            if r.offset >= min_offset:
-                out.append(
-                    ConsumerRecord(
-                        topic, partition, r.offset, r.timestamp, kind, r.key, r.value, r.headers
-                    )
-                )
+        if header.next_offset <= min_offset:
+            continue
+        body = batch[BATCH_HEADER_SIZE:]
+        mark = len(out)
+        try:
+            if header.compression != compression.NONE:
+                body = memoryview(compression.decompress(header.compression, body))
+            append_time = header.max_timestamp if header.timestamp_type else -1
+            walk.decode(out, body, header.records_count, header.base_offset,
+                        header.base_timestamp, append_time, min_offset, topic, partition,
+                        header.timestamp_type, ConsumerRecord)  # fmt: skip
+        except CorruptRecordError as e:
+            del out[mark:]  # what the walk decoded of this batch before it failed
+            raise UnreadableBatchError(
+                f"record batch at offsets {header.base_offset}..{header.last_offset} of "
+                f"{topic}-{partition} cannot be read ({e})",
+                out,
+                max(header.base_offset, min_offset),
+            ) from e
     return out
 
 

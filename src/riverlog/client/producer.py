@@ -35,16 +35,11 @@ from dataclasses import dataclass, field
 from time import time_ns
 from typing import NamedTuple
 
-from riverlog.client.accumulator import (
-    RECORD_BOUND,
-    KeyValue,
-    ProducerBatch,
-    RecordAccumulator,
-    TopicPartition,
-)
+from riverlog.client.accumulator import RECORD_BOUND, KeyValue, ProducerBatch, RecordAccumulator
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ProducerConfig
 from riverlog.client.partitioner import DefaultPartitioner, Partitioner, key_partition
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
 from riverlog.protocol.messages import (

@@ -18,10 +18,10 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from riverlog.client.admin import PartitionReassignment, TopicInfo
-from riverlog.client.admin_client import AsyncAdmin, ClusterDescription
+from riverlog.client.admin import AsyncAdmin, ClusterDescription
+from riverlog.client.admin_requests import PartitionReassignment, TopicInfo
 from riverlog.client.consumer import AsyncConsumer, ConsumerRecord, Listener
-from riverlog.client.groups import GroupDescription, GroupListing
+from riverlog.client.group_admin import GroupDescription, GroupListing
 from riverlog.client.partitioner import Partitioner
 from riverlog.client.producer import (
     AsyncProducer,
@@ -30,13 +30,13 @@ from riverlog.client.producer import (
     Headers,
     RecordMetadata,
 )
+from riverlog.model import TopicPartition
 from riverlog.protocol.error_codes import KafkaError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 _T = TypeVar("_T")
-TopicPartition = tuple[str, int]
 _QUEUE_LIMIT = 100_000  # records queued by `send` before it waits for the loop
 _BURST = 1_000  # records the loop moves into the producer at most between two yields
 

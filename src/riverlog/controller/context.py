@@ -3,7 +3,7 @@
 `ControllerContext` holds what the controller read from the store: live brokers, each topic's
 assignment and id, each partition's leader/ISR state with the znode version it was read at,
 and its own epoch. The decision functions look at it and return the partition states to
-write; the controller's edge (`server/controller_service.py`) writes them version-checked,
+write; the controller's edge (`server/controller/service.py`) writes them version-checked,
 records them here with `written`, and tells the brokers. Nothing here does I/O.
 
 Decisions, as ZooKeeper-era Kafka's controller takes them:
@@ -22,8 +22,7 @@ import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from riverlog.controller.elections import (
-    NO_LEADER,
+from riverlog.controller.partition_leader_election import (
     Elected,
     controlled_shutdown_election,
     next_state,
@@ -31,8 +30,7 @@ from riverlog.controller.elections import (
     offline_state,
 )
 from riverlog.metadata.layout import BrokerRegistration, PartitionState
-
-TopicPartition = tuple[str, int]
+from riverlog.model import NO_LEADER, TopicPartition
 
 
 @dataclass

@@ -15,7 +15,7 @@ Kafka's error code:
   the ISR) / ELIGIBLE_LEADERS_NOT_AVAILABLE (unclean with no live replica).
 
 A preferred election never picks a replica outside the ISR; an unclean one first tries the
-live ISR and only then any live replica (`controller/elections.py`).
+live ISR and only then any live replica (`controller/partition_leader_election.py`).
 
 Leader imbalance, as Kafka measures it: for each broker, of the partitions whose preferred
 replica it is, the share it does not lead. Above `leader.imbalance.per.broker.percentage`,
@@ -28,14 +28,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from riverlog.controller.context import ControllerContext, TopicPartition
-from riverlog.controller.elections import (
-    NO_LEADER,
+from riverlog.controller.context import ControllerContext
+from riverlog.controller.partition_leader_election import (
     next_state,
     offline_election,
     preferred_election,
 )
 from riverlog.metadata.layout import PartitionState
+from riverlog.model import NO_LEADER, TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from riverlog.controller.elections import Elected, next_state, reassignment_election
+from riverlog.controller.partition_leader_election import Elected, next_state, reassignment_election
 from riverlog.metadata.layout import PartitionState
 
 

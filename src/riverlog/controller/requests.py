@@ -16,15 +16,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from riverlog.controller.context import ControllerContext, TopicPartition
+from riverlog.controller.context import ControllerContext
 from riverlog.metadata.layout import BrokerRegistration
+from riverlog.model import LEADER_DURING_DELETE, TopicPartition
 from riverlog.protocol.messages import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-
-LEADER_DURING_DELETE = -2
 
 
 def _live_leaders(

@@ -37,6 +37,22 @@ class GroupState(enum.Enum):
     DEAD = "Dead"
 
 
+VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
+    # Kafka's GroupMetadata.validPreviousStates: a transition from anywhere else is a bug.
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset(
+        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
+    ),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.DEAD: frozenset(GroupState),
+}
+
+
+class IllegalTransitionError(AssertionError):
+    """A group moved to a state its current state cannot lead to (a coordinator bug)."""
+
+
 @dataclass(frozen=True, slots=True)
 class JoinedMember:
     """One entry of the member list a leader receives."""
@@ -235,6 +251,10 @@ class Group:
     # --- membership ------------------------------------------------------------------
 
     def transition(self, state: GroupState, now_ms: int) -> None:
+        if self.state not in VALID_PREVIOUS_STATES[state]:
+            raise IllegalTransitionError(
+                f"group {self.group_id}: {self.state.value} cannot become {state.value}"
+            )
         self.state = state
         self.state_timestamp_ms = now_ms
 
@@ -304,10 +324,6 @@ class Group:
             self.initial_delay_ms = 0
             self.join_deadline_ms = now_ms + self.rebalance_timeout_ms
         self.transition(GroupState.PREPARING_REBALANCE, now_ms)
-
-    def maybe_prepare_rebalance(self, now_ms: int, initial_delay_ms: int, box: Outbox) -> None:
-        if self.can_rebalance():
-            self.prepare_rebalance(now_ms, initial_delay_ms, box)
 
     def try_complete_join(self, now_ms: int, box: Outbox) -> None:
         """Complete the join phase early once everyone is in (not during an initial delay)."""

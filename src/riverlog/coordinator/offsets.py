@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from riverlog.coordinator.group import Group, GroupState
 from riverlog.coordinator.records import StoredOffset
-
-TopicPartition = tuple[str, int]
+from riverlog.model import TopicPartition
 
 
 class OffsetCache:

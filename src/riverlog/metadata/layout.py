@@ -37,6 +37,8 @@ CLUSTER_ID = "/cluster/id"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 
 def broker_path(broker_id: int) -> str:

@@ -23,12 +23,23 @@ class ErrorCode:
 
 
 class KafkaError(Exception):
-    """A request failed with a Kafka error code; the message is sent where the API has one."""
+    """A request failed with a Kafka error code; the message is sent where the API has one.
 
-    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+    `record_errors` (Produce, KIP-467) names the records of a refused batch that are at fault,
+    as (index of the record in its batch, message); the batch's other records failed only
+    because they were sent with them."""
+
+    def __init__(
+        self,
+        error: ErrorCode,
+        message: str | None = None,
+        *,
+        record_errors: list[tuple[int, str | None]] | None = None,
+    ) -> None:
         super().__init__(message or error.message)
         self.error = error
         self.message = message or error.message
+        self.record_errors = record_errors or []
 
     @property
     def code(self) -> int:

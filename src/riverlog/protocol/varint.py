@@ -103,13 +103,3 @@ def encode_varlong(value: int) -> bytes:
     if not -(1 << 63) <= value < (1 << 63):
         raise ValueError(f"varlong out of range: {value}")
     return _encode_zigzag(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
-
-
-def size_of_varint(value: int) -> int:
-    """Bytes `encode_varint(value)` produces."""
-    return len(encode_varint(value))
-
-
-def size_of_varlong(value: int) -> int:
-    """Bytes `encode_varlong(value)` produces."""
-    return len(encode_varlong(value))

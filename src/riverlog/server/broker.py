@@ -31,49 +31,34 @@ import functools
 import logging
 import random
 import shutil
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from riverlog.clock import SYSTEM_CLOCK, Clock
 from riverlog.controller.assignment import AssignmentError, assign
 from riverlog.metadata import layout
 from riverlog.metadata.store import EmbeddedStore, MetadataStore, NodeExistsError
 from riverlog.metadata.zookeeper import ZooKeeperStore
 from riverlog.protocol import error_codes
-from riverlog.protocol import messages as m
-from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.server import config_changes, registration
 from riverlog.server.broker_configs import DEFAULT_ENTITY, DynamicBrokerConfigs
 from riverlog.server.config import BrokerConfig
 from riverlog.server.config_changes import ConfigChangeListener
-from riverlog.server.controller_service import ControllerService
+from riverlog.server.controller.service import ControllerService
 from riverlog.server.dispatch import Dispatcher, RequestContext, Response
 from riverlog.server.fetch_session import FetchSessionCache
 from riverlog.server.group_coordinator import GroupCoordinator
-from riverlog.server.handlers import (
-    admin,
-    cluster,
-    configs,
-    elections,
-    fetch,
-    groups,
-    metadata,
-    offset_commits,
-    offsets,
-    produce,
-    producers,
-    reassignments,
-)
+from riverlog.server.handlers import HANDLERS
 from riverlog.server.metadata_cache import MetadataCache
+from riverlog.server.metrics import endpoint as metrics_endpoint
 from riverlog.server.network import NetworkServer
 from riverlog.server.producer_ids import ProducerIdAllocator
-from riverlog.server.purgatory import Purgatory
-from riverlog.server.replica_fetcher import ReplicaFetchers
-from riverlog.server.replica_manager import ReplicaManager
-from riverlog.server.replication_quota import ReplicationQuota
+from riverlog.server.replication.replica_fetcher import ReplicaFetchers
+from riverlog.server.replication.replica_manager import ReplicaManager
+from riverlog.server.replication.throttle import ReplicationQuota
 from riverlog.server.topics import Topic, TopicRegistry
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 from riverlog.storage.manager import LogManager
@@ -83,43 +68,6 @@ log = logging.getLogger(__name__)
 METADATA_FILE = "riverlog-metadata.json"
 READY_TIMEOUT_S = 10.0
 META_PROPERTIES = "meta.properties"
-
-HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
-    (m.ProduceRequest, produce.handle_produce),
-    (m.FetchRequest, fetch.handle_fetch),
-    (m.ListOffsetsRequest, offsets.handle_list_offsets),
-    (m.MetadataRequest, metadata.handle_metadata),
-    (m.OffsetForLeaderEpochRequest, offsets.handle_offset_for_leader_epoch),
-    (m.DeleteRecordsRequest, offsets.handle_delete_records),
-    (m.CreateTopicsRequest, admin.handle_create_topics),
-    (m.DeleteTopicsRequest, admin.handle_delete_topics),
-    (m.CreatePartitionsRequest, admin.handle_create_partitions),
-    (m.DescribeLogDirsRequest, admin.handle_describe_log_dirs),
-    (m.DescribeConfigsRequest, configs.handle_describe_configs),
-    (m.AlterConfigsRequest, configs.handle_alter_configs),
-    (m.IncrementalAlterConfigsRequest, configs.handle_incremental_alter_configs),
-    (m.DescribeClusterRequest, metadata.handle_describe_cluster),
-    (m.InitProducerIdRequest, producers.handle_init_producer_id),
-    (m.SaslHandshakeRequest, producers.handle_sasl_handshake),
-    (m.FindCoordinatorRequest, groups.handle_find_coordinator),
-    (m.JoinGroupRequest, groups.handle_join_group),
-    (m.SyncGroupRequest, groups.handle_sync_group),
-    (m.HeartbeatRequest, groups.handle_heartbeat),
-    (m.LeaveGroupRequest, groups.handle_leave_group),
-    (m.ListGroupsRequest, groups.handle_list_groups),
-    (m.DescribeGroupsRequest, groups.handle_describe_groups),
-    (m.DeleteGroupsRequest, groups.handle_delete_groups),
-    (m.OffsetCommitRequest, offset_commits.handle_offset_commit),
-    (m.OffsetFetchRequest, offset_commits.handle_offset_fetch),
-    (m.OffsetDeleteRequest, offset_commits.handle_offset_delete),
-    (m.LeaderAndIsrRequest, cluster.handle_leader_and_isr),
-    (m.UpdateMetadataRequest, cluster.handle_update_metadata),
-    (m.StopReplicaRequest, cluster.handle_stop_replica),
-    (m.ControlledShutdownRequest, cluster.handle_controlled_shutdown),
-    (m.ElectLeadersRequest, elections.handle_elect_leaders),
-    (m.AlterPartitionReassignmentsRequest, reassignments.handle_alter_partition_reassignments),
-    (m.ListPartitionReassignmentsRequest, reassignments.handle_list_partition_reassignments),
-]
 
 
 def _open_store(
@@ -149,14 +97,22 @@ def _new_cluster_id() -> str:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, store: MetadataStore | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        store: MetadataStore | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.config = config
+        self.clock = clock
         self.broker_id = config.broker_id
         self.data_dir = config.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.rack: str | None = config["broker.rack"] or None
-        self.membership = registration.Membership(self)
-        self.store = store or _open_store(config, self.data_dir, self.membership.session_changed)
+        self.cluster_membership = registration.ClusterMembership(self)
+        on_session = self.cluster_membership.session_changed
+        self.store = store or _open_store(config, self.data_dir, on_session)
         self.in_zookeeper = bool(config["zookeeper.connect"])
         stored = _stored_cluster_id(self.data_dir)
         self.cluster_id = stored or _new_cluster_id()
@@ -181,23 +137,29 @@ class Broker:
             checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
             topic_configs={t.name: t.config for t in self.topics.all()},
             cleaner_enabled=config["log.cleaner.enable"],
+            clock_ms=clock.wall_ms,
             cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
         )
-        self.fetch_purgatory = Purgatory()
-        self.produce_purgatory = Purgatory()
         self.fetch_sessions = FetchSessionCache()
         self.metadata = MetadataCache()
-        self.replicas = ReplicaManager(
-            self.broker_id, self.logs, self.fetch_purgatory, self.produce_purgatory, self.store
-        )
-        self.leader_quota = ReplicationQuota(config["leader.replication.throttled.rate"])
-        self.fetchers = ReplicaFetchers(
+        fetchers = ReplicaFetchers(
             self.broker_id,
             max_wait_ms=config["replica.fetch.wait.max.ms"],
             min_bytes=config["replica.fetch.min.bytes"],
             max_bytes=config["replica.fetch.response.max.bytes"],
             partition_max_bytes=config["replica.fetch.max.bytes"],
             quota=ReplicationQuota(config["follower.replication.throttled.rate"]),
+            clock=self.clock,
+        )
+        self.replicas = ReplicaManager(
+            self.broker_id,
+            self.logs,
+            self.store,
+            fetchers,
+            ReplicationQuota(config["leader.replication.throttled.rate"]),
+            self.clock,
+            replica_selector=config["replica.selector.class"] or "",
+            rack_of=self._rack_of,
         )
         self.controller = ControllerService(self)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
@@ -214,6 +176,13 @@ class Broker:
             max_request_bytes=config["socket.request.max.bytes"],
             max_idle_ms=config["connections.max.idle.ms"],
         )
+        self.metrics = metrics_endpoint.for_broker(self)  # None unless metrics.listener
+
+    def _rack_of(self, broker_id: int) -> str | None:
+        if broker_id == self.broker_id:
+            return self.rack
+        known = self.metadata.brokers.get(broker_id)
+        return known.rack if known is not None else None
 
     def _bind(self, handler: Callable[..., Any]) -> Callable[[RequestContext], Response]:
         return functools.partial(handler, self)
@@ -222,7 +191,9 @@ class Broker:
 
     async def start(self) -> None:
         await self.network.start()
-        await self.membership.start()
+        if self.metrics is not None:
+            await self.metrics.start()
+        await self.cluster_membership.start()
         self.config_changes.start()
         lag_ms = self.config["replica.lag.time.max.ms"]
         self._isr_task = asyncio.get_running_loop().create_task(self._shrink_isrs(lag_ms))
@@ -241,9 +212,9 @@ class Broker:
     async def _lead_everything(self, timeout_s: float) -> None:
         """A single node: wait until its controller made it leader of every partition, so
         that the broker is ready to serve when `start` returns."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.monotonic_s() + timeout_s
         while not self._leads_everything():
-            if time.monotonic() > deadline:
+            if self.clock.monotonic_s() > deadline:
                 log.warning("broker %d: not leading all its partitions %.0f s after start",
                             self.broker_id, timeout_s)  # fmt: skip
                 return
@@ -252,12 +223,9 @@ class Broker:
     def _leads_everything(self) -> bool:
         if self.metadata.controller_id < 0:
             return False
-        for topic in self.topics.all():
-            for index in topic.partitions:
-                hosted = self.replicas.partitions.get((topic.name, index))
-                if hosted is None or hosted.leader_id != self.broker_id:
-                    return False
-        return True
+        return self.replicas.leads_all(
+            (topic.name, index) for topic in self.topics.all() for index in topic.partitions
+        )
 
     async def _shrink_isrs(self, lag_ms: int) -> None:
         while True:
@@ -273,14 +241,14 @@ class Broker:
         await self.network.stop_accepting()
         if self._isr_task is not None:
             self._isr_task.cancel()
-        await self.fetchers.stop()
         await self.controller.stop()
         self.groups.stop()
-        self.fetch_purgatory.expire_all()
-        self.produce_purgatory.expire_all()
+        await self.replicas.stop()
         await self.network.drain(5.0)
+        if self.metrics is not None:
+            await self.metrics.stop()
         self.logs.shutdown()
-        self.membership.resign()
+        self.cluster_membership.resign()
         self.store.close()
 
     @property
@@ -369,8 +337,8 @@ class Broker:
     ) -> bool:
         """Wait until this broker's metadata has the topic with at least `partitions`
         partitions, all with leaders (or, with `exists=False`, no longer has it)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        deadline = self.clock.monotonic_s() + timeout_s
+        while self.clock.monotonic_s() < deadline:
             parts = self.metadata.partitions_of(name)
             if exists and len(parts) >= partitions and all(p.leader >= 0 for p in parts.values()):
                 return True
@@ -407,8 +375,8 @@ class Broker:
         defaults to every log not overriding them."""
         self.config = self.dynamic_configs.reload()
         self.topic_defaults = self.config.topic_defaults()
-        self.leader_quota.rate = self.config["leader.replication.throttled.rate"]
-        self.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
+        self.replicas.leader_throttle.rate = self.config["leader.replication.throttled.rate"]
+        self.replicas.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
         self.logs.cleaner_backoff_ms = self.config["log.cleaner.backoff.ms"]
         self.logs.update_defaults(self.topic_defaults,
                                   {t.name: t.config for t in self.topics.all()})  # fmt: skip

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from riverlog.server.replication.replica_selector import SELECTORS
+
 
 class ConfigError(ValueError):
     """A configuration value that is missing, malformed or out of range."""
@@ -49,6 +51,25 @@ def _str(text: str) -> str:
 
 def _list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _replica_selector(text: str) -> str:
+    """KIP-392's `replica.selector.class`: none, or a selector riverlog implements."""
+    name = text.strip()
+    if name and name not in SELECTORS:
+        raise ConfigError(f"riverlog implements only {', '.join(sorted(SELECTORS))}")
+    return name
+
+
+def _metrics_listener(text: str) -> str:
+    """`http://HOST:PORT` of the Prometheus endpoint (`server/metrics/endpoint.py`), or ""."""
+    from riverlog.server.metrics.endpoint import parse_listener
+
+    try:
+        parse_listener(text.strip())
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return text.strip()
 
 
 INT32_MAX = 2**31 - 1
@@ -91,6 +112,9 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "log.flush.scheduler.interval.ms": (_int(0), str(INT64_MAX)),
     "log.flush.offset.checkpoint.interval.ms": (_int(0), "60000"),
     "log.message.timestamp.type": (_str, "CreateTime"),
+    "log.message.timestamp.before.max.ms": (_int(0), str(INT64_MAX)),
+    "log.message.timestamp.after.max.ms": (_int(0), str(INT64_MAX)),
+    "log.message.timestamp.difference.max.ms": (_int(0), str(INT64_MAX)),
     "min.insync.replicas": (_int(1), "1"),
     "unclean.leader.election.enable": (_bool, "false"),
     "compression.type": (_str, "producer"),
@@ -109,11 +133,13 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "zookeeper.connect": (_str, ""),
     "zookeeper.session.timeout.ms": (_int(1), "18000"),
     "broker.rack": (_str, ""),
+    "metrics.listener": (_metrics_listener, ""),
     "replica.lag.time.max.ms": (_int(1), "30000"),
     "replica.fetch.max.bytes": (_int(0), "1048576"),
     "replica.fetch.response.max.bytes": (_int(0), "10485760"),
     "replica.fetch.min.bytes": (_int(1), "1"),
     "replica.fetch.wait.max.ms": (_int(0), "500"),
+    "replica.selector.class": (_replica_selector, ""),
     "controlled.shutdown.enable": (_bool, "true"),
     "auto.leader.rebalance.enable": (_bool, "true"),
     "leader.imbalance.check.interval.seconds": (_int(1), "300"),
@@ -275,6 +301,9 @@ class BrokerConfig:
             "flush.messages": v["log.flush.interval.messages"],
             "max.message.bytes": v["message.max.bytes"],
             "message.timestamp.type": v["log.message.timestamp.type"],
+            "message.timestamp.before.max.ms": v["log.message.timestamp.before.max.ms"],
+            "message.timestamp.after.max.ms": v["log.message.timestamp.after.max.ms"],
+            "message.timestamp.difference.max.ms": v["log.message.timestamp.difference.max.ms"],
             "min.insync.replicas": v["min.insync.replicas"],
             "unclean.leader.election.enable": v["unclean.leader.election.enable"],
             "compression.type": v["compression.type"],

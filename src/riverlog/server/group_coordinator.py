@@ -27,14 +27,13 @@ import collections
 import enum
 import logging
 import os
-import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from riverlog.coordinator.group import GroupState, JoinResult, Outbox, SyncResult
-from riverlog.coordinator.membership import GroupConfig, GroupManager, JoinRequest
-from riverlog.coordinator.offsets import OffsetCache, TopicPartition
+from riverlog.coordinator.group_manager import GroupConfig, GroupManager, JoinRequest
+from riverlog.coordinator.offsets import OffsetCache
 from riverlog.coordinator.records import (
     GroupKey,
     OffsetKey,
@@ -47,10 +46,11 @@ from riverlog.coordinator.records import (
     partition_for,
     replay,
 )
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.records.v2 import Record, encode_batch, iter_record_batches
-from riverlog.server.partition import HostedPartition
+from riverlog.server.replication.partition import HostedPartition
 from riverlog.storage.log import AppendResult
 
 if TYPE_CHECKING:
@@ -66,10 +66,6 @@ LOAD_CHUNK_BYTES = 1 << 20
 class _Load(enum.Enum):
     LOADING = "loading"
     LOADED = "loaded"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(slots=True)
@@ -102,14 +98,17 @@ class GroupCoordinator:
         self._retention_task: asyncio.Task[None] | None = None
         self._load_tasks: set[asyncio.Task[None]] = set()
         self._pending: dict[int, collections.deque[_PendingCommit]] = {}
-        self.commit_timeout_s: float = config["offsets.commit.timeout.ms"] / 1000
+        self.commit_timeout_ms: int = config["offsets.commit.timeout.ms"]
+        self.clock = broker.clock
+        broker.replicas.add_listener(OFFSETS_TOPIC, self)
 
     # --- lifecycle and ownership -------------------------------------------------------
 
     def start(self) -> None:
-        """Load the offsets partitions this broker hosts; start the retention check."""
+        """Load the offsets partitions this broker leads; start the retention check."""
         for hosted in self.broker.replicas:
-            if hosted.topic == OFFSETS_TOPIC:
+            loading = hosted.index in self._partitions  # since a LeaderAndIsr
+            if hosted.topic == OFFSETS_TOPIC and hosted.is_leader and not loading:
                 self.load_partition(hosted.index)
         interval = self.broker.config["offsets.retention.check.interval.ms"]
         self._retention_task = asyncio.get_running_loop().create_task(
@@ -147,8 +146,8 @@ class GroupCoordinator:
                 config["offsets.topic.num.partitions"],
                 factor,
                 {
-                "cleanup.policy": "compact",
-                "compression.type": "producer",
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
                     "segment.bytes": str(config["offsets.topic.segment.bytes"]),
                 },
             )
@@ -169,6 +168,12 @@ class GroupCoordinator:
 
     def loading(self) -> bool:
         return any(state is _Load.LOADING for state in self._partitions.values())
+
+    def became_leader(self, index: int) -> None:
+        self.load_partition(index)
+
+    def stopped_leading(self, index: int) -> None:
+        self.unload_partition(index)
 
     def load_partition(self, index: int) -> None:
         self._partitions[index] = _Load.LOADING
@@ -205,7 +210,7 @@ class GroupCoordinator:
             log.exception("loading %s-%d failed", OFFSETS_TOPIC, index)
             self._partitions.pop(index, None)
             raise
-        now = now_ms()
+        now = self.clock.wall_ms()
         for group_id in replayed.groups.keys() | replayed.offsets.keys():
             self.manager.load(group_id, replayed.groups.get(group_id), now)
             self.offsets.commit(group_id, replayed.offsets.get(group_id, {}))
@@ -239,41 +244,38 @@ class GroupCoordinator:
 
     def _append(
         self, group_id: str, entries: list[tuple[bytes, bytes | None]]
-    ) -> AppendResult | None:
+    ) -> tuple[HostedPartition, AppendResult] | None:
         if not entries:
             return None
-        timestamp = now_ms()
+        timestamp = self.clock.wall_ms()
         batch = encode_batch(
             [Record(i, timestamp, key, value) for i, (key, value) in enumerate(entries)]
         )
         index = self.partition_of(group_id)
-        return self.broker.replicas.append(OFFSETS_TOPIC, index, memoryview(batch))
+        return self.broker.replicas.append(
+            OFFSETS_TOPIC, index, memoryview(batch), acks=1, internal=True
+        )
 
-    def _replicated(self, index: int, commit: _PendingCommit) -> Awaitable[ErrorCode]:
-        """Queue an appended commit; NONE once the ISR has it (and the cache too)."""
-        hosted = self.broker.replicas.get(OFFSETS_TOPIC, index)
-        epoch = hosted.leader_epoch
+    async def _replicated(
+        self, index: int, hosted: HostedPartition, commit: _PendingCommit
+    ) -> ErrorCode:
+        """Queue an appended commit; NONE once the ISR has it (and the cache too), as
+        Kafka maps the outcome of its acks=-1 append: NOT_COORDINATOR once this broker
+        no longer leads the partition, COORDINATOR_NOT_AVAILABLE for a timeout or an ISR
+        below `min.insync.replicas`."""
         queue = self._pending.setdefault(index, collections.deque())
         queue.append(commit)
-
-        def try_complete() -> ErrorCode | None:
-            current = self.broker.replicas.partitions.get(hosted.key)
-            if current is not hosted or hosted.leader_epoch != epoch or \
-                    hosted.leader_id != self.broker.broker_id:  # fmt: skip
-                self._drop(index, commit)
-                return error_codes.NOT_COORDINATOR
-            if hosted.log.high_watermark < commit.end_offset:
-                return None
+        codes = self.broker.replicas.await_replication(
+            [(hosted, commit.end_offset)], self.commit_timeout_ms
+        )
+        [code] = codes if isinstance(codes, list) else await codes
+        if code is error_codes.NONE:
             self._apply_replicated(index, hosted)
             return error_codes.NONE
-
-        def expire() -> ErrorCode:
-            self._drop(index, commit)
-            return error_codes.COORDINATOR_NOT_AVAILABLE
-
-        return self.broker.produce_purgatory.delay(
-            [hosted.key], self.commit_timeout_s, try_complete, expire
-        )
+        self._drop(index, commit)
+        if code is error_codes.NOT_LEADER_OR_FOLLOWER:
+            return error_codes.NOT_COORDINATOR
+        return error_codes.COORDINATOR_NOT_AVAILABLE
 
     def _apply_replicated(self, index: int, hosted: HostedPartition) -> None:
         """Move every replicated commit at the head of the queue into the cache, in order."""
@@ -313,19 +315,19 @@ class GroupCoordinator:
             return
         if self._timer is not None:
             self._timer.cancel()
-        delay_s = max(0.0, (deadline - now_ms()) / 1000)
+        delay_s = max(0.0, (deadline - self.clock.wall_ms()) / 1000)
         self._timer_at = deadline
         self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
-        self._deliver(self.manager.expire(now_ms()))
+        self._deliver(self.manager.expire(self.clock.wall_ms()))
 
     async def _retention_loop(self, interval_ms: int) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
-            self.expire_offsets(now_ms())
+            self.expire_offsets(self.clock.wall_ms())
 
     def expire_offsets(self, now: int) -> int:
         """Tombstone expired offsets; drop Empty groups left without any. Returns how many
@@ -354,7 +356,7 @@ class GroupCoordinator:
 
     async def join(self, request: JoinRequest) -> JoinResult:
         waiter: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        self._deliver(self.manager.join(now_ms(), request, waiter))
+        self._deliver(self.manager.join(self.clock.wall_ms(), request, waiter))
         return await waiter
 
     async def sync(
@@ -368,7 +370,14 @@ class GroupCoordinator:
     ) -> SyncResult:
         waiter: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         box = self.manager.sync(
-            now_ms(), group_id, generation, member_id, instance_id, protocol, assignments, waiter
+            self.clock.wall_ms(),
+            group_id,
+            generation,
+            member_id,
+            instance_id,
+            protocol,
+            assignments,
+            waiter,
         )
         self._deliver(box)
         return await waiter
@@ -376,12 +385,14 @@ class GroupCoordinator:
     def heartbeat(
         self, group_id: str, generation: int, member_id: str, instance_id: str | None
     ) -> ErrorCode:
-        error = self.manager.heartbeat(now_ms(), group_id, generation, member_id, instance_id)
+        error = self.manager.heartbeat(
+            self.clock.wall_ms(), group_id, generation, member_id, instance_id
+        )
         self._reschedule()
         return error
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
-        errors, box = self.manager.leave(now_ms(), group_id, members)
+        errors, box = self.manager.leave(self.clock.wall_ms(), group_id, members)
         self._deliver(box)
         return errors
 
@@ -394,7 +405,7 @@ class GroupCoordinator:
         offsets: dict[TopicPartition, StoredOffset],
     ) -> dict[TopicPartition, ErrorCode]:
         """Validate and store a commit, replicated to the ISR; an error code per partition."""
-        now = now_ms()
+        now = self.clock.wall_ms()
         error = self.manager.validate_offset_commit(
             now, group_id, generation, member_id, instance_id
         )
@@ -426,8 +437,9 @@ class GroupCoordinator:
             return {**errors, **dict.fromkeys(accepted, code)}
         stored = error_codes.NONE
         if appended is not None:
-            commit = _PendingCommit(appended.last_offset + 1, group_id, accepted)
-            stored = await self._replicated(index, commit)
+            hosted, result = appended
+            commit = _PendingCommit(result.last_offset + 1, group_id, accepted)
+            stored = await self._replicated(index, hosted, commit)
         return {**errors, **dict.fromkeys(accepted, stored)}
 
     def _partition_exists(self, topic: str, partition: int) -> bool:

@@ -15,13 +15,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from riverlog.model import LEADER_DURING_DELETE, NO_LEADER, TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode
 from riverlog.protocol.messages import UpdateMetadataRequest
-
-LEADER_DURING_DELETE = -2
-NO_LEADER = -1
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 
+from riverlog.metadata import layout
 from riverlog.metadata.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 
-PATH = "/latest_producer_id_block"
 BLOCK_SIZE = 1000
 
 
@@ -33,7 +33,7 @@ class ProducerIdAllocator:
     def _reserve(self) -> None:
         while True:
             try:
-                node = self.store.get(PATH)
+                node = self.store.get(layout.PRODUCER_ID_BLOCK)
             except NoNodeError:
                 start, version = 0, -1
             else:
@@ -47,9 +47,9 @@ class ProducerIdAllocator:
             data = json.dumps(block).encode()
             try:
                 if version < 0:
-                    self.store.create(PATH, data)
+                    self.store.create(layout.PRODUCER_ID_BLOCK, data)
                 else:
-                    self.store.set(PATH, data, expected_version=version)
+                    self.store.set(layout.PRODUCER_ID_BLOCK, data, expected_version=version)
             except (BadVersionError, NodeExistsError):
                 continue  # another broker took this block: try the next one
             self._next, self._end = start, start + BLOCK_SIZE - 1

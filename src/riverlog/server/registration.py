@@ -6,9 +6,9 @@ With `zookeeper.connect` set, the broker
   another cluster);
 - registers itself as the ephemeral `/brokers/ids/N` with Kafka's JSON (endpoints, rack),
   waiting while a previous session of the same broker id has not expired yet;
-- runs for controller (`controller/election.py`);
+- runs for controller (`server/controller/controller_election.py`);
 - after its ZooKeeper session expired, registers and runs for controller again
-  (`Membership`);
+  (`ClusterMembership`);
 - on a clean stop, asks the controller to move its leaderships away first (controlled
   shutdown, Kafka's `controlled.shutdown.*` settings), so clients see only retriable errors.
 """
@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from riverlog.client.connection import Connection
-from riverlog.controller.election import ControllerElection, controller_id
 from riverlog.metadata import layout
 from riverlog.metadata.store import (
     MetadataStore,
@@ -33,6 +32,7 @@ from riverlog.metadata.store import (
     StoreUnavailableError,
 )
 from riverlog.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
+from riverlog.server.controller.controller_election import ControllerElection, controller_id
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
@@ -110,7 +110,7 @@ def live_brokers(store: MetadataStore) -> dict[int, str | None]:
     return {reg.broker_id: reg.rack for reg in registered_brokers(store)}
 
 
-class Membership:
+class ClusterMembership:
     """This broker's registration and candidacy, kept across ZooKeeper trouble.
 
     Session events arrive on the store's thread (`session_changed`) and are handled on the

@@ -26,6 +26,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from riverlog.metadata.layout import PartitionState
+from riverlog.model import NO_LEADER
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.messages import (
     LeaderAndIsrRequest,
@@ -47,7 +48,6 @@ HOURS_KEPT = 7 * 24
 logging.addLevelName(TRACE, "TRACE")
 logger = logging.getLogger(LOGGER_NAME)
 
-NO_LEADER = -1
 
 
 def enabled() -> bool:

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from riverlog.client import admin
+from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
-from riverlog.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, TopicPartition
+from riverlog.model import TopicPartition
+from riverlog.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 
 # A task reads one partition: fetch more of it per request than a consumer of many would
 # (fewer round trips, bigger Arrow batches for Spark). `kafka.*` options override these.

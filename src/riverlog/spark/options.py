@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-TopicPartition = tuple[str, int]
+from riverlog.model import TopicPartition
+
 EARLIEST = -2
 LATEST = -1
 

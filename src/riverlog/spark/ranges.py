@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-TopicPartition = tuple[str, int]
+from riverlog.model import TopicPartition
 
 
 @dataclass(frozen=True, order=True)

@@ -24,7 +24,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from riverlog.client import admin, arrow, fetcher
+from riverlog.client import admin_requests as admin
+from riverlog.client import arrow, fetcher
 from riverlog.client.cluster import Cluster
 from riverlog.client.sync import run_blocking
 from riverlog.protocol import error_codes

@@ -39,13 +39,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from riverlog.client.sync import run_blocking
+from riverlog.model import TopicPartition
 from riverlog.spark import sink
 from riverlog.spark.offsets import OffsetLookup
 from riverlog.spark.options import (
     EARLIEST,
     LATEST,
     SourceOptions,
-    TopicPartition,
     offsets_from_json,
     offsets_json,
     parse_sink,

@@ -37,6 +37,8 @@ Rules and invariants:
 - Appends are never blocked by the expensive part: the offset map and the cleaned files are
   built without `log.lock`; the lock is held only to snapshot the segment list and for the
   swap, which is abandoned if any segment of the group left the log or changed meanwhile.
+- A batch whose records cannot be read (corrupted on disk; decompression is bounded) is
+  copied verbatim with a warning and its records shadow nothing: cleaning never raises on it.
 - The offset map is an unbounded dict (Kafka's is bounded, cleaning in several passes).
 - One `LogCleaner` is used by one thread at a time.
 """
@@ -48,6 +50,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from riverlog.model import TopicPartition
+from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.records.batch_header import (
     BatchHeader,
     read_batch_header,
@@ -68,7 +72,6 @@ from riverlog.storage.segment import (
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 _MAX_GROUP_OFFSETS = 2**31 - 1
 
@@ -276,7 +279,17 @@ class LogCleaner:
                     if header.is_control or header.is_transactional:
                         writer.add(raw, header)
                         continue
-                    records = decode_batch(raw)[0].records
+                    try:
+                        records = decode_batch(raw)[0].records
+                    except ProtocolError as e:  # corrupted on disk: keep it as it is
+                        log.warning(
+                            "%s: batch at offset %d cannot be read, kept uncleaned: %s",
+                            directory.name,
+                            header.base_offset,
+                            e,
+                        )
+                        writer.add(raw, header)
+                        continue
                     kept = [
                         r
                         for r in records
@@ -330,7 +343,11 @@ class LogCleaner:
 
 
 def _records(seg: LogSegment, found: BatchPosition) -> list[Record]:
-    return decode_batch(seg.read_bytes(found.position, found.header.size))[0].records
+    """The batch's records; none for a batch that cannot be read (cleaning keeps it whole)."""
+    try:
+        return decode_batch(seg.read_bytes(found.position, found.header.size))[0].records
+    except ProtocolError:
+        return []
 
 
 def _rebuild(header: BatchHeader, records: list[Record]) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from pathlib import Path
 
+from riverlog.model import UNDEFINED_EPOCH
 from riverlog.storage.checkpoint import (
     LEADER_EPOCH_FILE,
     CorruptCheckpointError,
@@ -19,7 +20,6 @@ from riverlog.storage.checkpoint import (
     write_epochs,
 )
 
-UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
 

@@ -19,15 +19,17 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import time
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple
 
+from riverlog.clock import SYSTEM_CLOCK
+from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.primitives import FileRegion
 from riverlog.protocol.records.batch_header import BatchHeader
 from riverlog.protocol.records.v2 import Record, decode_records
@@ -46,8 +48,6 @@ from riverlog.storage.validation import assign_offsets, validate_batches
 
 log = logging.getLogger(__name__)
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
 
@@ -72,11 +72,6 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def wall_clock_ms() -> int:
-    """Milliseconds since the epoch (the default clock of logs)."""
-    return time.time_ns() // 1_000_000
-
-
 class PartitionLog:
     def __init__(
         self,
@@ -91,7 +86,7 @@ class PartitionLog:
         self.directory = directory
         self.config = config
         self.lock = threading.RLock()
-        self._now: Callable[[], int] = clock_ms or wall_clock_ms
+        self._now: Callable[[], int] = clock_ms or SYSTEM_CLOCK.wall_ms
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs = LeaderEpochCache(directory)
         self.producers = ProducerStateManager(directory)
@@ -345,7 +340,9 @@ class PartitionLog:
         whole batch with `min_one_batch`, as KIP-74), never past `max_offset`. Data cut
         short by `max_bytes` ends at the last batch start the offset index knows within it:
         whole batches, so no fetcher receives a partial batch only to fetch it again (Kafka
-        sends the partial tail; without an index entry in range, so do we)."""
+        sends the partial tail; without an index entry in range, so do we). Without
+        `min_one_batch`, a first batch larger than `max_bytes` gives nothing: a later
+        partition of a fetch never gets a cut-off batch."""
         segments = self.segments
         end = segments[-1].next_offset
         if offset < self.log_start_offset or offset > end:
@@ -367,6 +364,8 @@ class PartitionLog:
                 available = stop - found.position
                 if available <= 0:
                     break
+                if not min_one_batch and max_bytes < min(found.header.size, available):
+                    break  # not even the first batch fits: nothing (no cut-off batch)
                 wanted = max(max_bytes, found.header.size) if min_one_batch else max_bytes
                 length = min(available, wanted)
                 if length < available:  # cut short: end at a batch start the index knows
@@ -414,12 +413,22 @@ class PartitionLog:
                         return r.offset, r.timestamp
         return None
 
-    @staticmethod
-    def _records_at(seg: LogSegment, found: BatchPosition | None) -> list[Record]:
+    def _records_at(self, seg: LogSegment, found: BatchPosition | None) -> list[Record]:
+        """The records of a batch; none (and a warning) for one whose records cannot be read
+        (corrupted on disk): the search goes on past it."""
         if found is None:
             return []
         raw = seg.read_bytes(found.position, found.header.size)
-        return decode_records(found.header, memoryview(raw)[61:])
+        try:
+            return decode_records(found.header, memoryview(raw)[61:])
+        except ProtocolError as e:
+            log.warning(
+                "%s: batch at offset %d cannot be read, skipped: %s",
+                self.directory,
+                found.header.base_offset,
+                e,
+            )
+            return []
 
     # --- truncation and deletion -------------------------------------------------------
 

@@ -23,9 +23,11 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from riverlog.clock import SYSTEM_CLOCK
+from riverlog.model import TopicPartition
 from riverlog.storage import checkpoint
 from riverlog.storage.cleaner import LogCleaner
-from riverlog.storage.log import PartitionLog, partition_dir_name, wall_clock_ms
+from riverlog.storage.log import PartitionLog, partition_dir_name
 from riverlog.storage.log_config import LogConfig
 from riverlog.storage.retention import apply_retention
 
@@ -33,7 +35,6 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
-TopicPartition = tuple[str, int]
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
@@ -62,7 +63,7 @@ class LogManager:
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self._next_clean_ms = 0
         self.checkpoint_interval_ms = checkpoint_interval_ms
-        self.clock_ms = clock_ms or wall_clock_ms
+        self.clock_ms = clock_ms or SYSTEM_CLOCK.wall_ms
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.cleaner: LogCleaner | None = None
         self._lock = threading.Lock()

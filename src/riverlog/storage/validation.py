@@ -1,16 +1,24 @@
-"""Validation of produced record data and offset assignment, batch by batch, records untouched.
+"""Validation of produced record data and offset assignment, batch by batch, as Kafka's
+LogValidator does it.
 
 `validate_batches` checks a produce request's record set for one partition before anything is
-written: whole v2 batches, CRC, size limits, offsets and counts that add up, timestamps in the
-allowed window, no control batches from clients, keys present on compacted topics. Any failure
-raises `KafkaError` with the code Kafka answers for it, and the log is untouched, because the
-whole record set is rejected (Kafka's per-request atomicity for one partition).
+written: whole v2 batches, CRC, size limits, then for every client batch its header (known
+codec, base offset 0, record count and last offset delta that agree, no control batches,
+producer fields) and its records: decompressed into a bounded per-thread buffer (a bomb is
+refused once it passes the cap, never expanded whole), every record's framing walked by the
+compiled record walk (`protocol.records.walk`), offset deltas 0..n-1, keys present on
+compacted topics, each record's CreateTime within `message.timestamp.before.max.ms` /
+`message.timestamp.after.max.ms` of now. Any failure raises `KafkaError` with the code Kafka
+answers for it and, when particular records are at fault, KIP-467's `record_errors` naming
+exactly those (their index in the batch); the log is untouched, because the whole record set
+is rejected (Kafka's per-request atomicity for one partition). Nothing that the consumer's
+record walk cannot read reaches a segment.
 
 `assign_offsets` rewrites base offset and partition leader epoch in place (neither is covered
 by the CRC) and, for LogAppendTime topics, the timestamps (recomputing the CRC).
 
-Per-record work happens only where Kafka's semantics require looking inside (the null-key
-check of compacted topics); everything else reads the 61-byte batch headers.
+Cost: batches stay opaque bytes; the record walk creates no Python object per record.
+Follower appends (`from_client=False`) check framing and CRCs only: the leader validated them.
 """
 
 from __future__ import annotations
@@ -20,7 +28,9 @@ from typing import NamedTuple
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.exceptions import CorruptRecordError, ProtocolError
+from riverlog.protocol.records import compression, walk
 from riverlog.protocol.records.batch_header import (
+    BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
     peek_magic,
@@ -31,7 +41,6 @@ from riverlog.protocol.records.batch_header import (
     set_partition_leader_epoch,
     verify_crc,
 )
-from riverlog.protocol.records.v2 import decode_records
 from riverlog.storage.log_config import LogConfig
 
 # Kafka's limit: offsets within a segment are stored relative to its base as int32.
@@ -81,57 +90,116 @@ def validate_batches(
             verify_crc(data, pos, header)
         except ProtocolError as e:
             raise KafkaError(error_codes.CORRUPT_MESSAGE, f"Corrupt record batch: {e}") from e
-        _check_header(header, config, now_ms, from_client)
-        if config.compact and not header.is_control:
-            _check_keys(data, pos, header)
+        if from_client:
+            _check_header(header)
+            _check_records(data, pos, header, config, now_ms)
+        elif header.last_offset_delta > MAX_OFFSET_DELTA:
+            raise KafkaError(error_codes.INVALID_RECORD, "The batch spans too many offsets.")
         batches.append(ValidatedBatch(pos, header))
         pos += size
     return batches
 
 
-def _check_header(header: BatchHeader, config: LogConfig, now_ms: int, from_client: bool) -> None:
-    if from_client and (
-        header.records_count == 0 or header.records_count != header.last_offset_delta + 1
-    ):
+def _check_header(header: BatchHeader) -> None:
+    """Kafka's `validateBatch` for a client's batch."""
+    if header.base_offset != 0:
         raise KafkaError(
             error_codes.INVALID_RECORD,
-            f"Record count {header.records_count} does not match the offset range "
-            f"0..{header.last_offset_delta} of the batch.",
+            f"The baseOffset of the record batch should be 0, but it is {header.base_offset}.",
         )
-    if header.last_offset_delta > MAX_OFFSET_DELTA:
-        raise KafkaError(error_codes.INVALID_RECORD, "The batch spans too many offsets.")
-    if from_client and header.is_control:
-        raise KafkaError(error_codes.INVALID_RECORD, "Clients may not send control batches.")
+    if header.records_count <= 0:
+        raise KafkaError(
+            error_codes.INVALID_RECORD,
+            f"Invalid reported count for record batch: {header.records_count}.",
+        )
+    if header.records_count != header.last_offset_delta + 1:
+        raise KafkaError(
+            error_codes.INVALID_RECORD,
+            f"Inconsistent batch offset range [0, {header.last_offset_delta}] and record count "
+            f"{header.records_count}.",
+        )
+    if header.is_control:
+        raise KafkaError(
+            error_codes.INVALID_RECORD, "Clients are not allowed to write control records."
+        )
+    if header.has_producer_id and header.base_sequence < 0:
+        raise KafkaError(
+            error_codes.INVALID_RECORD,
+            f"Invalid sequence number {header.base_sequence} in record batch with producerId "
+            f"{header.producer_id}.",
+        )
     if header.is_transactional and not header.has_producer_id:
         raise KafkaError(
             error_codes.INVALID_RECORD, "A transactional batch must carry a producer id."
         )
-    if not config.log_append_time and from_client:
-        ts = header.max_timestamp
-        if ts >= 0 and (
-            now_ms - ts
-            > min(
-                config.message_timestamp_before_max_ms, config.message_timestamp_difference_max_ms
-            )
-            or ts - now_ms
-            > min(config.message_timestamp_after_max_ms, config.message_timestamp_difference_max_ms)
-        ):
-            raise KafkaError(
-                error_codes.INVALID_TIMESTAMP,
-                f"Timestamp {ts} of the batch is out of range (now {now_ms}).",
-            )
-
-
-def _check_keys(data: memoryview, pos: int, header: BatchHeader) -> None:
-    body = data[pos + 61 : pos + header.size]
-    try:
-        records = decode_records(header, body)
-    except CorruptRecordError as e:
-        raise KafkaError(error_codes.CORRUPT_MESSAGE, f"Corrupt records: {e}") from e
-    if any(r.key is None for r in records):
+    if header.compression not in compression.NAMES:
         raise KafkaError(
-            error_codes.INVALID_RECORD, "Compacted topic cannot accept message without key."
+            error_codes.CORRUPT_MESSAGE, f"Unknown compression type id: {header.compression}."
         )
+
+
+def decompressed_limit(config: LogConfig) -> int:
+    """What one batch's records may decompress to: 64 MiB, or 8x max.message.bytes."""
+    return max(compression.MAX_DECOMPRESSED_BYTES, 8 * config.max_message_bytes)
+
+
+def timestamp_bounds(config: LogConfig, now_ms: int) -> tuple[int, int]:
+    """The CreateTime window [low, high] of records appended at `now_ms` (low > high: none)."""
+    if config.log_append_time:
+        return 1, 0
+    before = min(config.message_timestamp_before_max_ms, config.message_timestamp_difference_max_ms)
+    after = min(config.message_timestamp_after_max_ms, config.message_timestamp_difference_max_ms)
+    return max(now_ms - before, -(1 << 63)), min(now_ms + after, (1 << 63) - 1)
+
+
+def _check_records(
+    data: memoryview, pos: int, header: BatchHeader, config: LogConfig, now_ms: int
+) -> None:
+    body = data[pos + BATCH_HEADER_SIZE : pos + header.size]
+    try:
+        records = compression.decompress_scratch(
+            header.compression, body, limit=decompressed_limit(config)
+        )
+    except compression.DecompressedTooLargeError as e:
+        raise KafkaError(error_codes.INVALID_RECORD, f"Record batch refused: {e}.") from e
+    except CorruptRecordError as e:
+        raise KafkaError(error_codes.CORRUPT_MESSAGE, f"Corrupt record batch: {e}.") from e
+    low, high = timestamp_bounds(config, now_ms)
+    problem, errors = walk.scan(
+        records, header.records_count, header.base_timestamp, low, high, config.compact
+    )
+    if errors:
+        raise _record_errors(errors, low, high)
+    if problem is not None:
+        raise KafkaError(error_codes.INVALID_RECORD, f"Corrupt record batch: {problem}.")
+
+
+def _record_errors(errors: list[tuple[int, int]], low: int, high: int) -> KafkaError:
+    """Kafka's RecordValidationException: INVALID_TIMESTAMP if any record's timestamp is at
+    fault, else INVALID_RECORD; `record_errors` names each record."""
+    messages = {
+        walk.FRAMING: "Record {} is malformed: its fields do not add up to its length.",
+        walk.OFFSET: "Inner record {} does not have incremental offsets, expected offset is {}.",
+        walk.KEY: "Compacted topic cannot accept message without key.",
+        walk.TIMESTAMP: "Timestamp of message with offset {} is out of range. The timestamp "
+        f"should be within [{low}, {high}]",
+    }
+    record_errors: list[tuple[int, str | None]] = [
+        (index, messages[kind].format(index, index)) for index, kind in errors
+    ]
+    if any(kind == walk.TIMESTAMP for _, kind in errors):
+        return KafkaError(
+            error_codes.INVALID_TIMESTAMP,
+            "One or more records have been rejected due to invalid timestamp",
+            record_errors=record_errors,
+        )
+    shown = ", ".join(f"{i}: {m}" for i, m in record_errors[:3])
+    return KafkaError(
+        error_codes.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(record_errors)} record errors in "
+        f"total, and only showing the first three errors at most: [{shown}]",
+        record_errors=record_errors,
+    )
 
 
 def assign_offsets(

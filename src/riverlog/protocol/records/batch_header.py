@@ -215,23 +215,6 @@ def iter_batches(buf: Buffer, *, verify: bool = True) -> Iterator[tuple[int, Bat
         pos += header.size
 
 
-def valid_prefix_length(buf: Buffer) -> int:
-    """Length of the longest prefix of `buf` made of whole, CRC-valid v2 batches.
-
-    Log recovery truncates a segment to this length: a torn or corrupt tail never survives.
-    """
-    pos = 0
-    end = len(buf)
-    while pos < end:
-        try:
-            header = read_batch_header(buf, pos)
-            verify_crc(buf, pos, header)
-        except (TruncatedError, CorruptRecordError):
-            break
-        pos += header.size
-    return pos
-
-
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Rewrite the batch's base offset (not covered by the CRC)."""
     _INT64.pack_into(buf, pos, base_offset)

@@ -15,19 +15,27 @@ Wire formats, as Kafka clients write them:
   decompressed once), so both the broken and the correct variant are read.
 - zstd: a zstd frame.
 
-There is no cap on the decompressed size: cramjam's one-shot calls cannot stop early, so a
-cap could only be checked after the whole output exists. Callers bound the *compressed*
-input (frame and batch size limits).
+Decompression is bounded: output goes into a buffer of at most `limit` bytes (by default
+`MAX_DECOMPRESSED_BYTES`) through cramjam's `decompress_into`, which stops when the buffer is
+full, so a bomb costs at most `limit` bytes and the time to fill them, never its whole
+expansion. The buffer starts at the size the format announces (snappy's length, zstd's frame
+content size, lz4's content size; an announcement above the limit is refused at once) or a
+guess, and grows 4x up to the limit when the data needs more.
+`decompress_scratch` decompresses into a per-thread buffer that is reused (no allocation, no
+zeroing) for callers that only look at the records (the broker's validation).
 
 Invariants: `decompress(c, compress(c, x)) == x` and
 `decompress(LZ4, compress(LZ4, x, legacy_lz4=True), legacy_lz4=True) == x`; any malformed
-input raises `CorruptRecordError` (never a cramjam error); an unknown id raises
-`UnsupportedCompressionError`.
+input raises `CorruptRecordError` (never a cramjam error), more than `limit` bytes of output
+`DecompressedTooLargeError` (a `CorruptRecordError`) before more than `limit` bytes are
+written; an unknown id raises `UnsupportedCompressionError`.
 """
 
 from __future__ import annotations
 
 import struct
+import threading
+from collections.abc import Callable
 
 import cramjam
 
@@ -51,6 +59,20 @@ _LZ4_FLG_CONTENT_SIZE = 0x08
 _LZ4_FLG_DICT_ID = 0x01
 
 Data = bytes | bytearray | memoryview
+
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+"""Default bound on what one compressed batch or message may expand to (Kafka has none; a
+batch of max.message.bytes, 1 MiB by default, would need a ratio above 64 to reach it)."""
+_FIRST_GUESS = 64 * 1024
+_GROWTH = 4
+
+
+class DecompressedTooLargeError(CorruptRecordError):
+    """The data decompresses to more than the allowed number of bytes."""
+
+    def __init__(self, codec: int, limit: int) -> None:
+        super().__init__(f"{NAMES.get(codec, codec)} data decompresses to more than {limit} bytes")
+        self.limit = limit
 
 
 def codec_by_name(name: str) -> int:
@@ -98,31 +120,97 @@ def compress_snappy_xerial(data: Data) -> bytes:
     return b"".join(parts)
 
 
-def decompress(codec: int, data: Data, *, legacy_lz4: bool = False) -> bytes:
-    try:
-        if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(data))
-        if codec == SNAPPY:
-            return _decompress_snappy(data)
-        if codec == LZ4:
-            return _decompress_lz4(data, legacy_lz4)
-        if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
-    except cramjam.DecompressionError as e:
-        raise CorruptRecordError(f"{NAMES[codec]} data does not decompress: {e}") from e
+def decompress(
+    codec: int, data: Data, *, legacy_lz4: bool = False, limit: int = MAX_DECOMPRESSED_BYTES
+) -> bytes | bytearray:
+    """`data` decompressed, at most `limit` bytes (else `DecompressedTooLargeError`)."""
     if codec == NONE:
         return bytes(data)
-    raise UnsupportedCompressionError(f"unknown compression codec {codec}")
+    into = _into_function(codec, data, legacy_lz4)
+    size = _first_size(codec, data, limit)
+    while True:
+        out = bytearray(size)
+        written = _run(codec, into, out, limit)
+        if written is not None:
+            del out[written:]
+            return out
+        size = min(limit + 1, size * _GROWTH)
 
 
-def _decompress_snappy(data: Data) -> bytes:
+_scratch = threading.local()
+
+
+def decompress_scratch(
+    codec: int, data: Data, *, limit: int = MAX_DECOMPRESSED_BYTES
+) -> memoryview:
+    """`data` decompressed into this thread's reusable buffer: the view is valid until the
+    thread's next call. Bounded as `decompress`; the buffer keeps the largest size needed
+    (at most `limit` + 1 bytes; one larger than 4 MiB is dropped after use)."""
+    if codec == NONE:
+        return memoryview(data)
+    into = _into_function(codec, data, False)
+    buffer: bytearray = getattr(_scratch, "buffer", None) or bytearray(_FIRST_GUESS)
+    size = min(limit + 1, max(len(buffer), _first_size(codec, data, limit)))
+    while True:
+        if len(buffer) < size:
+            buffer = bytearray(size)
+        written = _run(codec, into, memoryview(buffer)[:size], limit)
+        if written is not None:
+            break
+        size = min(limit + 1, size * _GROWTH)
+    _scratch.buffer = buffer if len(buffer) <= 4 * 1024 * 1024 else None
+    return memoryview(buffer)[:written]
+
+
+Into = Callable[[memoryview | bytearray], int]
+
+
+def _run(codec: int, into: Into, out: memoryview | bytearray, limit: int) -> int | None:
+    """Bytes written by `into(out)`, or None when `out` was too small and may grow."""
+    try:
+        written = into(out)
+    except cramjam.DecompressionError as e:
+        text = str(e)
+        if "failed to write whole buffer" not in text and "smaller than required" not in text:
+            raise CorruptRecordError(f"{NAMES[codec]} data does not decompress: {e}") from e
+        if len(out) > limit:
+            raise DecompressedTooLargeError(codec, limit) from None
+        return None
+    if written > limit:
+        raise DecompressedTooLargeError(codec, limit)
+    return written
+
+
+def _into_function(codec: int, data: Data, legacy_lz4: bool) -> Into:
     view = memoryview(data)
-    if bytes(view[:8]) != XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
+    if codec == GZIP:
+        return lambda out: int(cramjam.gzip.decompress_into(view, out))
+    if codec == ZSTD:
+        return lambda out: int(cramjam.zstd.decompress_into(view, out))
+    if codec == SNAPPY:
+        if bytes(view[:8]) == XERIAL_MAGIC:
+            return lambda out: _xerial_into(view, out)
+        return lambda out: int(cramjam.snappy.decompress_raw_into(view, out))
+    if codec == LZ4:
+        if bytes(view[:4]) != _LZ4_FRAME_MAGIC:
+            raise CorruptRecordError("lz4 data is not an LZ4 frame")
+        if legacy_lz4:
+            # KAFKA-3160: ignore the header checksum, as Kafka does for magic 0, by writing
+            # the correct one (a hash of the frame descriptor) over what the producer wrote.
+            hc_pos = _lz4_header_checksum_position(view)
+            patched = bytearray(view)
+            patched[hc_pos] = (xxh32(view[4:hc_pos]) >> 8) & 0xFF
+            view = memoryview(patched)
+        return lambda out: int(cramjam.lz4.decompress_into(view, out))
+    raise UnsupportedCompressionError(f"Unknown compression type id: {codec}")
+
+
+def _xerial_into(view: memoryview, out: memoryview | bytearray) -> int:
+    target = memoryview(out)
     pos = _XERIAL_HEADER.size
     if len(view) < pos:
         raise CorruptRecordError("xerial snappy header is truncated")
-    out = []
+    written = 0
     while pos < len(view):
         if len(view) - pos < 4:
             raise CorruptRecordError("xerial snappy block length is truncated")
@@ -130,23 +218,49 @@ def _decompress_snappy(data: Data) -> bytes:
         pos += 4
         if length < 0 or pos + length > len(view):
             raise CorruptRecordError(f"xerial snappy block of {length} bytes does not fit")
-        out.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + length])))
+        written += int(
+            cramjam.snappy.decompress_raw_into(view[pos : pos + length], target[written:])
+        )
         pos += length
-    return b"".join(out)
+    return written
 
 
-def _decompress_lz4(data: Data, legacy: bool) -> bytes:
-    view = memoryview(data)
-    if bytes(view[:4]) != _LZ4_FRAME_MAGIC:
-        raise CorruptRecordError("lz4 data is not an LZ4 frame")
-    if not legacy:
-        return bytes(cramjam.lz4.decompress(view))
-    # KAFKA-3160: ignore the header checksum, as Kafka does for magic 0, by writing the
-    # correct one (a hash of the frame descriptor) over whatever the producer wrote.
-    hc_pos = _lz4_header_checksum_position(view)
-    patched = bytearray(view)
-    patched[hc_pos] = (xxh32(view[4:hc_pos]) >> 8) & 0xFF
-    return bytes(cramjam.lz4.decompress(patched))
+def _first_size(codec: int, data: Data, limit: int) -> int:
+    """The output buffer to start with: what the data announces (refused above `limit`), else
+    a guess; never above `limit` + 1 (one byte more tells "too large" from "just fits")."""
+    announced = _announced_size(codec, memoryview(data))
+    if announced is not None:
+        if announced > limit:
+            raise DecompressedTooLargeError(codec, limit)
+        return max(announced, 1)
+    return min(limit + 1, max(_FIRST_GUESS, 16 * len(data)))
+
+
+def _announced_size(codec: int, view: memoryview) -> int | None:
+    try:
+        if codec == SNAPPY and bytes(view[:8]) != XERIAL_MAGIC:
+            size = shift = 0
+            for i in range(5):
+                byte = view[i]
+                size |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    return size
+                shift += 7
+            return None
+        if codec == ZSTD and bytes(view[:4]) == b"\x28\xb5\x2f\xfd":
+            descriptor = view[4]
+            fcs_flag, single = descriptor >> 6, descriptor & 0x20
+            fcs_size = (1 if single else 0, 2, 4, 8)[fcs_flag]
+            if not fcs_size:
+                return None
+            pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3]
+            size = int.from_bytes(view[pos : pos + fcs_size], "little")
+            return size + 256 if fcs_size == 2 else size
+        if codec == LZ4 and len(view) > 14 and view[4] & _LZ4_FLG_CONTENT_SIZE:
+            return int.from_bytes(view[6:14], "little")
+    except IndexError:
+        return None
+    return None
 
 
 def _lz4_header_checksum_position(frame: Data) -> int:

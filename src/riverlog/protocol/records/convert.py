@@ -14,9 +14,16 @@ place the broker copies record data: old clients cannot take v2 batches.
 
 from __future__ import annotations
 
-from riverlog.protocol.exceptions import CorruptRecordError, UnsupportedCompressionError
+from collections.abc import Iterator
+
+from riverlog.protocol.exceptions import (
+    CorruptRecordError,
+    ProtocolError,
+    TruncatedError,
+    UnsupportedCompressionError,
+)
 from riverlog.protocol.records import compression
-from riverlog.protocol.records.batch_header import TIMESTAMP_LOG_APPEND_TIME
+from riverlog.protocol.records.batch_header import TIMESTAMP_LOG_APPEND_TIME, read_batch_header
 from riverlog.protocol.records.legacy import (
     COMPRESSION_MASK,
     LOG_OVERHEAD,
@@ -24,7 +31,7 @@ from riverlog.protocol.records.legacy import (
     decode_message_set,
     encode_message_set,
 )
-from riverlog.protocol.records.v2 import Record, encode_batch, iter_record_batches
+from riverlog.protocol.records.v2 import Record, RecordBatch, decode_batch, encode_batch
 
 Buffer = bytes | bytearray | memoryview
 
@@ -81,10 +88,32 @@ def legacy_to_v2(data: Buffer) -> bytes:
     return b"".join(batches)
 
 
+def readable_batches(data: Buffer) -> Iterator[RecordBatch]:
+    """The whole v2 batches of `data` whose records can be read; a batch that fails its CRC or
+    whose records do not decode (data corrupted on disk) is skipped, and the walk stops at a
+    partial batch or at bytes that hold no batch header."""
+    pos = 0
+    while len(data) - pos >= LOG_OVERHEAD:
+        try:
+            header = read_batch_header(data, pos)
+        except ProtocolError:
+            return
+        try:
+            batch, _ = decode_batch(data, pos)
+        except TruncatedError:
+            return
+        except CorruptRecordError:
+            batch = None
+        pos += header.size
+        if batch is not None:
+            yield batch
+
+
 def v2_to_legacy(data: Buffer, magic: int) -> bytes:
-    """Whole v2 batches as a legacy message set of `magic` (a partial last batch is dropped)."""
+    """Whole v2 batches as a legacy message set of `magic` (a partial last batch is dropped,
+    and so is a batch whose records cannot be read: old clients get the batches around it)."""
     out: list[bytes] = []
-    for batch in iter_record_batches(data):
+    for batch in readable_batches(data):
         header = batch.header
         if header.is_control:
             continue

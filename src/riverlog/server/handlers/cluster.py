@@ -1,8 +1,7 @@
 """The controller's requests to brokers, and the broker's request to the controller.
 
-- LeaderAndIsr: become leader or follower of partitions (`ReplicaManager`); followers start
-  fetching from their leader, leaders stop fetching; `__consumer_offsets` partitions load
-  into or unload from this broker's group coordinator with their leadership.
+- LeaderAndIsr: become leader or follower of partitions (`ReplicaManager`, which starts and
+  stops fetchers and tells the group coordinator what it leads now).
 - UpdateMetadata: the cluster view answered to Metadata requests (`MetadataCache`); topics
   heard of for the first time are read from the store, deleted ones forgotten.
 - StopReplica: stop following/leading partitions, deleting their logs with `delete`.
@@ -17,56 +16,19 @@ from typing import TYPE_CHECKING
 
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
-from riverlog.protocol.error_codes import ErrorCode
 from riverlog.server import state_change_log
 from riverlog.server.dispatch import RequestContext
-from riverlog.server.group_coordinator import OFFSETS_TOPIC
-from riverlog.server.replica_manager import RoleChange
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
 
 
-def _outcomes(
-    broker: Broker, errors: dict[tuple[str, int], ErrorCode], change: RoleChange
-) -> dict[tuple[str, int], str]:
-    """What a LeaderAndIsr did to each partition, for the state-change log."""
-    out = {}
-    for key, error in errors.items():
-        hosted = broker.replicas.partitions.get(key)
-        if error.code != 0:
-            out[key] = f"ignored with error {error.name} (stale controller or leader epoch)"
-        elif hosted is None:
-            out[key] = "not a replica on this broker"
-        else:
-            out[key] = f"nothing to do: already at leader epoch {hosted.leader_epoch}"
-    for hosted in change.leaders:
-        out[hosted.key] = (f"became leader with leader epoch {hosted.leader_epoch} and ISR "
-                           f"{hosted.isr} at log end offset "
-                           f"{hosted.log.log_end_offset}")  # fmt: skip
-    for hosted, _ in change.followers:
-        out[hosted.key] = (f"became follower of broker {hosted.leader_id} with leader epoch "
-                           f"{hosted.leader_epoch} at log end offset "
-                           f"{hosted.log.log_end_offset}")  # fmt: skip
-    return out
-
-
 def handle_leader_and_isr(broker: Broker, ctx: RequestContext) -> m.LeaderAndIsrResponse:
     request = ctx.request.body
     assert isinstance(request, m.LeaderAndIsrRequest)
-    errors, change = broker.replicas.apply_leader_and_isr(request, broker.topic_config)
-    if state_change_log.enabled():
-        state_change_log.leader_and_isr_received(broker.broker_id, request,
-                                                 ctx.request.header.correlation_id,
-                                                 _outcomes(broker, errors, change))  # fmt: skip
-    for hosted in change.leaders:
-        broker.fetchers.unfollow(hosted.key)
-        if hosted.topic == OFFSETS_TOPIC:
-            broker.groups.load_partition(hosted.index)
-    for hosted, address in change.followers:
-        broker.fetchers.follow(hosted, address)
-        if hosted.topic == OFFSETS_TOPIC:
-            broker.groups.unload_partition(hosted.index)
+    errors = broker.replicas.apply_leader_and_isr(
+        request, broker.topic_config, ctx.request.header.correlation_id
+    )
     if ctx.version < 5:
         return m.LeaderAndIsrResponse(
             partition_errors=[
@@ -86,9 +48,7 @@ def handle_leader_and_isr(broker: Broker, ctx: RequestContext) -> m.LeaderAndIsr
         )
     return m.LeaderAndIsrResponse(
         topics=[
-            m.LeaderAndIsrResponse.LeaderAndIsrTopicError(
-                topic_id=ids[name], partition_errors=errs
-            )
+            m.LeaderAndIsrResponse.LeaderAndIsrTopicError(topic_id=ids[name], partition_errors=errs)
             for name, errs in by_topic.items()
         ]
     )
@@ -120,10 +80,6 @@ def handle_stop_replica(broker: Broker, ctx: RequestContext) -> m.StopReplicaRes
     else:
         wanted = [((p.topic_name, p.partition_index), request.delete_partitions)
                   for p in request.ungrouped_partitions]  # fmt: skip
-    for key, _ in wanted:
-        broker.fetchers.unfollow(key)
-        if key[0] == OFFSETS_TOPIC:
-            broker.groups.unload_partition(key[1])
     errors = broker.replicas.stop_replicas(request.controller_epoch, wanted)
     state_change_log.stop_replica_received(
         broker.broker_id, request.controller_id, request.controller_epoch,

@@ -8,6 +8,8 @@ configs are `server.properties` and `--override` under the dynamic ones of `/con
 value is described with its source (v1+) and, when asked, its synonyms; from v3 with its
 Kafka type (`config_type`) and, when asked, Kafka's documentation (`server/config_docs.py`).
 A broker key without a value (`advertised.listeners` unset) is listed with a null value.
+BROKER_LOGGER resources (this broker's log levels) are served by
+`server/broker_loggers.py`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from riverlog.protocol.messages import (
     IncrementalAlterConfigsResponse,
 )
 from riverlog.server import broker_configs as bc
-from riverlog.server import config_docs
+from riverlog.server import broker_loggers, config_docs
 from riverlog.server.dispatch import RequestContext
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 TOPIC = 2
 BROKER = 4
+DYNAMIC_BROKER_LOGGER_CONFIG = 6  # a config source
 # IncrementalAlterConfigs operations.
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -105,6 +108,15 @@ def _broker_entries(
     ]  # fmt: skip
 
 
+def _logger_entries(broker: Broker, resource_name: str, keys: list[str] | None) -> list[Entry]:
+    broker_loggers.check_broker(resource_name, broker.broker_id)
+    return [
+        Entry(name=name, value=level, read_only=False, is_default=False,
+              config_source=DYNAMIC_BROKER_LOGGER_CONFIG, is_sensitive=False, synonyms=[])
+        for name, level in broker_loggers.describe(keys)
+    ]  # fmt: skip
+
+
 def handle_describe_configs(broker: Broker, ctx: RequestContext) -> DescribeConfigsResponse:
     request = ctx.request.body
     assert isinstance(request, DescribeConfigsRequest)
@@ -124,6 +136,9 @@ def handle_describe_configs(broker: Broker, ctx: RequestContext) -> DescribeConf
                                                  resource.configuration_keys, ctx.version,
                                                  request.include_synonyms,
                                                  request.include_documentation)  # fmt: skip
+            elif resource.resource_type == broker_loggers.BROKER_LOGGER:
+                result.configs = _logger_entries(broker, resource.resource_name,
+                                                 resource.configuration_keys)  # fmt: skip
             else:
                 raise KafkaError(
                     error_codes.INVALID_REQUEST,
@@ -270,11 +285,18 @@ def handle_incremental_alter_configs(
         own, defaults = _current(broker, r.resource_type, r.resource_name)
         return _apply_operations(own, defaults, r)
 
-    answers = _alter_each(
-        broker,
-        request.resources,
-        IncrementalAlterConfigsResponse.AlterConfigsResourceResponse,
-        updated,
-        request.validate_only,
-    )
+    answer_cls = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    answers = []
+    for r in request.resources:
+        if r.resource_type != broker_loggers.BROKER_LOGGER:
+            answers += _alter_each(broker, [r], answer_cls, updated, request.validate_only)
+            continue
+        answer = answer_cls(resource_type=r.resource_type, resource_name=r.resource_name)
+        try:
+            broker_loggers.check_broker(r.resource_name, broker.broker_id)
+            broker_loggers.alter([(c.name, c.config_operation, c.value) for c in r.configs],
+                                 request.validate_only)  # fmt: skip
+        except KafkaError as e:
+            answer.error_code, answer.error_message = e.code, e.message
+        answers.append(answer)
     return IncrementalAlterConfigsResponse(responses=answers)

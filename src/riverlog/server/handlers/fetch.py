@@ -9,23 +9,23 @@ watching its partitions: an append to any of them completes it at once; otherwis
 with what there is after `max_wait_ms`.
 
 Topics are named by name up to v12 and by id from v13; an unknown id is UNKNOWN_TOPIC_ID.
-Only the leader answers, except to the debugging consumer (replica id -2), which any replica
-answers from its own log up to its own high watermark.
-Followers catching up on throttled partitions get data only while the broker's leader
-replication quota allows (`server/replication_quota.py`).
+Which replica answers, fencing by leader epoch, how far each reader may read and
+replication throttles are the replica manager's (`fetch_target`, `fetchable_bytes`,
+`read_for_fetch`); a follower's fetch offsets go to it as its progress (`follower_fetched`).
+This handler owns fetch sessions, limits across partitions and response formats.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, cast
 
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
-from riverlog.protocol.exceptions import UnsupportedCompressionError
+from riverlog.protocol.exceptions import ProtocolError, UnsupportedCompressionError
 from riverlog.protocol.messages import FetchRequest, FetchResponse
 from riverlog.protocol.primitives import FileRegion
 from riverlog.protocol.records import compression
@@ -38,8 +38,7 @@ from riverlog.server.fetch_session import (
     PartitionFetch,
     PartitionState,
 )
-from riverlog.server.partition import HostedPartition
-from riverlog.server.replication_quota import throttled
+from riverlog.server.replication.partition import HostedPartition
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -49,9 +48,7 @@ if TYPE_CHECKING:
 TOPIC_IDS_FROM = 13
 V2_RECORDS_FROM = 4  # Fetch v0-1 read magic 0, v2-3 magic 1
 ZSTD_FROM = 10  # KIP-110: older fetchers cannot read zstd batches
-DEBUGGING_CONSUMER_ID = -2
-"""Kafka's `Request.DebuggingConsumerId` (the replica verification tool): a consumer that
-may read from any replica, follower or leader, up to that replica's high watermark."""
+RACK_AWARE_FROM = 11  # KIP-392: consumers say their rack and may read from followers
 
 
 def _holds_zstd(region: FileRegion) -> bool:
@@ -59,7 +56,10 @@ def _holds_zstd(region: FileRegion) -> bool:
     position, end = region.offset, region.offset + region.length
     while end - position >= BATCH_HEADER_SIZE:
         raw = os.pread(region.fileno, BATCH_HEADER_SIZE, position)
-        header = read_batch_header(raw, 0, whole=False)
+        try:
+            header = read_batch_header(raw, 0, whole=False)
+        except ProtocolError:  # corrupted on disk: down-conversion skips what follows
+            return False
         if header.compression == compression.ZSTD:
             return True
         position += header.size
@@ -70,8 +70,6 @@ def _down_convert(region: FileRegion, version: int) -> bytes:
     """Old clients cannot take v2 batches: read the region and convert (a copy, unavoidably)."""
     data = os.pread(region.fileno, region.length, region.offset)
     return v2_to_legacy(data, 0 if version <= 1 else 1)
-
-TopicPartition = tuple[str, int]
 
 
 def _requested(
@@ -127,61 +125,43 @@ class _Fetch:
         self.replica_id = replica_id
         """The fetching follower's broker id; -1 for consumers, -2 for the debugging
         consumer."""
+        self.client_rack = request.rack_id if version >= RACK_AWARE_FROM else None
+        """A consumer's `client.rack` (KIP-392); None before Fetch v11."""
 
-    def _readable(self, key: Hashable, fetch: PartitionFetch) -> HostedPartition | int:
-        """The partition to read, or why not: an error code."""
-        topic, index = cast(TopicPartition, key)
-        hosted = self.broker.replicas.partitions.get((topic, index))
-        if hosted is None:
-            return error_codes.UNKNOWN_TOPIC_OR_PARTITION.code
-        if hosted.leader_id != self.broker.broker_id and self.replica_id != DEBUGGING_CONSUMER_ID:
-            return error_codes.NOT_LEADER_OR_FOLLOWER.code
-        wanted = fetch.current_leader_epoch
-        if wanted >= 0 and wanted != hosted.leader_epoch:
-            return (error_codes.FENCED_LEADER_EPOCH if wanted < hosted.leader_epoch
-                    else error_codes.UNKNOWN_LEADER_EPOCH).code  # fmt: skip
-        return hosted
+    def _target(self, key: Hashable, fetch: PartitionFetch) -> HostedPartition | int:
+        """The replica to read, or why not: an error code."""
+        target = self.broker.replicas.fetch_target(
+            cast(TopicPartition, key),
+            fetch.current_leader_epoch,
+            self.replica_id,
+            followers_serve=self.client_rack is not None,
+        )
+        return target if isinstance(target, HostedPartition) else target.code
 
-    def _throttled(self, hosted: HostedPartition) -> bool:
-        """A follower catching up on a partition throttled on this leader
-        (`server/replication_quota.py`)."""
-        return (
-            self.replica_id >= 0
-            and self.broker.leader_quota.limited
-            and self.replica_id not in hosted.isr
-            and throttled(hosted.log.config.leader_replication_throttled_replicas,
-                          hosted.index, self.broker.broker_id)
-        )  # fmt: skip
-
-    def _held(self, hosted: HostedPartition) -> bool:
-        """Throttled while the leader's replication quota is used up: no data this time."""
-        return self._throttled(hosted) and self.broker.leader_quota.exceeded(time.monotonic())
-
-    def limit(self, hosted: HostedPartition) -> int:
-        """Followers read up to the log end, consumers up to the (local) high watermark."""
-        plog = hosted.log
-        return plog.log_end_offset if self.replica_id >= 0 else plog.high_watermark
+    def _preferred_replica(self, hosted: HostedPartition, fetch: PartitionFetch) -> int:
+        """KIP-392: another replica this consumer should read from, or -1."""
+        if self.client_rack is None or self.replica_id >= 0:
+            return -1
+        return self.broker.replicas.preferred_read_replica(
+            hosted, fetch.fetch_offset, self.client_rack
+        )
 
     def available(self) -> int:
-        """Bytes available to this fetch now, capped at min_bytes (cheap: offsets only)."""
+        """Bytes available to this fetch now, capped at min_bytes (cheap: offsets first)."""
         total = 0
+        min_bytes = self.request.min_bytes
         for key, fetch in self.ctx.partitions.items():
-            hosted = self._readable(key, fetch)
-            if not isinstance(hosted, HostedPartition):
-                return self.request.min_bytes  # an error to report: answer now
-            log = hosted.log
-            if fetch.fetch_offset > log.log_end_offset or fetch.fetch_offset < log.log_start_offset:
-                return self.request.min_bytes
-            limit = self.limit(hosted)
-            if limit > fetch.fetch_offset and not self._held(hosted):
-                if self.replica_id >= 0 and self.request.min_bytes <= 1:
-                    # A follower reads up to the log end, where the last batch ends: with
-                    # its offset below that there is a batch to send (`respond` reads it).
-                    return self.request.min_bytes
-                read = log.read(fetch.fetch_offset, fetch.max_bytes, max_offset=limit)
-                total += read.records.length if read.records is not None else 0
-                if total >= self.request.min_bytes:
-                    break
+            hosted = self._target(key, fetch)
+            if (
+                not isinstance(hosted, HostedPartition)
+                or self._preferred_replica(hosted, fetch) >= 0
+            ):
+                return min_bytes  # an error or another replica to name: answer now
+            total += self.broker.replicas.fetchable_bytes(
+                hosted, fetch.fetch_offset, fetch.max_bytes, self.replica_id, min_bytes
+            )
+            if total >= min_bytes:
+                break
         return total
 
     def respond(self) -> FetchResponse:
@@ -199,37 +179,40 @@ class _Fetch:
                 log_start_offset=-1,
             )
             error = self.unknown.get(key, 0)
-            readable = error or self._readable(key, fetch)
-            hosted = readable if isinstance(readable, HostedPartition) else None
+            target = error or self._target(key, fetch)
+            hosted = target if isinstance(target, HostedPartition) else None
             if hosted is None:
-                error = cast(int, readable)
+                error = cast(int, target)
+            elif (preferred := self._preferred_replica(hosted, fetch)) >= 0:
+                data.preferred_read_replica = preferred  # no data: read it there
+                log = hosted.log
+                data.high_watermark = data.last_stable_offset = log.high_watermark
+                data.log_start_offset = log.log_start_offset
             else:
                 log = hosted.log
                 try:
-                    read = None if self._held(hosted) else log.read(
+                    region = self.broker.replicas.read_for_fetch(
+                        hosted,
                         fetch.fetch_offset,
                         min(fetch.max_bytes, remaining),
-                        max_offset=self.limit(hosted),
+                        self.replica_id,
                         min_one_batch=first_data,
                     )
                 except KafkaError as e:
                     error = e.code
                 else:
-                    if read is not None and read.records is not None:
-                        if self._throttled(hosted):
-                            self.broker.leader_quota.record(read.records.length,
-                                                            time.monotonic())  # fmt: skip
-                        remaining -= read.records.length
+                    if region is not None:
+                        remaining -= region.length
                         first_data = False
                         if self.version < V2_RECORDS_FROM:
                             try:
-                                data.records = _down_convert(read.records, self.version)
+                                data.records = _down_convert(region, self.version)
                             except UnsupportedCompressionError:
                                 error = error_codes.UNSUPPORTED_COMPRESSION_TYPE.code
-                        elif self.version < ZSTD_FROM and _holds_zstd(read.records):
+                        elif self.version < ZSTD_FROM and _holds_zstd(region):
                             error = error_codes.UNSUPPORTED_COMPRESSION_TYPE.code
                         else:
-                            data.records = read.records
+                            data.records = region
                 data.high_watermark = log.high_watermark
                 data.last_stable_offset = log.high_watermark
                 data.log_start_offset = log.log_start_offset
@@ -250,20 +233,12 @@ class _Fetch:
         return FetchResponse(session_id=self.ctx.session_id, responses=list(topics.values()))
 
 
-def _follower_fetched(broker: Broker, replica_id: int, session: FetchContext) -> None:
-    """A follower's fetch offsets are its log end offsets: the leader's view of its progress."""
-    for key, fetch in session.partitions.items():
-        hosted = broker.replicas.partitions.get(cast(TopicPartition, key))
-        if hosted is not None and hosted.leader_id == broker.broker_id:
-            broker.replicas.follower_fetched(hosted, replica_id, fetch.fetch_offset)
-
-
 def handle_fetch(broker: Broker, ctx: RequestContext) -> Response | Awaitable[Response]:
     request = ctx.request.body
     assert isinstance(request, FetchRequest)
     version = ctx.version
     wanted, forgotten, unknown = _requested(broker, request, version)
-    now_ms = int(time.monotonic() * 1000)
+    now_ms = int(broker.clock.monotonic_s() * 1000)
     try:
         if version >= 7:
             session = broker.fetch_sessions.open(
@@ -275,7 +250,10 @@ def handle_fetch(broker: Broker, ctx: RequestContext) -> Response | Awaitable[Re
         return FetchResponse(error_code=e.error_code, session_id=0, responses=[])
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     if replica_id >= 0:
-        _follower_fetched(broker, replica_id, session)
+        broker.replicas.follower_fetched(
+            replica_id,
+            ((cast(TopicPartition, key), f.fetch_offset) for key, f in session.partitions.items()),
+        )
     fetch = _Fetch(broker, request, version, session, unknown, replica_id)
     if request.max_wait_ms <= 0 or request.min_bytes <= 0 or unknown:
         return fetch.respond()
@@ -286,6 +264,6 @@ def handle_fetch(broker: Broker, ctx: RequestContext) -> Response | Awaitable[Re
     def try_complete() -> FetchResponse | None:
         return fetch.respond() if fetch.available() >= request.min_bytes else None
 
-    return broker.fetch_purgatory.delay(
+    return broker.replicas.fetch_purgatory.delay(
         keys, request.max_wait_ms / 1000, try_complete, fetch.respond
     )

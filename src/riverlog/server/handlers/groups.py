@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from riverlog.coordinator.membership import JoinRequest
+from riverlog.coordinator.group_manager import JoinRequest
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
 from riverlog.protocol.error_codes import KafkaError

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from riverlog.controller.election import controller_id
 from riverlog.metadata.store import StoreUnavailableError
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
@@ -23,6 +22,7 @@ from riverlog.protocol.messages import (
 )
 from riverlog.server import registration
 from riverlog.server.authorized_operations import ResourceType, authorized_operations
+from riverlog.server.controller.controller_election import controller_id
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
 from riverlog.server.metadata_cache import BrokerInfo

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from riverlog.coordinator.offsets import TopicPartition
 from riverlog.coordinator.records import StoredOffset
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
 from riverlog.server.dispatch import RequestContext
-from riverlog.server.group_coordinator import now_ms
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
@@ -29,7 +28,7 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext) -> m.OffsetC
     assert isinstance(request, m.OffsetCommitRequest)
     groups = broker.groups
     version = ctx.version
-    now = now_ms()
+    now = broker.clock.wall_ms()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
     expire = now + retention if retention >= 0 else NO_EXPIRY
     wanted: dict[TopicPartition, StoredOffset] = {}

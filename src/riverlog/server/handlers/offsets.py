@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import (
@@ -25,11 +26,10 @@ from riverlog.protocol.messages import (
     OffsetForLeaderEpochResponse,
 )
 from riverlog.server.dispatch import RequestContext
-from riverlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
-    from riverlog.server.partition import HostedPartition
+    from riverlog.server.replication.partition import HostedPartition
 
 PartitionAnswer = ListOffsetsResponse.ListOffsetsPartitionResponse
 EARLIEST_LOCAL_TIMESTAMP = -4

@@ -4,27 +4,25 @@ Each partition succeeds or fails on its own (Kafka semantics); a partition's rec
 appended whole or not at all. With acks=0 nothing is answered, and a failure closes the
 connection so the client notices and refreshes its metadata, as Kafka does.
 
-acks=all: a partition whose ISR is smaller than `min.insync.replicas` refuses the write
-(NOT_ENOUGH_REPLICAS); otherwise the answer waits in the produce purgatory until the high
-watermark passes the appended records (every ISR member has them), or fails with
-NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile, NOT_ENOUGH_REPLICAS_AFTER_APPEND if
-the ISR shrank below the minimum, REQUEST_TIMED_OUT after the request's timeout. A leader
-alone in its ISR (one broker) advances the high watermark with the append: no wait.
+The rules — leadership, `min.insync.replicas`, internal topics, and when an acks=all write
+is in the ISR — are the replica manager's (`ReplicaManager.append` and
+`await_replication`): this handler maps partitions to appends and outcomes to answers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import asyncio
 from typing import TYPE_CHECKING
 
 from riverlog.protocol import error_codes
-from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.messages import ProduceRequest, ProduceResponse
-from riverlog.protocol.records.batch_header import MAGIC_POSITION, peek_magic
+from riverlog.protocol.records import compression
+from riverlog.protocol.records.batch_header import MAGIC_POSITION, peek_magic, read_batch_header
 from riverlog.protocol.records.convert import legacy_to_v2
 from riverlog.server.dispatch import RequestContext
-from riverlog.server.partition import HostedPartition
+from riverlog.server.replication.partition import HostedPartition
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -32,6 +30,44 @@ if TYPE_CHECKING:
     from riverlog.server.broker import Broker
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+
+
+V2_ONLY_FROM = 3  # Produce v3+: exactly one magic-2 batch per partition
+ZSTD_FROM = 7  # KIP-110
+
+
+def _record_set(records: memoryview, version: int) -> memoryview:
+    """A partition's record set as the request version allows it (Kafka's
+    `ProduceRequest.validateRecords`): from v3 exactly one batch of magic 2, zstd only from
+    v7; before v3, message sets of pre-0.11 clients (magic 0/1) become v2 batches."""
+    if version < V2_ONLY_FROM:
+        return _up_convert(records)
+    prefix = f"Produce requests with version {version}"
+    if len(records) <= MAGIC_POSITION:
+        raise KafkaError(
+            error_codes.INVALID_RECORD,
+            f"{prefix} must have at least one record batch per partition",
+        )
+    if peek_magic(records) != 2:
+        raise KafkaError(
+            error_codes.INVALID_RECORD,
+            f"{prefix} are only allowed to contain record batches with magic version 2",
+        )
+    try:
+        header = read_batch_header(records, 0, whole=False)
+    except ProtocolError as e:
+        raise KafkaError(error_codes.CORRUPT_MESSAGE, f"Bad record batch: {e}") from e
+    if version < ZSTD_FROM and header.compression == compression.ZSTD:
+        raise KafkaError(
+            error_codes.UNSUPPORTED_COMPRESSION_TYPE,
+            f"{prefix} are not allowed to use ZStandard compression",
+        )
+    if header.size != len(records):
+        raise KafkaError(
+            error_codes.INVALID_RECORD,
+            f"{prefix} are only allowed to contain exactly one record batch per partition",
+        )
+    return records
 
 
 def _up_convert(records: memoryview) -> memoryview:
@@ -49,57 +85,16 @@ def _failed(index: int, error: KafkaError, version: int) -> PartitionResponse:
         index=index,
         error_code=error.code,
         base_offset=-1,
+        record_errors=[
+            ProduceResponse.BatchIndexAndErrorMessage(
+                batch_index=i, batch_index_error_message=message
+            )
+            for i, message in error.record_errors
+        ]
+        if version >= 8
+        else [],
         error_message=error.message if version >= 8 else None,
     )
-
-
-class _Replicated:
-    """acks=all partitions of one request waiting for their ISR."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.waiting: list[tuple[PartitionResponse, HostedPartition, int, int]] = []
-
-    def add(self, answer: PartitionResponse, hosted: HostedPartition, required: int) -> None:
-        self.waiting.append((answer, hosted, hosted.leader_epoch, required))
-
-    def _settle(self) -> bool:
-        """Give each partition its error once it is known; whether all are."""
-        still = []
-        for entry in self.waiting:
-            answer, hosted, epoch, required = entry
-            current = self.broker.replicas.partitions.get(hosted.key)
-            if current is not hosted or hosted.leader_epoch != epoch or \
-                    hosted.leader_id != self.broker.broker_id:  # fmt: skip
-                answer.error_code = error_codes.NOT_LEADER_OR_FOLLOWER.code
-            elif hosted.log.high_watermark >= required:
-                if len(hosted.isr) < hosted.log.config.min_insync_replicas:
-                    answer.error_code = error_codes.NOT_ENOUGH_REPLICAS_AFTER_APPEND.code
-            else:
-                still.append(entry)
-        self.waiting = still
-        return not still
-
-    def wait(self, response: ProduceResponse, timeout_ms: int) -> Awaitable[ProduceResponse]:
-        def try_complete() -> ProduceResponse | None:
-            return response if self._settle() else None
-
-        def expire() -> ProduceResponse:
-            for answer, *_ in self.waiting:
-                answer.error_code = error_codes.REQUEST_TIMED_OUT.code
-            return response
-
-        keys: list[Hashable] = [hosted.key for _, hosted, _, _ in self.waiting]
-        return self.broker.produce_purgatory.delay(keys, timeout_ms / 1000, try_complete, expire)
-
-
-def _check_isr(hosted: HostedPartition) -> None:
-    if len(hosted.isr) < hosted.log.config.min_insync_replicas:
-        raise KafkaError(
-            error_codes.NOT_ENOUGH_REPLICAS,
-            f"The size of the current ISR {hosted.isr} is insufficient to satisfy the "
-            f"min.isr requirement of {hosted.log.config.min_insync_replicas}.",
-        )
 
 
 def handle_produce(
@@ -110,7 +105,8 @@ def handle_produce(
     version = ctx.version
     bad_acks = request.acks not in (-1, 0, 1)
     all_acks = request.acks == -1
-    replicated = _Replicated(broker)
+    waiting: list[PartitionResponse] = []
+    writes: list[tuple[HostedPartition, int]] = []
     any_error = False
     topics: list[ProduceResponse.TopicProduceResponse] = []
     for topic in request.topic_data:
@@ -126,11 +122,10 @@ def handle_produce(
                     )
                 if not isinstance(data.records, bytes | bytearray | memoryview):
                     raise KafkaError(error_codes.CORRUPT_MESSAGE, "The record set is null.")
-                records = _up_convert(memoryview(data.records))
-                hosted = broker.replicas.leader(topic.name, data.index)
-                if all_acks:
-                    _check_isr(hosted)
-                result = broker.replicas.append(topic.name, data.index, records)
+                records = _record_set(memoryview(data.records), version)
+                hosted, result = broker.replicas.append(
+                    topic.name, data.index, records, acks=request.acks
+                )
             except KafkaError as e:
                 any_error = True
                 partitions.append(_failed(data.index, e, version))
@@ -143,8 +138,9 @@ def handle_produce(
                 log_start_offset=result.log_start_offset,
             )
             partitions.append(answer)
-            if all_acks and hosted.log.high_watermark <= result.last_offset:
-                replicated.add(answer, hosted, result.last_offset + 1)
+            if all_acks:
+                waiting.append(answer)
+                writes.append((hosted, result.last_offset + 1))
         topics.append(
             ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions)
         )
@@ -153,6 +149,26 @@ def handle_produce(
             ctx.connection.close()
         return None
     response = ProduceResponse(responses=topics)
-    if replicated.waiting:
-        return replicated.wait(response, request.timeout_ms)
+    if not writes:
+        return response
+    codes = broker.replicas.await_replication(writes, request.timeout_ms)
+    if isinstance(codes, list):
+        return _answered(response, waiting, codes)
+    return _answer_later(response, waiting, codes)
+
+
+def _answered(
+    response: ProduceResponse, waiting: list[PartitionResponse], codes: list[ErrorCode]
+) -> ProduceResponse:
+    for answer, code in zip(waiting, codes, strict=True):
+        answer.error_code = code.code
     return response
+
+
+async def _answer_later(
+    response: ProduceResponse,
+    waiting: list[PartitionResponse],
+    codes: asyncio.Future[list[ErrorCode]],
+) -> ProduceResponse:
+    """acks=all: answer once the replica manager settled every write."""
+    return _answered(response, waiting, await codes)

@@ -1,10 +1,11 @@
 """Partition reassignment requests: AlterPartitionReassignments, ListPartitionReassignments.
 
 ZooKeeper-era design: the pending moves live in `/admin/reassign_partitions` (Kafka's JSON)
-and the controller carries them out (`server/controller_reassignment.py`), so any broker can
-answer — Alter validates each partition and merges it into the node with a version-checked
-write (retried when another writer or the controller changed it meanwhile); List reads the
-node and the topics' znodes. Clients send these to the controller, which is one such broker.
+and the controller carries them out (`server/controller/reassignment_executor.py`), so any
+broker can answer — Alter validates each partition and merges it into the node with a
+version-checked write (retried when another writer or the controller changed it meanwhile);
+List reads the node and the topics' znodes. Clients send these to the controller, which is
+one such broker.
 
 Per partition: replicas → a new target (it replaces a pending one); null replicas → cancel,
 a move back to the replicas the partition had before (NO_REASSIGNMENT_IN_PROGRESS when none
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from riverlog.controller.reassignment import Assignment, invalid_target, moving_to
 from riverlog.metadata import layout
 from riverlog.metadata.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode
 from riverlog.protocol.messages import (
@@ -32,7 +34,6 @@ from riverlog.server.dispatch import RequestContext
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
 
-TopicPartition = tuple[str, int]
 WRITE_ATTEMPTS = 10
 
 

@@ -1,0 +1,226 @@
+"""Mirroring throughput and end-to-end latency next to plain produce/consume (prints numbers).
+
+Two single-node brokers (`riverlog server` processes: source and target) on this machine, in
+one run:
+
+- baseline: riverlog's AsyncProducer writes N 1 KiB records (4 partitions, acks=all,
+  idempotent, linger.ms 5) to the source; an AsyncConsumer reads them back.
+- `riverlog mirror-maker` (MM1) and `riverlog connect-mirror-maker` (MM2, with offset syncs)
+  as processes copy the N records to the target: records/s from the first record on the target
+  to the last (start-up and group join excluded), and the mirror process's CPU seconds.
+- latency: records carrying their send time, 1 KiB, at a steady RATE/s for a few seconds;
+  produce -> consume on the source (baseline) and produce on the source -> consume on the
+  target through the running MM1 process; p50 / p99.
+
+CPU seconds are per 100k records: the client process for the baselines, the mirror process
+for mirroring, and the two brokers' for each phase. About 1-2 minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from riverlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer
+
+N = 60_000
+SIZE = 1024
+PARTITIONS = 4
+RATE = 400  # records/s for the latency runs
+LATENCY_SECONDS = 5
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+
+
+@contextlib.contextmanager
+def broker() -> Iterator[tuple[str, int]]:
+    """`riverlog server` on a free loopback port: (bootstrap address, pid)."""
+    with tempfile.TemporaryDirectory() as data_dir:
+        args = [sys.executable, "-m", "riverlog", "server", "--listen", "127.0.0.1:0",
+                "--data-dir", data_dir]  # fmt: skip
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                found = re.search(rb"listening on (127\.0\.0\.1:\d+)", line)
+                if found:
+                    yield found.group(1).decode(), proc.pid
+                    break
+            else:
+                raise RuntimeError("the broker did not start")
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+async def create(bootstrap: str, *topics: str) -> None:
+    async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
+        for topic in topics:
+            await admin.create_topic(topic, PARTITIONS, 1)
+
+
+async def produce(bootstrap: str, topic: str) -> float:
+    payload = b"x" * SIZE
+    async with AsyncProducer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        began = time.perf_counter()
+        for i in range(N):
+            await producer.send(topic, payload, key=str(i % 100).encode())
+        await producer.flush()
+        return time.perf_counter() - began
+
+
+async def consume(bootstrap: str, topic: str) -> float:
+    consumer = AsyncConsumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"})
+    consumer.assign([(topic, p) for p in range(PARTITIONS)])
+    seen = 0
+    async with consumer:
+        began = time.perf_counter()
+        while seen < N:
+            seen += len(await consumer.poll(1000))
+        return time.perf_counter() - began
+
+
+async def end_offsets(bootstrap: str, topic: str) -> int:
+    async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
+        if topic not in await admin.list_topics():
+            return 0
+        ends = await admin.list_offsets([(topic, p) for p in range(PARTITIONS)], -1)
+        return sum(ends.values())
+
+
+async def mirrored_in(target: str, topic: str, pid: int) -> tuple[float, float]:
+    """Seconds from the first record on the target to the N-th, and the mirror process's CPU
+    seconds over the same span."""
+    while await end_offsets(target, topic) == 0:
+        await asyncio.sleep(0.05)
+    began, cpu = time.perf_counter(), cpu_seconds(pid)
+    while await end_offsets(target, topic) < N:
+        await asyncio.sleep(0.05)
+    return time.perf_counter() - began, cpu_seconds(pid) - cpu
+
+
+async def latency(source: str, read_from: str, topic: str, read_topic: str) -> list[float]:
+    """Milliseconds from send (on `source`) to poll (on `read_from`), RATE records/s."""
+    consumer = AsyncConsumer({"bootstrap.servers": read_from, "auto.offset.reset": "latest",
+                              "fetch.max.wait.ms": 100})  # fmt: skip
+    consumer.assign([(read_topic, p) for p in range(PARTITIONS)])
+    consumer.seek_to_end()
+    delays: list[float] = []
+    total = RATE * LATENCY_SECONDS
+    async with consumer, AsyncProducer({"bootstrap.servers": source, "linger.ms": 1}) as producer:
+        await consumer.position((read_topic, 0))
+        not_before = time.time_ns()  # records of an earlier run may still be mirrored: skip
+
+        async def send() -> None:
+            began = time.perf_counter()
+            for i in range(total):
+                stamp = time.time_ns().to_bytes(8, "big")
+                await producer.send(topic, stamp + b"x" * (SIZE - 8), key=str(i).encode())
+                await asyncio.sleep(max(0.0, began + (i + 1) / RATE - time.perf_counter()))
+
+        sending = asyncio.create_task(send())
+        async with asyncio.timeout(60):
+            while len(delays) < total:
+                for r in await consumer.poll(100):
+                    sent = int.from_bytes((r.value or b"")[:8], "big")
+                    if sent >= not_before:
+                        delays.append((time.time_ns() - sent) / 1e6)
+        await sending
+    return delays
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100)[int(q) - 1]
+
+
+def start_mirror(args: list[str], directory: Path) -> subprocess.Popen[bytes]:
+    log = open(directory / "mirror.log", "ab")  # noqa: SIM115 (the process keeps it)
+    return subprocess.Popen([sys.executable, "-m", "riverlog", *args], stdout=log,
+                            stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def row(label: str, seconds: float, cpu: float) -> None:
+    rate = N / seconds
+    print(f"{label:<48} {rate:>9.0f} records/s {rate * SIZE / 1e6:>7.1f} MB/s "
+          f"{cpu * 100_000 / N:>7.2f} CPU s/100k")  # fmt: skip
+
+
+async def main() -> None:
+    with broker() as (source, source_pid), broker() as (target, target_pid):
+
+        def brokers() -> float:
+            return cpu_seconds(source_pid) + cpu_seconds(target_pid)
+
+        await create(source, "bench-mm1", "bench-mm2", "bench-latency")
+        await create(target, "bench-mm1", "bench-latency")
+        print(f"{N} records of {SIZE} B, {PARTITIONS} partitions, single-node source and target")
+
+        cpu, b0 = time.process_time(), brokers()
+        seconds = await produce(source, "bench-mm1")
+        row("produce (AsyncProducer, client CPU)", seconds, time.process_time() - cpu)
+        print(f"{'':<48} brokers' CPU s/100k: {(brokers() - b0) * 100_000 / N:.2f}")
+        cpu, b0 = time.process_time(), brokers()
+        seconds = await consume(source, "bench-mm1")
+        row("consume (AsyncConsumer, client CPU)", seconds, time.process_time() - cpu)
+        print(f"{'':<48} brokers' CPU s/100k: {(brokers() - b0) * 100_000 / N:.2f}")
+        await produce(source, "bench-mm2")
+
+        with tempfile.TemporaryDirectory() as scratch:
+            directory = Path(scratch)
+            (directory / "c.properties").write_text(
+                f"bootstrap.servers={source}\ngroup.id=bench-mirror\nauto.offset.reset=earliest\n"
+            )
+            (directory / "p.properties").write_text(f"bootstrap.servers={target}\n")
+            mm1 = start_mirror(
+                ["mirror-maker", "--consumer.config", str(directory / "c.properties"),
+                 "--producer.config", str(directory / "p.properties"),
+                 "--include", "bench-mm1,bench-latency"], directory)  # fmt: skip
+            try:
+                b0 = brokers()
+                seconds, cpu = await mirrored_in(target, "bench-mm1", mm1.pid)
+                row("mirror-maker (MM1 process CPU)", seconds, cpu)
+                print(f"{'':<48} brokers' CPU s/100k: {(brokers() - b0) * 100_000 / N:.2f}")
+                plain = await latency(source, source, "bench-latency", "bench-latency")
+                mirrored = await latency(source, target, "bench-latency", "bench-latency")
+            finally:
+                mm1.terminate()
+                mm1.wait(30)
+            (directory / "mm2.properties").write_text(
+                f"clusters = a, b\na.bootstrap.servers = {source}\nb.bootstrap.servers = {target}\n"
+                "a->b.enabled = true\na->b.topics = bench-mm2\nreplication.factor = 1\n"
+                "offset-syncs.topic.replication.factor = 1\n"
+                "checkpoints.topic.replication.factor = 1\n"
+            )
+            mm2 = start_mirror(["connect-mirror-maker", str(directory / "mm2.properties")],
+                               directory)  # fmt: skip
+            try:
+                b0 = brokers()
+                seconds, cpu = await mirrored_in(target, "a.bench-mm2", mm2.pid)
+                row("connect-mirror-maker (MM2 process CPU)", seconds, cpu)
+                print(f"{'':<48} brokers' CPU s/100k: {(brokers() - b0) * 100_000 / N:.2f}")
+            finally:
+                mm2.terminate()
+                mm2.wait(30)
+        for label, delays in (("produce -> consume, one cluster", plain),
+                              ("produce -> mirror-maker -> consume", mirrored)):  # fmt: skip
+            print(
+                f"latency {label:<40} p50 {percentile(delays, 50):7.1f} ms  "
+                f"p99 {percentile(delays, 99):7.1f} ms  ({len(delays)} records at {RATE}/s)"
+            )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,185 @@
+"""`riverlog connect-mirror-maker mm2.properties`: MirrorMaker 2's flows, each in this process.
+
+For each enabled flow source->target: the offset-syncs topic (on the source) and the
+checkpoints topic (on the target) are created if missing; the topic sync creates the remote
+topics; `tasks.max` mirror streams (consumers of the group `mirror-maker-2.<source>-><target>`
+on the source — several processes with the same file share the partitions, and a restarted
+one resumes from the group's offsets) send every record to its remote topic's same
+partition, committing every `offset.flush.interval.ms` only what the target acknowledged;
+offset syncs follow the deliveries. A maintenance loop then, each on its interval:
+`refresh.topics.interval.seconds` picks up new matching topics and added partitions,
+`sync.topic.configs.interval.seconds` copies config changes, `emit.checkpoints.interval.seconds`
+writes checkpoints, `sync.group.offsets.interval.seconds` commits translated offsets for
+inactive groups on the target. A maintenance step that fails (a cluster unreachable) is logged
+and retried at its next interval; a send that fails for good stops the process (SendFailed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from riverlog.client.admin import AsyncAdmin
+from riverlog.client.producer import AsyncProducer
+from riverlog.mirror.checkpoints import Checkpointer, OffsetSyncEmitter
+from riverlog.mirror.flow import MirrorStream
+from riverlog.mirror.mm1 import INT_MAX
+from riverlog.mirror.mm2_config import Flow
+from riverlog.mirror.records import Checkpoint, checkpoints_topic, offset_syncs_topic
+from riverlog.mirror.topic_sync import TopicSync, ensure_internal_topic
+from riverlog.protocol.error_codes import KafkaError
+
+log = logging.getLogger("riverlog.mirror")
+
+
+GROUP_PREFIX = "mirror-maker-2."
+
+
+def group_of(flow: Flow) -> str:
+    return f"{GROUP_PREFIX}{flow.name}"
+
+
+class FlowRunner:
+    """One flow's clients, streams and maintenance."""
+
+    def __init__(self, flow: Flow) -> None:
+        self.flow = flow
+        self.source = AsyncAdmin(flow.source.admin_config())
+        self.target = AsyncAdmin(flow.target.admin_config())
+        self.topic_sync = TopicSync(flow, self.source, self.target)
+        no_loss = {"acks": "all", "delivery.timeout.ms": str(INT_MAX), "max.block.ms": str(INT_MAX)}
+        self.producer = AsyncProducer({**no_loss, **flow.target.producer_config()})
+        self.sync_producer = AsyncProducer({**no_loss, **flow.source.producer_config()})
+        self.emitter = OffsetSyncEmitter(flow, self.sync_producer)
+        self.checkpointer: Checkpointer | None = None
+        self.checkpoints: list[Checkpoint] = []
+        self.topics: dict[str, int] = {}
+        group = group_of(flow)
+        self.streams = [
+            MirrorStream(
+                {**flow.source.consumer_config(), "group.id": group,
+                 "client.id": f"{group}-{i}", "enable.auto.commit": "false",
+                 "auto.offset.reset": "earliest"},
+                self.producer,
+                commit_interval_ms=flow.number("offset.flush.interval.ms"),
+                rename=lambda topic: flow.policy.remote_topic(flow.source.alias, topic),
+                keep_partitions=True,
+                tracker=self.emitter,
+            )
+            for i in range(flow.number("tasks.max"))
+        ]  # fmt: skip
+
+    async def start(self) -> None:
+        flow = self.flow
+        syncs = offset_syncs_topic(flow.target.alias)
+        rf = flow.number("offset-syncs.topic.replication.factor")
+        await ensure_internal_topic(self.source, syncs, rf)
+        await self.producer.start()
+        await self.sync_producer.start()
+        await self.sync_producer.partitions_for(syncs)
+        if flow.flag("emit.checkpoints.enabled") or flow.flag("sync.group.offsets.enabled"):
+            rf = flow.number("checkpoints.topic.replication.factor")
+            await ensure_internal_topic(self.target, checkpoints_topic(flow.source.alias), rf)
+            self.checkpointer = Checkpointer(
+                flow, self.source, self.target, self.producer, GROUP_PREFIX
+            )
+        await self.refresh_topics()
+
+    async def refresh_topics(self) -> None:
+        topics = await self.topic_sync.sync(configs=False)
+        grew = any(count > self.topics.get(t, count) for t, count in topics.items())
+        changed = set(topics) != set(self.topics)
+        self.topics = topics
+        for stream in self.streams:
+            if changed:
+                stream.subscribe(set(topics))
+            elif grew:
+                stream.consumer.enforce_rebalance()
+
+    async def sync_configs(self) -> None:
+        await self.topic_sync.sync(configs=True)
+
+    async def emit_checkpoints(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpoints = await self.checkpointer.run_once()
+
+    async def sync_group_offsets(self) -> None:
+        if self.checkpointer is not None:
+            await self.checkpointer.sync_group_offsets(self.checkpoints)
+
+    def chores(self) -> list[tuple[float, Callable[[], Awaitable[None]]]]:
+        """(interval in seconds, step) of each maintenance step this flow runs."""
+        f = self.flow
+        out: list[tuple[float, Callable[[], Awaitable[None]]]] = []
+        if f.flag("refresh.topics.enabled"):
+            out.append((f.seconds("refresh.topics.interval.seconds"), self.refresh_topics))
+        if f.flag("sync.topic.configs.enabled"):
+            out.append((f.seconds("sync.topic.configs.interval.seconds"), self.sync_configs))
+        if f.flag("emit.checkpoints.enabled"):
+            out.append((f.seconds("emit.checkpoints.interval.seconds"), self.emit_checkpoints))
+        if f.flag("sync.group.offsets.enabled"):
+            if not f.flag("emit.checkpoints.enabled"):
+                out.append((f.seconds("emit.checkpoints.interval.seconds"),
+                            self.emit_checkpoints))  # fmt: skip
+            out.append((f.seconds("sync.group.offsets.interval.seconds"),
+                        self.sync_group_offsets))  # fmt: skip
+        return out
+
+    async def maintain(self, stop: asyncio.Event) -> None:
+        chores = self.chores()
+        due = [time.monotonic() + interval for interval, _ in chores]
+        while not stop.is_set() and chores:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, min(due) - time.monotonic())):
+                    await stop.wait()
+            now = time.monotonic()
+            for i, (interval, step) in enumerate(chores):
+                if now >= due[i] and not stop.is_set():
+                    due[i] = now + interval
+                    try:
+                        await step()
+                    except (KafkaError, ConnectionError, OSError) as e:
+                        log.warning("mirror %s: %s failed: %s", self.flow.name,
+                                    getattr(step, "__name__", step), e)  # fmt: skip
+
+    async def close(self) -> None:
+        if self.checkpointer is not None:
+            await self.checkpointer.close()
+        for client in (self.producer, self.sync_producer, self.source, self.target):
+            with contextlib.suppress(KafkaError, ConnectionError, OSError):
+                await client.close()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            await self.start()
+            log.info("mirror %s: mirroring %d topic(s) as %s", self.flow.name,
+                     len(self.topics), group_of(self.flow))  # fmt: skip
+            tasks = [asyncio.create_task(s.run(stop)) for s in self.streams]
+            tasks.append(asyncio.create_task(self.maintain(stop)))
+            try:
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+                failed = [t.exception() for t in done if t.exception() is not None]
+                if failed:
+                    raise failed[0]  # type: ignore[misc]
+            finally:
+                stop.set()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            await self.close()
+
+
+async def run(flows: list[Flow], stop: asyncio.Event) -> None:
+    """Run every flow until `stop` is set or one fails (then all stop and it raises)."""
+    runners = [FlowRunner(flow) for flow in flows]
+    tasks = [asyncio.create_task(r.run(stop)) for r in runners]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        failed = [t.exception() for t in done if t.exception() is not None]
+        if failed:
+            raise failed[0]  # type: ignore[misc]
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)

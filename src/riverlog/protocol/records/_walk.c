@@ -1,0 +1,332 @@
+/* riverlog.protocol.records._walk: the compiled record walk of v2 batches.
+ *
+ * The accelerated twin of riverlog/protocol/records/walk.py (read that module's docstring:
+ * it owns the semantics; this file must answer exactly as its pure-Python functions do, and
+ * the tests run both). Two functions over the *uncompressed* records of one batch:
+ *
+ *   scan(data, count, base_timestamp, ts_low, ts_high, require_keys)
+ *       -> (problem: str | None, errors: list[(index, kind)])
+ *     The broker's validation: walks every record's framing without creating objects,
+ *     reports records whose offset delta is not their index (kind 2), whose key is null
+ *     when keys are required (kind 3), whose timestamp is outside [ts_low, ts_high]
+ *     (kind 4; -1, no timestamp, is never outside); a record whose framing is broken ends the walk (kind 1). `problem` names a
+ *     batch-level fault (records missing or bytes left over).
+ *
+ *   decode(out, data, count, base_offset, base_timestamp, append_time, min_offset, topic,
+ *          partition, timestamp_type, record_type)
+ *     The consumer's decoding: appends one `record_type` tuple (topic, partition, offset,
+ *     timestamp, timestamp_type, key, value, headers) per record at or after min_offset.
+ *     Raises ValueError on any malformed record.
+ *
+ * Invariants: every read is bounds-checked against the buffer; varints longer than their
+ * type allows are errors; no Python object is created per record by `scan`.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#define KIND_FRAMING 1
+#define KIND_OFFSET 2
+#define KIND_KEY 3
+#define KIND_TIMESTAMP 4
+
+static int read_unsigned(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, uint64_t *out,
+                         int max_bytes) {
+    uint64_t value = 0;
+    int shift = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (*pos >= end) return -1;
+        uint8_t b = p[(*pos)++];
+        if (i == 9 && (b & 0x7F) > 1) return -1; /* more than 64 bits */
+        value |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *out = value;
+            return 0;
+        }
+        shift += 7;
+    }
+    return -1;
+}
+
+static inline int read_varint(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos,
+                              int32_t *out) {
+    Py_ssize_t q = *pos;
+    if (q < end && p[q] < 0x80) { /* one byte: the common case */
+        uint32_t x = p[q];
+        *out = (int32_t)((x >> 1) ^ (~(x & 1) + 1));
+        *pos = q + 1;
+        return 0;
+    }
+    uint64_t raw;
+    if (read_unsigned(p, end, pos, &raw, 5) || raw > 0xFFFFFFFFu) return -1;
+    uint32_t x = (uint32_t)raw;
+    *out = (int32_t)((x >> 1) ^ (~(x & 1) + 1));
+    return 0;
+}
+
+static inline int read_varlong(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos,
+                               int64_t *out) {
+    uint64_t raw;
+    if (read_unsigned(p, end, pos, &raw, 10)) return -1;
+    *out = (int64_t)((raw >> 1) ^ (~(raw & 1) + 1));
+    return 0;
+}
+
+typedef struct {
+    int64_t timestamp_delta;
+    int32_t offset_delta;
+    Py_ssize_t key_pos;
+    int32_t key_len;
+    Py_ssize_t value_pos;
+    int32_t value_len;
+    Py_ssize_t headers_pos;
+    int32_t header_count;
+} record_t;
+
+/* One record at *pos: its fields in *r and *pos after it; NULL or what is wrong. */
+static const char *parse_record(const uint8_t *p, Py_ssize_t n, Py_ssize_t *pos, record_t *r) {
+    int32_t length;
+    if (read_varint(p, n, pos, &length)) return "record length is not a valid varint";
+    if (length < 1 || length > n - *pos) return "record length does not fit the batch";
+    Py_ssize_t end = *pos + length;
+    Py_ssize_t q = *pos + 1; /* attributes */
+    if (read_varlong(p, end, &q, &r->timestamp_delta))
+        return "record timestamp delta is malformed";
+    if (read_varint(p, end, &q, &r->offset_delta)) return "record offset delta is malformed";
+    if (r->offset_delta < 0) return "negative record offset delta";
+    if (read_varint(p, end, &q, &r->key_len)) return "record key length is malformed";
+    if (r->key_len < -1 || r->key_len > end - q) return "record key length does not fit";
+    r->key_pos = q;
+    if (r->key_len > 0) q += r->key_len;
+    if (read_varint(p, end, &q, &r->value_len)) return "record value length is malformed";
+    if (r->value_len < -1 || r->value_len > end - q) return "record value length does not fit";
+    r->value_pos = q;
+    if (r->value_len > 0) q += r->value_len;
+    if (read_varint(p, end, &q, &r->header_count)) return "record header count is malformed";
+    if (r->header_count < 0) return "negative header count";
+    r->headers_pos = q;
+    for (int32_t i = 0; i < r->header_count; i++) {
+        int32_t len;
+        if (read_varint(p, end, &q, &len) || len < 0 || len > end - q)
+            return "record header key is malformed";
+        q += len;
+        if (read_varint(p, end, &q, &len) || len < -1 || len > end - q)
+            return "record header value is malformed";
+        if (len > 0) q += len;
+    }
+    if (q != end) return "record holds bytes after its fields";
+    *pos = end;
+    return NULL;
+}
+
+/* The header keys of a parsed record must be UTF-8 (they become str). -1 with an error set
+ * when not; with `out`, the (key, value) pairs are appended to it. */
+static int read_headers(const uint8_t *p, Py_ssize_t n, const record_t *r, PyObject *out) {
+    Py_ssize_t q = r->headers_pos;
+    for (int32_t i = 0; i < r->header_count; i++) {
+        int32_t klen = 0, vlen = 0;
+        read_varint(p, n, &q, &klen); /* checked by parse_record */
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)p + q, klen, "strict");
+        if (key == NULL) return -1;
+        q += klen;
+        read_varint(p, n, &q, &vlen);
+        if (out == NULL) {
+            Py_DECREF(key);
+            if (vlen > 0) q += vlen;
+            continue;
+        }
+        PyObject *value;
+        if (vlen < 0) {
+            value = Py_None;
+            Py_INCREF(value);
+        } else {
+            value = PyBytes_FromStringAndSize((const char *)p + q, vlen);
+            if (value == NULL) {
+                Py_DECREF(key);
+                return -1;
+            }
+            q += vlen;
+        }
+        PyObject *pair = PyTuple_Pack(2, key, value);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (pair == NULL || PyList_Append(out, pair)) {
+            Py_XDECREF(pair);
+            return -1;
+        }
+        Py_DECREF(pair);
+    }
+    return 0;
+}
+
+static int add_error(PyObject *errors, Py_ssize_t index, int kind) {
+    PyObject *item = Py_BuildValue("(ni)", index, kind);
+    if (item == NULL) return -1;
+    int rc = PyList_Append(errors, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+static PyObject *walk_scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_timestamp, ts_low, ts_high;
+    int require_keys;
+    if (!PyArg_ParseTuple(args, "y*nLLLp", &view, &count, &base_timestamp, &ts_low, &ts_high,
+                          &require_keys))
+        return NULL;
+    const uint8_t *p = view.buf;
+    Py_ssize_t n = view.len, pos = 0;
+    PyObject *errors = PyList_New(0);
+    const char *problem = NULL;
+    char message[96];
+    if (errors == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (pos >= n) {
+            snprintf(message, sizeof message, "the batch declares %zd records but holds %zd",
+                     count, i);
+            problem = message;
+            break;
+        }
+        record_t r;
+        if (parse_record(p, n, &pos, &r) != NULL) {
+            if (add_error(errors, i, KIND_FRAMING)) goto fail;
+            goto done;
+        }
+        if (r.header_count && read_headers(p, n, &r, NULL)) {
+            PyErr_Clear();
+            if (add_error(errors, i, KIND_FRAMING)) goto fail;
+            goto done;
+        }
+        if (r.offset_delta != i && add_error(errors, i, KIND_OFFSET)) goto fail;
+        if (require_keys && r.key_len < 0 && add_error(errors, i, KIND_KEY)) goto fail;
+        if (ts_low <= ts_high) {
+            int64_t ts;
+            if (__builtin_add_overflow((int64_t)base_timestamp, r.timestamp_delta, &ts) ||
+                (ts != -1 && (ts < ts_low || ts > ts_high))) {
+                if (add_error(errors, i, KIND_TIMESTAMP)) goto fail;
+            }
+        }
+    }
+    if (problem == NULL && pos != n && PyList_GET_SIZE(errors) == 0) {
+        snprintf(message, sizeof message, "the batch holds %zd bytes after its %zd records",
+                 n - pos, count);
+        problem = message;
+    }
+done:
+    PyBuffer_Release(&view);
+    {
+        PyObject *result = Py_BuildValue("(zN)", problem, errors);
+        return result;
+    }
+fail:
+    PyBuffer_Release(&view);
+    Py_XDECREF(errors);
+    return NULL;
+}
+
+static PyObject *nullable_bytes(const uint8_t *p, Py_ssize_t pos, int32_t len) {
+    if (len < 0) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)p + pos, len);
+}
+
+static PyObject *walk_decode(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *out, *topic, *partition, *timestamp_type;
+    PyTypeObject *record_type;
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_offset, base_timestamp, append_time, min_offset;
+    if (!PyArg_ParseTuple(args, "O!y*nLLLLOOOO!", &PyList_Type, &out, &view, &count,
+                          &base_offset, &base_timestamp, &append_time, &min_offset, &topic,
+                          &partition, &timestamp_type, &PyType_Type, &record_type))
+        return NULL;
+    if (!PyType_IsSubtype(record_type, &PyTuple_Type)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple type");
+        return NULL;
+    }
+    const uint8_t *p = view.buf;
+    Py_ssize_t n = view.len, pos = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        record_t r;
+        const char *error = pos >= n ? "the batch holds fewer records than it declares"
+                                     : parse_record(p, n, &pos, &r);
+        if (error != NULL) {
+            PyErr_SetString(PyExc_ValueError, error);
+            goto fail;
+        }
+        int64_t offset, timestamp;
+        if (__builtin_add_overflow((int64_t)base_offset, (int64_t)r.offset_delta, &offset)) {
+            PyErr_SetString(PyExc_ValueError, "record offset does not fit 64 bits");
+            goto fail;
+        }
+        if (append_time >= 0) {
+            timestamp = append_time;
+        } else if (__builtin_add_overflow((int64_t)base_timestamp, r.timestamp_delta,
+                                          &timestamp)) {
+            PyErr_SetString(PyExc_ValueError, "record timestamp does not fit 64 bits");
+            goto fail;
+        }
+        PyObject *headers = PyList_New(0);
+        if (headers == NULL) goto fail;
+        if (r.header_count && read_headers(p, n, &r, headers)) {
+            Py_DECREF(headers);
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError, "record header key is not UTF-8");
+            }
+            goto fail;
+        }
+        if (offset < min_offset) {
+            Py_DECREF(headers);
+            continue;
+        }
+        PyObject *record = record_type->tp_alloc(record_type, 8);
+        if (record == NULL) {
+            Py_DECREF(headers);
+            goto fail;
+        }
+        Py_INCREF(topic);
+        PyTuple_SET_ITEM(record, 0, topic);
+        Py_INCREF(partition);
+        PyTuple_SET_ITEM(record, 1, partition);
+        PyTuple_SET_ITEM(record, 2, PyLong_FromLongLong(offset));
+        PyTuple_SET_ITEM(record, 3, PyLong_FromLongLong(timestamp));
+        Py_INCREF(timestamp_type);
+        PyTuple_SET_ITEM(record, 4, timestamp_type);
+        PyTuple_SET_ITEM(record, 5, nullable_bytes(p, r.key_pos, r.key_len));
+        PyTuple_SET_ITEM(record, 6, nullable_bytes(p, r.value_pos, r.value_len));
+        PyTuple_SET_ITEM(record, 7, headers);
+        for (int k = 2; k < 7; k++) {
+            if (PyTuple_GET_ITEM(record, k) == NULL) {
+                Py_DECREF(record);
+                goto fail;
+            }
+        }
+        int rc = PyList_Append(out, record);
+        Py_DECREF(record);
+        if (rc) goto fail;
+    }
+    if (pos != n) {
+        PyErr_SetString(PyExc_ValueError, "the batch holds bytes after its records");
+        goto fail;
+    }
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", walk_scan, METH_VARARGS, "Validate the records of one uncompressed batch."},
+    {"decode", walk_decode, METH_VARARGS, "Append one batch's records to a list."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_walk", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__walk(void) { return PyModule_Create(&module); }

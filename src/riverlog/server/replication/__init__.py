@@ -1,0 +1,2 @@
+"""The replication wing: hosted partitions (pure rules), the replica manager, follower
+fetchers, the purgatory and replication throttles."""

@@ -1,0 +1,313 @@
+"""Followers' replication: one fetcher task per leader broker, fetching with the Fetch API.
+
+How it works. `ReplicaFetchers.follow` puts a follower partition under the fetcher of its
+leader (creating it), taking it away from any other. A fetcher first reconciles each new
+partition with its leader — OffsetForLeaderEpoch for the follower's latest leader epoch, then
+truncation to where both logs agree (repeated for older epochs until they do; the leader's
+high watermark when the leader knows no epoch) — so a former leader drops writes that never
+reached the ISR and the replicas stay byte-identical. Then it long-polls Fetch (replica id
+set, from each partition's log end offset, carrying the leader epoch it follows so a stale
+leader refuses) and appends what comes back as is: batches keep the leader's offsets and
+epochs. The follower's high watermark is the leader's, capped at its own end.
+
+Throttling. Partitions named in their topic's `follower.replication.throttled.replicas` for
+this broker, while catching up, are left out of fetch requests whenever the broker's
+follower replication quota is used up (`server/replication/throttle.py`).
+
+Errors. A lost connection is retried with backoff; partition errors (the leader moved, a
+newer epoch) leave the partition in place until the controller's next LeaderAndIsr moves it.
+Runs on the event loop; the only I/O is the fetcher's connection to its leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from dataclasses import dataclass
+
+from riverlog.client.connection import Connection
+from riverlog.clock import SYSTEM_CLOCK, Clock
+from riverlog.model import TopicPartition
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.messages import (
+    FetchRequest,
+    FetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from riverlog.server.background import BackgroundLoop, stop_all
+from riverlog.server.replication.partition import HostedPartition
+from riverlog.server.replication.throttle import UNLIMITED, ReplicationQuota, throttled
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12  # topic names, leader epochs, replica id in the request header
+EPOCH_VERSION = 4
+BACKOFF_S = 0.2
+REQUEST_TIMEOUT_S = 10.0
+MAX_TRUNCATION_ROUNDS = 10
+STOP_TIMEOUT_S = 5.0
+_LENGTH = struct.Struct(">i")
+
+
+def whole_batches(data: memoryview) -> memoryview:
+    """The leading whole record batches of a fetched record set (a size-bounded read may
+    end inside a batch)."""
+    position = 0
+    while len(data) - position >= 12:
+        size = 12 + _LENGTH.unpack_from(data, position + 8)[0]
+        if position + size > len(data):
+            break
+        position += size
+    return data[:position]
+
+
+@dataclass(eq=False)
+class _Followed:
+    hosted: HostedPartition
+    epoch: int
+    reconciled: bool = False
+    caught_up: bool = False
+    """At the leader's high watermark after the last fetch (never throttled then)."""
+
+
+class _Fetcher(BackgroundLoop):
+    def __init__(self, owner: ReplicaFetchers, leader_id: int, address: tuple[str, int]) -> None:
+        self.owner = owner
+        self.leader_id = leader_id
+        self.address = address
+        self.partitions: dict[TopicPartition, _Followed] = {}
+        self.changed = asyncio.Event()
+        super().__init__()
+
+    async def _run(self) -> None:
+        host, port = self.address
+        conn: Connection | None = None
+        failed = False
+        try:
+            while not self.stopped:
+                if not self.partitions:
+                    self.changed.clear()
+                    await self.changed.wait()
+                    continue
+                try:
+                    if conn is None or conn.closed:
+                        conn = await Connection.open(
+                            host, port, client_id=f"replica-fetcher-{self.owner.broker_id}"
+                        )
+                    await self._reconcile(conn)
+                    await self._fetch(conn)
+                except (ConnectionError, OSError, TimeoutError) as e:
+                    log.info("replica fetcher to broker %d: %r", self.leader_id, e)
+                    failed = True
+                except Exception:
+                    log.exception("replica fetcher to broker %d failed", self.leader_id)
+                    failed = True
+                if failed:
+                    failed = False
+                    if conn is not None:
+                        await conn.close()
+                    conn = None
+                    await asyncio.sleep(BACKOFF_S)
+        finally:
+            if conn is not None:
+                await conn.close()
+
+    def _still_current(
+        self, asked: dict[TopicPartition, _Followed], topic: str, index: int
+    ) -> _Followed | None:
+        """What a request asked about `topic`-`index`, if this fetcher still follows it so
+        (the same partition object, the same leader epoch); None to ignore the answer."""
+        followed = asked.get((topic, index))
+        if followed is None or self.partitions.get((topic, index)) is not followed:
+            return None
+        return followed if followed.hosted.leader_epoch == followed.epoch else None
+
+    # --- truncation --------------------------------------------------------------------
+
+    async def _reconcile(self, conn: Connection) -> None:
+        for _ in range(MAX_TRUNCATION_ROUNDS):
+            pending = {k: f for k, f in self.partitions.items() if not f.reconciled}
+            if not pending:
+                return
+            topics: dict[str, list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition]] = {}
+            for (topic, index), followed in pending.items():
+                topics.setdefault(topic, []).append(
+                    OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                        partition=index,
+                        current_leader_epoch=followed.epoch,
+                        leader_epoch=followed.hosted.log.epochs.latest_epoch,
+                    )
+                )
+            request = OffsetForLeaderEpochRequest(
+                replica_id=self.owner.broker_id,
+                topics=[
+                    OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
+                    for t, ps in topics.items()
+                ],
+            )
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                response = await conn.send(request, EPOCH_VERSION)
+            assert isinstance(response, OffsetForLeaderEpochResponse)
+            retry = False
+            for topic_result in response.topics:
+                for answer in topic_result.partitions:
+                    current = self._still_current(pending, topic_result.topic,
+                                                  answer.partition)  # fmt: skip
+                    if current is None:
+                        continue
+                    if answer.error_code != 0:
+                        retry = True
+                        continue
+                    current.reconciled = self._truncate(current.hosted, answer)
+            if retry:
+                await asyncio.sleep(BACKOFF_S)
+        for left in self.partitions.values():  # no agreement found: fall back to the HW
+            if not left.reconciled:
+                left.hosted.truncate_to_high_watermark()
+                left.reconciled = True
+
+    @staticmethod
+    def _truncate(
+        hosted: HostedPartition, answer: OffsetForLeaderEpochResponse.EpochEndOffset
+    ) -> bool:
+        """Truncate to where this log agrees with the leader's; whether that is settled."""
+        end = hosted.log.log_end_offset
+        settled = hosted.truncate_to_leader(answer.leader_epoch, answer.end_offset)
+        if hosted.log.log_end_offset < end:
+            log.info(
+                "truncated %s-%d from %d to %d (leader epoch %d ends at %d there)",
+                hosted.topic, hosted.index, end, hosted.log.log_end_offset,
+                answer.leader_epoch, answer.end_offset,
+            )  # fmt: skip
+        return settled
+
+    # --- fetching ----------------------------------------------------------------------
+
+    def _throttled(self, followed: _Followed) -> bool:
+        """Catching up on a partition throttled on this follower."""
+        hosted = followed.hosted
+        return (
+            self.owner.quota.limited
+            and not followed.caught_up
+            and self.owner.broker_id not in hosted.isr
+            and throttled(hosted.log.config.follower_replication_throttled_replicas,
+                          hosted.index, self.owner.broker_id)
+        )  # fmt: skip
+
+    async def _fetch(self, conn: Connection) -> None:
+        quota = self.owner.quota
+        held = quota.exceeded(self.owner.clock.monotonic_s())
+        sent = {k: f for k, f in self.partitions.items() if not (held and self._throttled(f))}
+        if not sent:  # all throttled: wait for the quota
+            await asyncio.sleep(min(1.0, max(0.01, quota.delay_s(self.owner.clock.monotonic_s()))))
+            return
+        topics: dict[str, FetchRequest.FetchTopic] = {}
+        for (topic, index), followed in sent.items():
+            plog = followed.hosted.log
+            entry = topics.setdefault(
+                topic, FetchRequest.FetchTopic(topic=topic, topic_id=followed.hosted.topic_id)
+            )
+            entry.partitions.append(
+                FetchRequest.FetchPartition(
+                    partition=index,
+                    current_leader_epoch=followed.epoch,
+                    fetch_offset=plog.log_end_offset,
+                    log_start_offset=plog.log_start_offset,
+                    partition_max_bytes=self.owner.partition_max_bytes,
+                )
+            )
+        request = FetchRequest(
+            replica_id=self.owner.broker_id,
+            max_wait_ms=self.owner.max_wait_ms,
+            min_bytes=self.owner.min_bytes,
+            max_bytes=self.owner.max_bytes,
+            session_id=0,
+            session_epoch=-1,
+            topics=list(topics.values()),
+        )
+        async with asyncio.timeout(self.owner.max_wait_ms / 1000 + REQUEST_TIMEOUT_S):
+            response = await conn.send(request, FETCH_VERSION)
+        assert isinstance(response, FetchResponse)
+        failed = 0
+        for topic_response in response.responses:
+            for data in topic_response.partitions:
+                current = self._still_current(sent, topic_response.topic, data.partition_index)
+                if current is None:
+                    continue
+                if data.error_code != 0:
+                    failed += 1
+                    continue
+                records = data.records
+                if self._throttled(current) and isinstance(records, bytes | bytearray | memoryview):
+                    quota.record(len(records), self.owner.clock.monotonic_s())
+                self._append(current.hosted, data)
+                current.caught_up = current.hosted.log.log_end_offset >= data.high_watermark
+        if failed and failed == len(sent):
+            await asyncio.sleep(BACKOFF_S)
+
+    def _append(self, hosted: HostedPartition, data: FetchResponse.PartitionData) -> None:
+        plog = hosted.log
+        records = data.records
+        batches = memoryview(b"")
+        if isinstance(records, bytes | bytearray | memoryview) and len(records) > 0:
+            batches = whole_batches(memoryview(records))
+        try:
+            hosted.append_as_follower(batches, data.high_watermark)
+        except KafkaError as e:
+            log.error("replica of %s-%d refused fetched data: %s", hosted.topic, hosted.index, e)
+            return
+        if data.log_start_offset > plog.log_start_offset:
+            with contextlib.suppress(KafkaError):
+                plog.delete_records_before(min(data.log_start_offset, plog.high_watermark))
+
+
+class ReplicaFetchers:
+    """The fetchers of one broker, by leader broker id."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        *,
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        max_bytes: int = 10 * 1024 * 1024,
+        partition_max_bytes: int = 1024 * 1024,
+        quota: ReplicationQuota | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.broker_id = broker_id
+        self.clock = clock
+        self.quota = quota or ReplicationQuota(UNLIMITED)
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.partition_max_bytes = partition_max_bytes
+        self._fetchers: dict[int, _Fetcher] = {}
+        self._stopped = False
+
+    def follow(self, hosted: HostedPartition, leader_address: tuple[str, int]) -> None:
+        self.unfollow(hosted.key)
+        if self._stopped:  # the broker is shutting down
+            return
+        fetcher = self._fetchers.get(hosted.leader_id)
+        if fetcher is not None and fetcher.address != leader_address:
+            fetcher.stop()
+            del self._fetchers[hosted.leader_id]
+            fetcher = None
+        if fetcher is None:
+            fetcher = _Fetcher(self, hosted.leader_id, leader_address)
+            self._fetchers[hosted.leader_id] = fetcher
+        fetcher.partitions[hosted.key] = _Followed(hosted, hosted.leader_epoch)
+        fetcher.changed.set()
+
+    def unfollow(self, key: TopicPartition) -> None:
+        for fetcher in self._fetchers.values():
+            fetcher.partitions.pop(key, None)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
+        await stop_all(fetchers, STOP_TIMEOUT_S)

@@ -1,0 +1,96 @@
+"""The replica manager's ISR changes with a clock of the test's own: a real embedded metadata
+store and real logs in a temporary directory, no network (the partition is led here and
+no follower is fetched from)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from riverlog.clock import Clock
+from riverlog.metadata import layout
+from riverlog.metadata.store import EmbeddedStore
+from riverlog.protocol.messages import LeaderAndIsrRequest
+from riverlog.server.replication.replica_fetcher import ReplicaFetchers
+from riverlog.server.replication.replica_manager import ReplicaManager
+from riverlog.server.replication.throttle import UNLIMITED, ReplicationQuota
+from riverlog.storage.manager import LogManager
+
+LAG_MS = 10_000
+T = "events"
+
+
+class ManualClock(Clock):
+    def __init__(self) -> None:
+        self.now_ms = 1_000_000
+
+    def wall_ms(self) -> int:
+        return self.now_ms
+
+    def wall_ns(self) -> int:
+        return self.now_ms * 1_000_000
+
+    def monotonic_s(self) -> float:
+        return self.now_ms / 1000
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
+def leading(tmp_path: Path, clock: ManualClock) -> tuple[ReplicaManager, EmbeddedStore]:
+    """Broker 1 leads `events`-0 with replicas and ISR 1, 2, 3 (state znode version 0)."""
+    store = EmbeddedStore(tmp_path / "metadata.json")
+    path = layout.partition_state_path(T, 0)
+    store.create(path, layout.PartitionState(1, 4, [1, 2, 3], 1).to_json())
+    logs = LogManager(tmp_path / "data", {}, clock_ms=clock.wall_ms)
+    manager = ReplicaManager(
+        1, logs, store, ReplicaFetchers(1, clock=clock), ReplicationQuota(UNLIMITED), clock
+    )
+    state = LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+        topic_name=T, partition_index=0, controller_epoch=1, leader=1, leader_epoch=4,
+        isr=[1, 2, 3], partition_epoch=0, replicas=[1, 2, 3],
+    )  # fmt: skip
+    request = LeaderAndIsrRequest(
+        controller_id=1,
+        controller_epoch=1,
+        topic_states=[
+            LeaderAndIsrRequest.LeaderAndIsrTopicState(
+                topic_name=T, topic_id=uuid.uuid4(), partition_states=[state]
+            )
+        ],
+    )
+    manager.apply_leader_and_isr(request, lambda _topic: {}, correlation_id=1)
+    return manager, store
+
+
+def stored_isr(store: EmbeddedStore) -> list[int]:
+    node = store.get(layout.partition_state_path(T, 0))
+    return layout.PartitionState.from_json(node.data).isr
+
+
+def test_followers_lagging_past_the_limit_leave_the_isr(tmp_path: Path) -> None:
+    clock = ManualClock()
+    manager, store = leading(tmp_path, clock)
+    manager.shrink_isrs(LAG_MS)  # the first round: everyone just caught up
+    clock.advance(LAG_MS // 2)
+    manager.follower_fetched(2, [((T, 0), 0)])  # 2 is at the leader's end: caught up
+    manager.shrink_isrs(LAG_MS)  # rounds come every half lag, as the broker runs them
+    assert stored_isr(store) == [1, 2, 3]
+    clock.advance(LAG_MS // 2 + 1)
+    manager.shrink_isrs(LAG_MS)
+    assert stored_isr(store) == [1, 2] and manager.get(T, 0).isr == [1, 2]
+
+
+def test_a_leader_that_did_not_run_past_the_limit_skips_one_round(tmp_path: Path) -> None:
+    """Frozen for longer than the lag, the leader has not read its followers' fetches yet:
+    shrinking now would drop followers that did nothing wrong."""
+    clock = ManualClock()
+    manager, store = leading(tmp_path, clock)
+    manager.shrink_isrs(LAG_MS)
+    clock.advance(LAG_MS * 3)  # the broker was frozen
+    manager.shrink_isrs(LAG_MS)
+    assert stored_isr(store) == [1, 2, 3]
+    manager.follower_fetched(2, [((T, 0), 0)])  # 2's fetch, read after the thaw
+    clock.advance(LAG_MS // 2)
+    manager.shrink_isrs(LAG_MS)  # the next round judges: 3 stayed silent, 2 did not
+    assert stored_isr(store) == [1, 2]
