@@ -57,6 +57,9 @@ CONFIG_TYPES: dict[str, int] = {
     "log.flush.scheduler.interval.ms": LONG,
     "log.index.interval.bytes": INT,
     "log.index.size.max.bytes": INT,
+    "log.message.timestamp.after.max.ms": LONG,
+    "log.message.timestamp.before.max.ms": LONG,
+    "log.message.timestamp.difference.max.ms": LONG,
     "log.message.timestamp.type": STRING,
     "log.retention.bytes": LONG,
     "log.retention.check.interval.ms": LONG,
@@ -75,6 +78,7 @@ CONFIG_TYPES: dict[str, int] = {
     "message.timestamp.before.max.ms": LONG,
     "message.timestamp.difference.max.ms": LONG,
     "message.timestamp.type": STRING,
+    "metrics.listener": STRING,  # riverlog's own key (Prometheus endpoint URL)
     "min.cleanable.dirty.ratio": DOUBLE,
     "min.compaction.lag.ms": LONG,
     "min.insync.replicas": INT,
@@ -95,6 +99,7 @@ CONFIG_TYPES: dict[str, int] = {
     "replica.fetch.response.max.bytes": INT,
     "replica.fetch.wait.max.ms": INT,
     "replica.lag.time.max.ms": LONG,
+    "replica.selector.class": STRING,
     "retention.bytes": LONG,
     "retention.ms": LONG,
     "segment.bytes": INT,
@@ -241,6 +246,31 @@ DOCUMENTATION: dict[str, str] = {
     ),
     "log.index.interval.bytes": ("The interval with which we add an entry to the offset index."),
     "log.index.size.max.bytes": ("The maximum size in bytes of the offset index"),
+    "log.message.timestamp.after.max.ms": (
+        "This configuration sets the allowable timestamp difference between the message "
+        "timestamp and the broker's timestamp. The message timestamp can be later than or "
+        "equal to the broker's timestamp, with the maximum allowable difference determined by "
+        "the value set in this configuration. If log.message.timestamp.type=CreateTime, the "
+        "message will be rejected if the difference in timestamps exceeds this specified "
+        "threshold. This configuration is ignored if log.message.timestamp.type=LogAppendTime."
+    ),
+    "log.message.timestamp.before.max.ms": (
+        "This configuration sets the allowable timestamp difference between the broker's "
+        "timestamp and the message timestamp. The message timestamp can be earlier than or "
+        "equal to the broker's timestamp, with the maximum allowable difference determined by "
+        "the value set in this configuration. If log.message.timestamp.type=CreateTime, the "
+        "message will be rejected if the difference in timestamps exceeds this specified "
+        "threshold. This configuration is ignored if log.message.timestamp.type=LogAppendTime."
+    ),
+    "log.message.timestamp.difference.max.ms": (
+        "[DEPRECATED] The maximum difference allowed between the timestamp when a broker "
+        "receives a message and the timestamp specified in the message. If "
+        "log.message.timestamp.type=CreateTime, a message will be rejected if the difference "
+        "in timestamp exceeds this threshold. This configuration is ignored if "
+        "log.message.timestamp.type=LogAppendTime.The maximum timestamp difference allowed "
+        "should be no greater than log.retention.ms to avoid unnecessarily frequent log "
+        "rolling."
+    ),
     "log.message.timestamp.type": (
         "Define whether the timestamp in the message is message create time or log append "
         "time. The value should be either <code>CreateTime</code> or "
@@ -414,6 +444,11 @@ DOCUMENTATION: dict[str, str] = {
     "replica.lag.time.max.ms": (
         "If a follower hasn't sent any fetch requests or hasn't consumed up to the leaders log "
         "end offset for at least this time, the leader will remove the follower from isr"
+    ),
+    "replica.selector.class": (
+        "The fully qualified class name that implements ReplicaSelector. This is used by the "
+        "broker to find the preferred read replica. By default, we use an implementation that "
+        "returns the leader."
     ),
     "retention.bytes": (
         "This configuration controls the maximum size a partition (which consists of log "
