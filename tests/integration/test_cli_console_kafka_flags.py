@@ -43,10 +43,10 @@ def test_config_files_and_include(broker_process: BrokerProcess, tmp_path: Path)
     assert both.returncode == 1
     assert "Exactly one of --include/--topic is required." in both.stderr
 
-    consumer_file.write_text("security.protocol=SASL_SSL\n")  # not honoured yet: refused
+    consumer_file.write_text("no.such.client.key=1\n")  # not a client key: refused
     refused = _tool("console-consumer", bs, "--topic", topic, "--consumer.config",
                     str(consumer_file), "--max-messages", "1")  # fmt: skip
-    assert refused.returncode == 1 and "security.protocol" in refused.stderr
+    assert refused.returncode == 1 and "no.such.client.key" in refused.stderr
 
 
 def test_formatter_and_its_properties(broker_process: BrokerProcess, tmp_path: Path) -> None:

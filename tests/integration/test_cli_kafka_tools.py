@@ -334,7 +334,7 @@ def test_command_config_is_read(broker: BrokerProcess, tmp_path: Path) -> None:
         topic,
     )
     assert (ok.returncode, ok.stdout) == (0, f"{topic}:0:0\n"), ok.stderr
-    props.write_text("security.protocol=SASL_SSL\n")
+    props.write_text("no.such.client.key=1\n")
     refused = riverlog(
         "log-dirs",
         "--bootstrap-server",
@@ -344,7 +344,7 @@ def test_command_config_is_read(broker: BrokerProcess, tmp_path: Path) -> None:
         str(props),
     )
     assert refused.returncode == 1
-    assert "security.protocol" in refused.stderr
+    assert "no.such.client.key" in refused.stderr
 
 
 def test_output_into_a_closed_pipe_is_quiet(broker: BrokerProcess) -> None:

@@ -11,7 +11,9 @@ broker's `state-change.log`, the dev cluster's first broker's). Commands that ru
 stopped (a broker, the web console, and replica-verification, as Kafka's) are stopped once
 they have printed their first line; a usage line's optional `[--flag value]` parts are left
 out and the web console gets a free port.
-Not run: `./dev ...` (the CI's own entry points; `./dev test` is this suite).
+Not run: `./dev ...` (the CI's own entry points; `./dev test` is this suite) and the
+security block's commands on `$B` (they need a SASL_SSL cluster and its `admin.properties`;
+the security tests run the same tools against one).
 """
 
 from __future__ import annotations
@@ -126,12 +128,13 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
     blocks = shell_blocks(README.read_text(encoding="utf-8"))
     runner = Runner(tmp_path)
     skipped = [c for block in blocks for c in block if c.startswith("./dev ")]
+    secured = [c for block in blocks for c in block if "$B " in c]
     cluster_dir = tmp_path / "cluster"
     deferred: list[str] = []
     with broker() as embedded:
         for block in blocks:
             for command in block:
-                if command.startswith("./dev "):
+                if command.startswith("./dev ") or "$B " in command:
                     continue
                 if "cluster up" in command:
                     command = command.replace(
@@ -202,6 +205,7 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
         for command in deferred:
             _ok(runner.run(command, timeout=120), command)
     assert [c.split("#")[0].strip() for c in skipped] == ["./dev run", "./dev test"]
+    assert all(c.startswith(("riverlog configs", "riverlog acls")) for c in secured)
     assert len(runner.ran) >= 25
 
 

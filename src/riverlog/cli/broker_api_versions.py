@@ -24,7 +24,7 @@ import asyncio
 import sys
 
 from riverlog.cli.kafka_api_keys import API_KEYS
-from riverlog.cli.tool_config import add_command_config, admin_config, command_config
+from riverlog.cli.tool_config import add_command_config, admin_config, command_properties
 from riverlog.cli.tool_errors import Waiter
 from riverlog.client.cluster import Cluster
 from riverlog.client.connection import Connection
@@ -67,7 +67,7 @@ def versions_text(versions: dict[int, tuple[int, int]]) -> str:
 
 async def _run(args: argparse.Namespace) -> list[str]:
     cluster = Cluster.from_config(
-        admin_config(args.bootstrap_server, "broker-api-versions", command_config(args))
+        admin_config(args.bootstrap_server, "broker-api-versions", command_properties(args))
     )
     waiter = Waiter()
     out = []

@@ -3,7 +3,7 @@
 (`cli/cluster_view.py`).
 
     riverlog cluster up [--brokers 3] [--dir DIR] [--port 9092] [--zookeeper-port 2181]
-                        [--override key=value ...]
+                        [--override key=value ...] [--security]
     riverlog cluster down [--dir DIR]
     riverlog cluster stop|start|restart --broker N [--dir DIR]
     riverlog cluster describe --bootstrap-server HOST:PORT
@@ -17,6 +17,7 @@ controlled shutdown each), then ZooKeeper, by the PIDs recorded, and keeps the d
 `stop --broker N` stops one broker the same way, `start --broker N` starts it again on its
 port, data and settings (waiting until it serves), `restart --broker N` does both; the new
 PID goes into `cluster.json`, so `down` stops a broker started again this way too.
+`--security` makes it a secured cluster (SASL_SSL, ACLs; `cli/secure_cluster.py`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from riverlog.cli import cluster_view
+from riverlog.cli import cluster_view, secure_cluster
 from riverlog.devcluster import (
     ZOOKEEPER_MAIN,
     BrokerProcess,
@@ -58,6 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--zookeeper-port", type=int, default=2181, help="(0: a free port)")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting for every broker (repeatable)")  # fmt: skip
+    up.add_argument("--security", action="store_true",
+                    help="SASL_SSL listeners, SCRAM logins, ACLs, a throwaway CA")  # fmt: skip
     down = sub.add_parser("down", help="stop the cluster that `up` started")
     for p in (up, down):
         p.add_argument("--dir", type=Path, default=default_dir(),
@@ -131,6 +134,10 @@ def _up(args: argparse.Namespace) -> int:
     try:
         zookeeper.start(detached=True)
         print(f"ZooKeeper {zookeeper.connect} (pid {_pid(zookeeper)})", file=sys.stderr)
+        if args.security:
+            client = secure_cluster.prepare(directory, zookeeper.connect, brokers)
+            print(f"secured: SASL_SSL, SCRAM-SHA-512 login and CA in {client} "
+                  "(tools: --command-config)", file=sys.stderr)  # fmt: skip
         for b in brokers:
             b.start(60, detached=True)
             print(f"broker {b.broker_id} {b.address} (pid {_pid(b)}), log {b.log_file}",

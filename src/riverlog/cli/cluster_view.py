@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import sys
 
+from riverlog.cli import command_config
 from riverlog.client import admin_requests as admin
 from riverlog.client.connection import connect_any
 from riverlog.protocol.error_codes import KafkaError
@@ -27,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker(s) to connect to"
     )
+    command_config.add_argument(parser)
 
 
 def _partition_line(topic: str, p: admin.PartitionInfo) -> str:
@@ -79,7 +81,8 @@ def describe_lines(view: admin.ClusterView) -> list[str]:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    conn = await connect_any(args.bootstrap_server, client_id="riverlog-cluster")
+    conn = await connect_any(args.bootstrap_server, client_id="riverlog-cluster",
+                             security=command_config.security(args))  # fmt: skip
     try:
         view = await admin.describe_cluster(conn)
     finally:

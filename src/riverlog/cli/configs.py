@@ -1,5 +1,6 @@
-"""`riverlog configs`: Kafka's `kafka-configs.sh` for topics, brokers and broker loggers, same
-flags and output.
+"""`riverlog configs`: Kafka's `kafka-configs.sh` for topics, brokers, broker loggers and
+users (SCRAM credentials, cli/user_configs.py), same flags and output; `--command-config` for
+security.
 
     riverlog configs --bootstrap-server HOST:PORT --entity-type topics|brokers
                      [--entity-name NAME | --entity-default] --describe [--all]
@@ -25,7 +26,8 @@ import asyncio
 import re
 import sys
 
-from riverlog.cli.tool_config import add_command_config, admin_config, command_config
+from riverlog.cli import command_config, user_configs
+from riverlog.cli.tool_config import admin_config, command_properties
 from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.connection import Connection
@@ -46,8 +48,9 @@ class CommandError(ValueError):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                         help="the broker(s) to connect to")  # fmt: skip
-    parser.add_argument("--entity-type", choices=["topics", "brokers", "broker-loggers"],
-                        help="type of entity (topics/brokers/broker-loggers)")  # fmt: skip
+    parser.add_argument("--entity-type", choices=["topics", "brokers", "broker-loggers", "users"],
+                        help="type of entity (topics/brokers/broker-loggers/users)")  # fmt: skip
+    command_config.add_argument(parser)
     parser.add_argument("--entity-name", metavar="NAME", help="name of entity (topic name or "
                         "broker id)")  # fmt: skip
     parser.add_argument("--entity-default", action="store_true",
@@ -63,7 +66,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--add-config", metavar="k1=v1,k2=[v1,v2]",
                         help="configs to set (a list value in square brackets)")  # fmt: skip
     parser.add_argument("--delete-config", metavar="k1,k2", help="configs to remove")
-    add_command_config(parser)
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -98,7 +100,7 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
         raise CommandError("--entity-default is only valid for brokers")
     if default and name is not None:
         raise CommandError("only one of --entity-name and --entity-default may be given")
-    if kind != "topics" and name is not None and not name.isdigit():
+    if kind in ("brokers", "broker-loggers") and name is not None and not name.isdigit():
         raise CommandError(f"The entity name for {kind} must be a valid integer broker id, "
                            f"found: {name}")  # fmt: skip
     return kind, DEFAULT if default else name
@@ -201,9 +203,19 @@ class Configs:
 
 async def _run(args: argparse.Namespace, kind: str, name: str | None) -> None:
     cluster = Cluster.from_config(
-        admin_config(args.bootstrap_server, "riverlog-configs", command_config(args))
+        admin_config(args.bootstrap_server, "riverlog-configs", command_properties(args))
     )
     try:
+        if kind == "users":  # SCRAM credentials (cli/user_configs.py)
+            conn = await cluster.any_connection()
+            if args.describe:
+                await user_configs.describe(conn, name)
+                return
+            assert name is not None
+            add = {} if args.add_config is None else parse_add_config(args.add_config)
+            delete = [] if args.delete_config is None else parse_delete_config(args.delete_config)
+            await user_configs.alter(conn, name, add, delete)
+            return
         configs = Configs(cluster)
         if args.describe:
             await configs.describe(kind, name, args.all)
@@ -221,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         kind, name = _entity(args)
         _check_action(args, name)
         asyncio.run(_run(args, kind, name))
-    except (CommandError, KafkaError, ConnectionError) as e:
+    except (CommandError, KafkaError, ConnectionError, ValueError, OSError) as e:
         print(f"Error while executing config command with args '{' '.join(sys.argv[1:])}'",
               file=sys.stderr)  # fmt: skip
         print(f"{e.error.name}: {e}" if isinstance(e, KafkaError) else e, file=sys.stderr)

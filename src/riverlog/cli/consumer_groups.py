@@ -47,7 +47,7 @@ from riverlog.cli.group_tables import (
     reset_table,
     table,
 )
-from riverlog.cli.tool_config import add_command_config, admin_config, command_config
+from riverlog.cli.tool_config import add_command_config, admin_config, command_properties
 from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.group_admin import GroupAdmin, GroupDescription
@@ -437,7 +437,7 @@ class Command:
 
 async def _run(args: argparse.Namespace) -> None:
     cluster = Cluster.from_config(
-        admin_config(args.bootstrap_server, "riverlog-consumer-groups", command_config(args))
+        admin_config(args.bootstrap_server, "riverlog-consumer-groups", command_properties(args))
     )
     groups = GroupAdmin(await cluster.any_connection())
     command = Command(args, cluster, groups)

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from riverlog.cli.java_order import hash_map_order, topic_partition_hash
-from riverlog.cli.tool_config import add_command_config, admin_config, command_config
+from riverlog.cli.tool_config import add_command_config, admin_config, command_properties
 from riverlog.cli.tool_errors import exception_text
 from riverlog.client.cluster import Cluster
 from riverlog.protocol.error_codes import KafkaError, for_code
@@ -150,7 +150,7 @@ def format_results(results: dict[TopicPartition, int | KafkaError]) -> list[str]
 def run(args: argparse.Namespace) -> int:
     try:
         offsets = parse_offset_json(Path(args.offset_json_file).read_text(encoding="utf-8"))
-        extra = command_config(args)
+        extra = command_properties(args)
         print("Executing records delete operation", flush=True)
         results = asyncio.run(delete(args.bootstrap_server, offsets, extra))
     except (KafkaError, ValueError, OSError) as e:

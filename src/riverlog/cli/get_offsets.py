@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from riverlog.cli.tool_config import add_command_config, admin_config, command_config
+from riverlog.cli.tool_config import add_command_config, admin_config, command_properties
 from riverlog.cli.tool_errors import Waiter, exception_text
 from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
@@ -212,7 +212,7 @@ async def fetch_offsets(args: argparse.Namespace) -> dict[tuple[str, int], int]:
         raise CommandError('Missing required argument "[bootstrap-server]"')
     rules = rules_from_args(args)
     timestamp = parse_time(args.time)
-    config = admin_config(bootstrap, "GetOffsetShell", command_config(args))
+    config = admin_config(bootstrap, "GetOffsetShell", command_properties(args))
     cluster = Cluster.from_config(config)
     waiter = Waiter()
     try:

@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from riverlog.cli.java_order import hash_map_order, string_hash, topic_partition_hash
-from riverlog.cli.tool_config import add_command_config, admin_config, command_config
+from riverlog.cli.tool_config import add_command_config, admin_config, command_properties
 from riverlog.cli.tool_errors import exception_name
 from riverlog.client.cluster import Cluster
 from riverlog.protocol.error_codes import KafkaError, for_code
@@ -113,7 +113,7 @@ async def _describe(args: argparse.Namespace) -> int:
     except ValueError:
         raise CommandError(f"Invalid broker list: {args.broker_list}") from None
     cluster = Cluster.from_config(
-        admin_config(args.bootstrap_server, "log-dirs-tool", command_config(args))
+        admin_config(args.bootstrap_server, "log-dirs-tool", command_properties(args))
     )
     try:
         await cluster.refresh(allow_auto_create=False)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from riverlog import __version__
+from riverlog.cli import acls as cli_acls
 from riverlog.cli import broker_api_versions as cli_broker_api_versions
 from riverlog.cli import cluster as cli_cluster
 from riverlog.cli import configs as cli_configs
@@ -102,6 +103,8 @@ TOOLS: tuple[Tool, ...] = (
          "factors (kafka-reassign-partitions.sh)", cli_reassign.add_arguments, cli_reassign.run),
     Tool("configs", "describe and alter topic and broker configs (kafka-configs.sh)",
          cli_configs.add_arguments, cli_configs.run),
+    Tool("acls", "add, remove and list ACLs (kafka-acls.sh)", cli_acls.add_arguments,
+         cli_acls.run),
     Tool("replica-verification",
          "check that all replicas hold the same data (kafka-replica-verification.sh)",
          cli_replica_verification.add_arguments, cli_replica_verification.run),

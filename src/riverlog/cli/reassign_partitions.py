@@ -36,7 +36,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from riverlog.cli.tool_config import add_command_config, command_config
+from riverlog.cli.tool_config import add_command_config, command_properties
 from riverlog.client import admin_requests as admin
 from riverlog.client.admin import BROKER, TOPIC, AsyncAdmin
 from riverlog.controller.assignment import AssignmentError, assign
@@ -363,7 +363,7 @@ def _ids_in_order(brokers: list[int]) -> str:
 
 
 async def _run(args: argparse.Namespace) -> bool:
-    config = {**command_config(args), "bootstrap.servers": args.bootstrap_server}
+    config = {**command_properties(args), "bootstrap.servers": args.bootstrap_server}
     async with AsyncAdmin(config) as client:
         if args.generate:
             await _generate(client, args)

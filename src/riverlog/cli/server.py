@@ -81,7 +81,7 @@ async def _serve(config: BrokerConfig) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    overrides = list(args.override)
+    overrides = []  # the shorthands first: an explicit --override of the same key wins
     if args.listen:
         overrides.append(f"listeners=PLAINTEXT://{args.listen}")
     if args.data_dir:
@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         overrides.append(f"zookeeper.connect={args.zookeeper}")
     if args.broker_id is not None:
         overrides.append(f"broker.id={args.broker_id}")
+    overrides += args.override
     try:
         config = BrokerConfig.load(args.config, overrides)
         log_config = None
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         _log_state_changes(config.data_dir)
     try:
         asyncio.run(_serve(config))
-    except ClusterMembershipError as e:
+    except (ClusterMembershipError, ConfigError) as e:  # ConfigError: security settings
         print(f"riverlog server: {e}", file=sys.stderr)
         return 1
     return 0

@@ -17,6 +17,7 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
+from riverlog.cli import command_config
 from riverlog.client.config import AdminConfig
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
@@ -96,17 +97,14 @@ def parse_property_flags(items: list[str], flag: str) -> dict[str, str]:
 
 
 def add_command_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--command-config",
-        metavar="FILE",
-        help="Property file containing configs to be passed to Admin Client.",
-    )
+    """`--command-config`, as `cli/command_config.py` defines it for every admin tool."""
+    command_config.add_argument(parser)
 
 
-def command_config(args: argparse.Namespace) -> dict[str, str]:
-    """The keys of `--command-config` (empty without one)."""
+def command_properties(args: argparse.Namespace) -> dict[str, str]:
+    """Every key of `--command-config` (empty without one), security settings included."""
     path = getattr(args, "command_config", None)
-    return load_properties(path) if path else {}
+    return load_properties(str(path)) if path else {}
 
 
 def admin_config(

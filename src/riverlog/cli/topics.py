@@ -26,7 +26,8 @@ import base64
 import sys
 from collections.abc import Awaitable
 
-from riverlog.cli.tool_config import add_command_config, admin_config, command_config
+from riverlog.cli import command_config
+from riverlog.cli.tool_config import admin_config, command_properties
 from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.connection import Connection
@@ -37,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker(s) to connect to"
     )
+    command_config.add_argument(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     for name, text in (
         ("--list", "list all topics"),
@@ -101,7 +103,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --describe: only topics that have overridden configs",
     )
-    add_command_config(parser)
 
 
 COLLISION_WARNING = (
@@ -140,7 +141,7 @@ def _configs(items: list[str]) -> dict[str, str]:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    config = admin_config(args.bootstrap_server, "riverlog-topics", command_config(args))
+    config = admin_config(args.bootstrap_server, "riverlog-topics", command_properties(args))
     cluster = Cluster.from_config(config)
     try:
         conn = await cluster.any_connection()

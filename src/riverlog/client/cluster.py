@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass
 
 from riverlog.client.config import CommonConfig
-from riverlog.client.connection import Connection, parse_bootstrap
+from riverlog.client.connection import PLAINTEXT, Connection, parse_bootstrap
+from riverlog.client.security import ClientSecurity
 from riverlog.model import TopicPartition
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import KafkaError, for_code
@@ -54,7 +55,9 @@ class Cluster:
         reconnect_backoff_ms: int = 50,
         reconnect_backoff_max_ms: int = 1_000,
         connection_setup_timeout_ms: int = 10_000,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
+        self.security = security
         self.bootstrap_servers = bootstrap_servers
         self._bootstrap_addresses = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
@@ -90,6 +93,7 @@ class Cluster:
             reconnect_backoff_ms=c.reconnect_backoff_ms,
             reconnect_backoff_max_ms=c.reconnect_backoff_max_ms,
             connection_setup_timeout_ms=c.connection_setup_timeout_ms,
+            security=c.security,
         )
 
     # -- connections ---------------------------------------------------------------------
@@ -101,7 +105,11 @@ class Cluster:
             await asyncio.sleep(wait)
         try:
             conn = await Connection.open(
-                host, port, client_id=self.client_id, timeout_s=self._setup_timeout_s
+                host,
+                port,
+                client_id=self.client_id,
+                timeout_s=self._setup_timeout_s,
+                security=self.security,
             )
             conn.request_timeout_s = self.request_timeout_s  # admin calls, InitProducerId, ...
         except (OSError, TimeoutError, ConnectionError) as e:

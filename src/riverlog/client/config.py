@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from riverlog.client.security import PLAINTEXT_SECURITY, ClientSecurity, is_security_key
 from riverlog.protocol.records import compression
 
 _T = TypeVar("_T")
@@ -119,12 +120,14 @@ class CommonConfig:
     reconnect_backoff_max_ms: int = 1_000
     retry_backoff_ms: int = 100
     connection_setup_timeout_ms: int = 10_000
+    security: ClientSecurity = PLAINTEXT_SECURITY
+    """From `security.protocol`, `ssl.*` and `sasl.*` (client/security.py)."""
 
 
 def common_config(mapping: Mapping[str, object]) -> dict[str, object]:
     """The part of a config every client takes (for an admin client made from a producer's
     or a consumer's config)."""
-    return {k: v for k, v in mapping.items() if k in _COMMON}
+    return {k: v for k, v in mapping.items() if k in _COMMON or is_security_key(k)}
 
 
 def _parse(
@@ -135,7 +138,12 @@ def _parse(
     """The dataclass from `mapping`, and which keys the user set."""
     known = {**_COMMON, **keys}
     values: dict[str, Any] = {}
+    security = {k: str(v) for k, v in mapping.items() if is_security_key(k)}
+    if security:
+        values["security"] = ClientSecurity.from_config(security)
     for key, raw in mapping.items():
+        if key in security:
+            continue
         if key not in known:
             raise ValueError(f"unknown config key {key!r} for {cls.__name__}")
         field_name, parser = known[key]

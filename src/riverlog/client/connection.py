@@ -10,6 +10,11 @@ closed socket, fails every request in flight with `ConnectionError` — the call
 A request unanswered within its timeout (the connection's `request_timeout_s`, or the one the
 call gives) closes the connection too: `RequestTimeoutError`, a `ConnectionError`.
 
+Security (`client/security.py`): with a `ClientSecurity`, the connection is TLS when the
+protocol says so and logs in with SASL right after ApiVersions; when the broker gives the
+login a lifetime (KIP-368) the connection logs in again at ~90% of it, before the next
+request, so the broker never has to close it.
+
 Errors from the protocol stay Kafka error codes in the response bodies; this layer raises only
 for transport problems and for APIs the broker does not support (`UnsupportedVersionError`).
 """
@@ -21,12 +26,15 @@ import itertools
 from collections.abc import Callable
 from typing import cast
 
+from riverlog.client.security import PLAINTEXT_SECURITY, ClientSecurity, authenticate
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.exceptions import ProtocolError, UnsupportedVersionError
 from riverlog.protocol.framing import FrameReader, decode_response, encode_request
 from riverlog.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 CLIENT_SOFTWARE_NAME = "riverlog"
+REAUTH_FRACTION = 0.9
+PLAINTEXT = PLAINTEXT_SECURITY
 
 
 class RequestTimeoutError(ConnectionError):
@@ -92,7 +100,16 @@ class _Socket(asyncio.BufferedProtocol):
 
 
 class Connection:
-    def __init__(self, transport: asyncio.Transport, protocol: _Socket, client_id: str) -> None:
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        protocol: _Socket,
+        client_id: str,
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
+        self.security = security
+        self._reauth_at: float | None = None
+        self._reauth: asyncio.Task[None] | None = None
         self._transport = transport
         self._protocol = protocol
         self.client_id = client_id
@@ -111,20 +128,42 @@ class Connection:
 
     @classmethod
     async def open(
-        cls, host: str, port: int, *, client_id: str = "riverlog", timeout_s: float = 10.0
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "riverlog",
+        timeout_s: float = 10.0,
+        security: ClientSecurity = PLAINTEXT,
     ) -> Connection:
+        context = security.ssl_context
         async with asyncio.timeout(timeout_s):
             transport, protocol = await asyncio.get_running_loop().create_connection(
-                _Socket, host, port
+                _Socket, host, port, ssl=context, server_hostname=host if context else None
             )
-        conn = cls(transport, protocol, client_id)
+        conn = cls(transport, protocol, client_id, security)
         try:
             async with asyncio.timeout(timeout_s):
                 await conn._negotiate()
+                if security.uses_sasl:
+                    await conn._login()
         except BaseException:
             await conn.close()
             raise
         return conn
+
+    async def _login(self) -> None:
+        lifetime_ms = await authenticate(self, self.security)
+        now = asyncio.get_running_loop().time()
+        self._reauth_at = now + lifetime_ms * REAUTH_FRACTION / 1000 if lifetime_ms else None
+
+    async def _reauthenticate_if_due(self) -> None:
+        if self._reauth_at is None or asyncio.get_running_loop().time() < self._reauth_at:
+            return
+        if self._reauth is None or self._reauth.done():
+            self._reauth_at = None
+            self._reauth = asyncio.get_running_loop().create_task(self._login())
+        await asyncio.shield(self._reauth)
 
     async def _negotiate(self) -> None:
         request = ApiVersionsRequest(
@@ -154,6 +193,8 @@ class Connection:
         silent for `timeout_s` (default: `request_timeout_s`) counts as gone: the connection
         is closed (its other answers can no longer be trusted to come) and
         `RequestTimeoutError` raised, a ConnectionError as a disconnect is."""
+        if self._reauth_at is not None:
+            await self._reauthenticate_if_due()
         chosen = self.version_for(type(request)) if version is None else version
         if timeout_s is None:
             timeout_s = self.request_timeout_s
@@ -224,12 +265,14 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
     return out
 
 
-async def connect_any(servers: str, client_id: str = "riverlog") -> Connection:
+async def connect_any(
+    servers: str, client_id: str = "riverlog", security: ClientSecurity = PLAINTEXT
+) -> Connection:
     """A connection to the first bootstrap server that answers."""
     last: Exception | None = None
     for host, port in parse_bootstrap(servers):
         try:
-            return await Connection.open(host, port, client_id=client_id)
+            return await Connection.open(host, port, client_id=client_id, security=security)
         except (OSError, TimeoutError, ConnectionError) as e:
             last = e
     raise ConnectionError(f"no bootstrap server of {servers} answered: {last}")

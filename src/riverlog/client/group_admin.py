@@ -148,8 +148,9 @@ class GroupAdmin:
             _, host, port = await self.find_coordinator(group)
             conn = self._by_address.get((host, port))
             if conn is None or conn.closed:
-                client_id = (await self._bootstrap()).client_id
-                conn = await Connection.open(host, port, client_id=client_id)
+                bootstrap = await self._bootstrap()
+                conn = await Connection.open(host, port, client_id=bootstrap.client_id,
+                                             security=bootstrap.security)  # fmt: skip
                 conn.request_timeout_s = self._timeout_s
                 self._by_address[(host, port)] = conn
             self._by_group[group] = conn

@@ -25,6 +25,9 @@ from riverlog.protocol.messages import (
     UpdateMetadataRequest,
 )
 
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+"""Kafka's SecurityProtocol ids, as UpdateMetadata carries them per endpoint."""
+
 
 def _live_leaders(
     ctx: ControllerContext, leaders: Iterable[int]
@@ -88,7 +91,10 @@ def _broker_entry(reg: BrokerRegistration) -> UpdateMetadataRequest.UpdateMetada
         id=reg.broker_id,
         endpoints=[
             UpdateMetadataRequest.UpdateMetadataEndpoint(
-                port=e.port, host=e.host, listener=e.listener, security_protocol=0
+                port=e.port,
+                host=e.host,
+                listener=e.listener,
+                security_protocol=SECURITY_PROTOCOL_IDS.get(reg.protocol(e.listener), 0),
             )
             for e in reg.endpoints
         ],

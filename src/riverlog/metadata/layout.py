@@ -91,16 +91,29 @@ class BrokerRegistration:
     endpoints: tuple[Endpoint, ...]
     rack: str | None = None
     timestamp_ms: int = 0
+    protocols: dict[str, str] = field(default_factory=dict)
+    """Listener name → security protocol of every endpoint (one not given is named after
+    its protocol, Kafka's default map; filled in on construction)."""
+
+    def __post_init__(self) -> None:
+        filled = {e.listener: self.protocols.get(e.listener, e.listener) for e in self.endpoints}
+        object.__setattr__(self, "protocols", filled)
+
+    def protocol(self, listener: str) -> str:
+        return self.protocols.get(listener, listener)
 
     def to_json(self) -> bytes:
-        first = self.endpoints[0]
+        # Kafka's "host"/"port" are those of the PLAINTEXT endpoint, or null/-1 without one
+        plain = [e for e in self.endpoints if self.protocol(e.listener) == "PLAINTEXT"]
         return _dump(
             {
                 "version": 5,
-                "host": first.host,
-                "port": first.port,
+                "host": plain[0].host if plain else None,
+                "port": plain[0].port if plain else -1,
                 "endpoints": [e.url() for e in self.endpoints],
-                "listener_security_protocol_map": {e.listener: e.listener for e in self.endpoints},
+                "listener_security_protocol_map": {
+                    e.listener: self.protocol(e.listener) for e in self.endpoints
+                },
                 "rack": self.rack,
                 "jmx_port": -1,
                 "timestamp": str(self.timestamp_ms),
@@ -115,7 +128,10 @@ class BrokerRegistration:
             listener, _, rest = url.partition("://")
             host, _, port = rest.rpartition(":")
             endpoints.append(Endpoint(listener, host, int(port)))
-        return cls(broker_id, tuple(endpoints), raw.get("rack"), int(raw.get("timestamp", 0)))
+        protocols = {str(k): str(v) for k, v in
+                     (raw.get("listener_security_protocol_map") or {}).items()}  # fmt: skip
+        return cls(broker_id, tuple(endpoints), raw.get("rack"), int(raw.get("timestamp", 0)),
+                   protocols)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -43,12 +43,14 @@ from riverlog.metadata.store import EmbeddedStore, MetadataStore, NodeExistsErro
 from riverlog.metadata.zookeeper import ZooKeeperStore
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
+from riverlog.security import authorization, authorizer
+from riverlog.security.broker_security import BrokerSecurity, raw_properties
 from riverlog.server import config_changes, registration
 from riverlog.server.broker_configs import DEFAULT_ENTITY, DynamicBrokerConfigs
 from riverlog.server.config import BrokerConfig
 from riverlog.server.config_changes import ConfigChangeListener
 from riverlog.server.controller.service import ControllerService
-from riverlog.server.dispatch import Dispatcher, RequestContext, Response
+from riverlog.server.dispatch import Dispatcher, Handler, RequestContext, Response
 from riverlog.server.fetch_session import FetchSessionCache
 from riverlog.server.group_coordinator import GroupCoordinator
 from riverlog.server.handlers import HANDLERS
@@ -111,8 +113,14 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.rack: str | None = config["broker.rack"] or None
         self.cluster_membership = registration.ClusterMembership(self)
+        self.security = BrokerSecurity(raw_properties(config))  # validated before the store
         on_session = self.cluster_membership.session_changed
         self.store = store or _open_store(config, self.data_dir, on_session)
+        self.security.store = self.store
+        props = raw_properties(config)
+        self.authorizer = (
+            authorizer.Authorizer(props, self.store) if authorizer.configured(props) else None
+        )
         self.in_zookeeper = bool(config["zookeeper.connect"])
         stored = _stored_cluster_id(self.data_dir)
         self.cluster_id = stored or _new_cluster_id()
@@ -151,6 +159,7 @@ class Broker:
             quota=ReplicationQuota(config["follower.replication.throttled.rate"]),
             clock=self.clock,
         )
+        fetchers.security = self.security.inter_broker
         self.replicas = ReplicaManager(
             self.broker_id,
             self.logs,
@@ -167,15 +176,28 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.dispatcher = Dispatcher()
         for request_cls, handler in HANDLERS:
-            self.dispatcher.register(request_cls, self._bind(handler))
-        listener = config.listeners[0]
-        self.network = NetworkServer(
-            self.dispatcher,
-            listener.host,
-            listener.port,
-            max_request_bytes=config["socket.request.max.bytes"],
-            max_idle_ms=config["connections.max.idle.ms"],
-        )
+            bound: Handler = self._bind(handler)
+            if self.authorizer is not None:  # one rule per API: security/authorization.py
+                bound = authorization.wrap(request_cls.API_KEY, bound, self.authorizer,
+                                           self.topics)  # fmt: skip
+            self.dispatcher.register(request_cls, bound)
+        self.networks = [
+            NetworkServer(
+                self.dispatcher,
+                spec.host,
+                spec.port,
+                max_request_bytes=config["socket.request.max.bytes"],
+                max_idle_ms=config["connections.max.idle.ms"],
+                listener_name=spec.name,
+                ssl_context=self.security.per_listener[spec.name].ssl_context,
+                new_sasl=self.security.new_sasl(spec.name),
+                principal_of_certificate=(
+                    self.security.per_listener[spec.name].principal_of_certificate
+                ),
+            )
+            for spec in self.security.listeners.bound
+        ]
+        self.network = self.networks[0]
         self.metrics = metrics_endpoint.for_broker(self)  # None unless metrics.listener
 
     def _rack_of(self, broker_id: int) -> str | None:
@@ -190,9 +212,12 @@ class Broker:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.network.start()
+        for network in self.networks:
+            await network.start()
         if self.metrics is not None:
             await self.metrics.start()
+        if self.authorizer is not None:
+            self.authorizer.start()  # ACLs loaded before the broker registers
         await self.cluster_membership.start()
         self.config_changes.start()
         lag_ms = self.config["replica.lag.time.max.ms"]
@@ -238,13 +263,14 @@ class Broker:
     async def stop(self) -> None:
         if self.config["controlled.shutdown.enable"]:
             await registration.controlled_shutdown(self)
-        await self.network.stop_accepting()
+        for network in self.networks:
+            await network.stop_accepting()
         if self._isr_task is not None:
             self._isr_task.cancel()
         await self.controller.stop()
         self.groups.stop()
         await self.replicas.stop()
-        await self.network.drain(5.0)
+        await asyncio.gather(*(network.drain(5.0) for network in self.networks))
         if self.metrics is not None:
             await self.metrics.stop()
         self.logs.shutdown()
@@ -253,9 +279,15 @@ class Broker:
 
     @property
     def advertised(self) -> tuple[str, int]:
-        advertised = self.config.advertised_listeners[0]
-        port = advertised.port or self.network.port
-        return advertised.host or "127.0.0.1", port
+        """The first listener's advertised address (what `bootstrap_servers` names)."""
+        return self.advertised_endpoints()[0][1:]
+
+    def advertised_endpoints(self) -> list[tuple[str, str, int]]:
+        """(listener, host, port) of every listener as advertised, in `listeners` order; a
+        port 0 (any free port) is the one bound."""
+        bound = {n.listener_name: n.port for n in self.networks}
+        return [(spec.name, spec.host or "127.0.0.1", spec.port or bound[spec.name])
+                for spec in self.security.listeners.advertised]  # fmt: skip
 
     @property
     def bootstrap_servers(self) -> str:

@@ -41,6 +41,7 @@ EXPIRY_MS = 15 * 60 * 1000
 RESYNC_RETRY_S = 1.0
 TOPIC_ENTITY = "topics/"
 BROKER_ENTITY = "brokers/"
+USER_ENTITY = "users/"
 
 
 def _sequence(child: str) -> int:
@@ -128,6 +129,8 @@ class ConfigChangeListener:
             elif entity.startswith(BROKER_ENTITY):
                 if entity[len(BROKER_ENTITY) :] in (str(self.broker.broker_id), DEFAULT_ENTITY):
                     self.broker.reload_broker_config()
+            elif entity.startswith(USER_ENTITY):
+                pass  # SCRAM credentials: read from the store at each login (security/)
             else:
                 log.warning("config change of %s ignored: only topic and broker configs are "
                             "dynamic", entity)  # fmt: skip

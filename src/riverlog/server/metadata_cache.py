@@ -27,6 +27,18 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+    """(listener, host, port) of each listener; host and port above are the first's."""
+
+    def on(self, listener: str | None) -> BrokerInfo | None:
+        """This broker as reached through `listener` (None: the first endpoint); None when
+        it has no such listener."""
+        if listener is None or not self.endpoints:
+            return self
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return BrokerInfo(self.broker_id, host, port, self.rack, self.endpoints)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +97,8 @@ class MetadataCache:
             endpoint = b.endpoints[0] if b.endpoints else None
             host = endpoint.host if endpoint is not None else b.v0_host
             port = endpoint.port if endpoint is not None else b.v0_port
-            self.brokers[b.id] = BrokerInfo(b.id, host, port, b.rack or None)
+            endpoints = tuple((e.listener, e.host, e.port) for e in b.endpoints)
+            self.brokers[b.id] = BrokerInfo(b.id, host, port, b.rack or None, endpoints)
         states = list(request.ungrouped_partition_states)
         ids: dict[str, uuid.UUID] = {}
         for topic in request.topic_states:

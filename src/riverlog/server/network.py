@@ -21,6 +21,14 @@ cannot be decoded, closes that one connection (Kafka does the same); an ApiVersi
 at an unknown version gets an ApiVersions v0 answer with UNSUPPORTED_VERSION so the client can
 retry lower. Nothing a client sends reaches another connection.
 
+Security (riverlog.security): a `NetworkServer` serves one named listener. On a TLS listener
+each connection is upgraded with `start_tls` (`_TlsHandshake`: a failed handshake is one log
+line) and runs on asyncio's TLS transport: record data cannot be sent with sendfile through
+TLS, so a `FileRegion` is read once (`os.pread`) and written once, and nothing is ever sent to
+the raw socket. The connection's principal is `User:ANONYMOUS`, the mapped certificate
+subject on TLS, or the SASL login on SASL listeners, where `security.gate.admit` decides which
+requests may pass before (re-)authentication; a refused request closes the connection.
+
 Ownership: `NetworkServer` owns the listening socket and the set of live connections; each
 `Connection` owns its transport, reader and queue of pending responses. Everything runs on
 the event loop thread.
@@ -34,8 +42,9 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from riverlog.protocol.api import ApiMessage
@@ -48,12 +57,16 @@ from riverlog.protocol.exceptions import (
 from riverlog.protocol.framing import FrameReader, decode_request, encode_response
 from riverlog.protocol.messages import ApiVersionsRequest
 from riverlog.protocol.primitives import Chunk, FileRegion
+from riverlog.security import gate
+from riverlog.security.principal import ANONYMOUS
+from riverlog.security.sasl import SaslServer
 
 if TYPE_CHECKING:
     from riverlog.server.dispatch import Dispatcher, Response
 
 log = logging.getLogger(__name__)
 
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 MAX_IN_FLIGHT_PER_CONNECTION = 64
 """Requests read but not yet answered before the connection stops reading (backpressure)."""
 
@@ -66,6 +79,8 @@ class Connection(asyncio.BufferedProtocol):
         self.reader = FrameReader(max_frame_bytes=server.max_request_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.client_host = "?"
+        """The client's IP address, the `host` of ACLs."""
         self.last_active = time.monotonic()
         self._pending: collections.deque[asyncio.Future[list[Chunk] | None]] = (
             collections.deque()
@@ -80,6 +95,13 @@ class Connection(asyncio.BufferedProtocol):
         self._burst: list[Chunk] | None = None
         """Answers ready at once while one read's frames are handled: one write for all."""
         self.closed = False
+        self.listener = server.listener_name
+        self.tls = server.ssl_context is not None
+        self.principal = ANONYMOUS
+        """Who the client is (`User:<name>`): see the module docstring."""
+        self.sasl: SaslServer | None = server.new_sasl() if server.new_sasl else None
+        self._closing = False
+        """Closing once the answers queued are written (`close_after_answers`)."""
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------
 
@@ -89,10 +111,17 @@ class Connection(asyncio.BufferedProtocol):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with contextlib.suppress(OSError):  # the same descriptor, for MSG_MORE sends
-                self._sock = socket.socket(fileno=sock.fileno())
+            if not self.tls:  # the same descriptor, for MSG_MORE sends (never under TLS)
+                with contextlib.suppress(OSError):
+                    self._sock = socket.socket(fileno=sock.fileno())
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = str(peer[0]) if peer else "?"
+        if self.tls and self.server.principal_of_certificate is not None:
+            tls = transport.get_extra_info("ssl_object")
+            cert = tls.getpeercert() if tls is not None else None
+            if cert:
+                self.principal = self.server.principal_of_certificate(cert)
         self.server.connections.add(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -137,6 +166,12 @@ class Connection(asyncio.BufferedProtocol):
     # --- requests -------------------------------------------------------------------
 
     def _on_frame(self, frame: bytes | bytearray) -> None:
+        if self._closing:
+            return
+        sasl = self.sasl
+        if sasl is not None and sasl.raw_tokens and sasl.state == "authenticating":
+            self._raw_sasl_token(sasl, frame)
+            return
         try:
             request = decode_request(frame)
         except UnsupportedVersionError as e:
@@ -151,6 +186,12 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("closing %s: bad request: %s", self.peer, e)
             self.close()
             return
+        if sasl is not None:
+            refused = gate.admit(sasl, request.api_key, int(time.time() * 1000))
+            if refused is not None:
+                log.warning("closing %s (listener %s): %s", self.peer, self.listener, refused)
+                self.close()
+                return
         try:
             result = self.server.dispatcher.dispatch(request, self)
         except Exception as e:
@@ -159,6 +200,33 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._enqueue(request.correlation_id, request.api_version, result)
 
+    def _raw_sasl_token(self, sasl: SaslServer, frame: bytes | bytearray) -> None:
+        """A token after a v0 SaslHandshake: the frame is the token, the answer is the
+        server's token, size-prefixed, with no Kafka header."""
+        answer = gate.raw_token(sasl, bytes(frame), int(time.time() * 1000))
+        if answer is None:
+            log.warning("closing %s (listener %s): SASL %s authentication failed", self.peer,
+                        self.listener, sasl.mechanism)  # fmt: skip
+            self.close()
+            return
+        if sasl.principal is not None:
+            self.principal = sasl.principal
+        if self.transport is not None:
+            self.transport.write(len(answer).to_bytes(4, "big") + answer)
+
+    def close_after_answers(self) -> None:
+        """Answer what was asked so far, then close; later frames are ignored (a failed SASL
+        login is answered, then closed, as Kafka does)."""
+        self._closing = True
+        asyncio.get_running_loop().call_soon(self._close_if_answered)
+
+    def _close_if_answered(self) -> None:
+        """Close once nothing is left to write (called again when the writer finishes)."""
+        if self._closing and not self._pending and self._writer is None and not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()  # after the buffered answers
+
     def _enqueue(
         self, correlation_id: int, version: int, result: Response | Awaitable[Response]
     ) -> None:
@@ -166,10 +234,17 @@ class Connection(asyncio.BufferedProtocol):
         # Not `isinstance(result, Awaitable)`: an ABC check, ~0.3 µs on every request.
         if result is not None and not isinstance(result, ApiMessage):
             fut: asyncio.Future[list[Chunk] | None] = asyncio.ensure_future(
-                _encode_when_done(result, version, correlation_id)
+                _encode_when_done(result, version, correlation_id, self.tls)
             )
         else:
             chunks = None if result is None else encode_response(result, version, correlation_id)
+            if self.tls and chunks is not None:
+                try:
+                    chunks = _without_regions(chunks)
+                except OSError as e:
+                    log.warning("closing %s: %s", self.peer, e)
+                    self.close()
+                    return
             if (
                 not self._pending
                 and self._writer is None
@@ -209,6 +284,8 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
         finally:
             self._writer = None
+            if self._closing:
+                self._close_if_answered()
 
     async def _send(self, chunks: list[Chunk]) -> None:
         transport = self.transport
@@ -267,15 +344,74 @@ def _sendfile_now(sock: socket.socket, region: FileRegion) -> int:
     return sent
 
 
+def _without_regions(chunks: list[Chunk]) -> list[Chunk]:
+    """Record data read once from its segment, for a TLS transport (no sendfile)."""
+    if FileRegion not in map(type, chunks):
+        return chunks
+    out: list[Chunk] = []
+    for chunk in chunks:
+        if isinstance(chunk, FileRegion):
+            data = os.pread(chunk.fileno, chunk.length, chunk.offset)
+            if len(data) < chunk.length:
+                raise OSError("a segment is shorter than the record data to send")
+            out.append(data)
+        else:
+            out.append(chunk)
+    return out
+
+
 async def _encode_when_done(
-    result: Awaitable[Response], version: int, correlation_id: int
+    result: Awaitable[Response], version: int, correlation_id: int, tls: bool
 ) -> list[Chunk] | None:
     response = await result
-    return None if response is None else encode_response(response, version, correlation_id)
+    if response is None:
+        return None
+    chunks = encode_response(response, version, correlation_id)
+    return _without_regions(chunks) if tls else chunks
+
+
+class _TlsHandshake(asyncio.Protocol):
+    """A TLS listener's new TCP connection, upgraded with `start_tls` before its
+    `Connection` takes over — so that a failed handshake (plaintext bytes on a TLS port, an
+    untrusted client certificate) is logged in one line, which asyncio's own TLS server does
+    only in debug mode."""
+
+    def __init__(self, server: NetworkServer) -> None:
+        self.server = server
+        self._upgrading: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.pause_reading()  # the ClientHello waits in the socket for start_tls
+        self._upgrading = asyncio.get_running_loop().create_task(self._upgrade(transport))
+
+    async def _upgrade(self, transport: asyncio.Transport) -> None:
+        context = self.server.ssl_context
+        assert context is not None
+        peer = transport.get_extra_info("peername")
+        where = f"{peer[0]}:{peer[1]}" if peer else "?"
+        connection = Connection(self.server)
+        try:
+            tls = await asyncio.get_running_loop().start_tls(
+                transport, connection, context, server_side=True,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+            )  # fmt: skip
+        except (OSError, ConnectionError, TimeoutError, ssl.SSLError) as e:
+            log.warning("closing %s (listener %s): TLS handshake failed: %s", where,
+                        self.server.listener_name, e)  # fmt: skip
+            transport.abort()
+            return
+        if tls is None:  # closed meanwhile
+            return
+        connection.connection_made(tls)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._upgrading is not None and not self._upgrading.done():
+            self._upgrading.cancel()
 
 
 class NetworkServer:
-    """The listening socket and its connections."""
+    """The listening socket of one listener and its connections."""
 
     def __init__(
         self,
@@ -285,10 +421,18 @@ class NetworkServer:
         *,
         max_request_bytes: int,
         max_idle_ms: int,
+        listener_name: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        new_sasl: Callable[[], SaslServer] | None = None,
+        principal_of_certificate: Callable[[dict[str, object]], str] | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
+        self.listener_name = listener_name
+        self.ssl_context = ssl_context
+        self.new_sasl = new_sasl
+        self.principal_of_certificate = principal_of_certificate
         self.max_request_bytes = max_request_bytes
         self.max_idle_s = max_idle_ms / 1000.0
         self.connections: set[Connection] = set()
@@ -297,8 +441,11 @@ class NetworkServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        factory: Callable[[], asyncio.BaseProtocol] = (
+            (lambda: _TlsHandshake(self)) if self.ssl_context else (lambda: Connection(self))
+        )
         self._server = await loop.create_server(
-            lambda: Connection(self), self.host, self.port, reuse_address=True, backlog=1024
+            factory, self.host, self.port, reuse_address=True, backlog=1024
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._reaper = loop.create_task(self._reap_idle())

@@ -19,11 +19,11 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from riverlog.client.connection import Connection
+from riverlog.clock import Clock
 from riverlog.metadata import layout
 from riverlog.metadata.store import (
     MetadataStore,
@@ -74,16 +74,17 @@ async def register_broker(
     registration: layout.BrokerRegistration,
     *,
     wait_ms: int,
+    clock: Clock,
 ) -> None:
     """Create `/brokers/ids/N`; retry while an expiring session of the same id holds it."""
     path = layout.broker_path(registration.broker_id)
-    deadline = time.monotonic() + wait_ms / 1000
+    deadline = clock.monotonic_s() + wait_ms / 1000
     while True:
         try:
             store.create(path, registration.to_json(), ephemeral=True)
             return
         except NodeExistsError:
-            if time.monotonic() > deadline:
+            if clock.monotonic_s() > deadline:
                 raise ClusterMembershipError(
                     f"broker id {registration.broker_id} is registered by another live broker"
                 ) from None
@@ -132,16 +133,23 @@ class ClusterMembership:
         self._stopped = False
 
     def registration(self) -> layout.BrokerRegistration:
+        """Every advertised listener, the inter-broker one first: whoever reaches a broker
+        from inside the cluster (controller, followers) takes the first endpoint."""
         broker = self.broker
-        host, port = broker.advertised
-        endpoint = layout.Endpoint(broker.config.listeners[0].name, host, port)
-        return layout.BrokerRegistration(broker.broker_id, (endpoint,), broker.rack,
-                                         int(time.time() * 1000))  # fmt: skip
+        listeners = broker.security.listeners
+        endpoints = [layout.Endpoint(name, host, port)
+                     for name, host, port in broker.advertised_endpoints()]  # fmt: skip
+        endpoints.sort(key=lambda e: e.listener != listeners.inter_broker)
+        protocols = {e.listener: listeners.protocols[e.listener] for e in endpoints}
+        return layout.BrokerRegistration(broker.broker_id, tuple(endpoints), broker.rack,
+                                         broker.clock.wall_ms(), protocols)  # fmt: skip
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         wait_ms = self.broker.config["zookeeper.session.timeout.ms"]
-        await register_broker(self.broker.store, self.registration(), wait_ms=wait_ms)
+        await register_broker(
+            self.broker.store, self.registration(), wait_ms=wait_ms, clock=self.broker.clock
+        )
         self._run_for_controller()
 
     def _run_for_controller(self) -> None:
@@ -159,7 +167,8 @@ class ClusterMembership:
             loop.call_soon_threadsafe(fn)
 
         self.election = ControllerElection(self.broker.store, broker_id, elected,
-                                           schedule=on_loop)  # fmt: skip
+                                           schedule=on_loop,
+                                           clock=self.broker.clock)  # fmt: skip
         self.election.elect()
 
     def _start_controller(self, election: ControllerElection, epoch: int) -> None:
@@ -242,7 +251,8 @@ async def controlled_shutdown(broker: Broker) -> bool:
         endpoint = layout.BrokerRegistration.from_json(controller, data).endpoints[0]
         try:
             conn = await Connection.open(endpoint.host, endpoint.port,
-                                         client_id=f"broker-{broker.broker_id}-shutdown")
+                                         client_id=f"broker-{broker.broker_id}-shutdown",
+                                         security=broker.security.inter_broker)  # fmt: skip
             try:
                 async with asyncio.timeout(CONTROLLED_SHUTDOWN_TIMEOUT_S):
                     response = await conn.send(

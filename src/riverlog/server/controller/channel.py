@@ -14,7 +14,8 @@ import asyncio
 import logging
 from collections.abc import Collection
 
-from riverlog.client.connection import Connection
+from riverlog.client.connection import PLAINTEXT, Connection
+from riverlog.client.security import ClientSecurity
 from riverlog.protocol.api import ApiMessage
 from riverlog.server import state_change_log
 from riverlog.server.background import BackgroundLoop, stop_all
@@ -27,8 +28,11 @@ STOP_TIMEOUT_S = 5.0
 
 
 class _BrokerQueue(BackgroundLoop):
-    def __init__(self, broker_id: int, address: tuple[str, int], client_id: str) -> None:
+    def __init__(
+        self, broker_id: int, address: tuple[str, int], client_id: str, security: ClientSecurity
+    ) -> None:
         self.broker_id = broker_id
+        self.security = security
         self.address = address
         self.client_id = client_id
         self.queue: asyncio.Queue[tuple[ApiMessage, asyncio.Future[ApiMessage | None]]] = (
@@ -45,7 +49,9 @@ class _BrokerQueue(BackgroundLoop):
                 while not self.stopped:
                     try:
                         if conn is None or conn.closed:
-                            conn = await Connection.open(*self.address, client_id=self.client_id)
+                            conn = await Connection.open(
+                                *self.address, client_id=self.client_id, security=self.security
+                            )
                         async with asyncio.timeout(REQUEST_TIMEOUT_S):
                             response = await conn.send(request)
                         if not done.done():
@@ -69,8 +75,9 @@ class _BrokerQueue(BackgroundLoop):
 
 
 class ControllerChannel:
-    def __init__(self, controller_id: int) -> None:
+    def __init__(self, controller_id: int, security: ClientSecurity = PLAINTEXT) -> None:
         self.client_id = f"controller-{controller_id}"
+        self.security = security
         self._queues: dict[int, _BrokerQueue] = {}
 
     def add(self, broker_id: int, address: tuple[str, int]) -> None:
@@ -78,7 +85,7 @@ class ControllerChannel:
         if current is not None and current.address == address:
             return
         self.remove(broker_id)
-        self._queues[broker_id] = _BrokerQueue(broker_id, address, self.client_id)
+        self._queues[broker_id] = _BrokerQueue(broker_id, address, self.client_id, self.security)
 
     def remove(self, broker_id: int) -> None:
         queue = self._queues.pop(broker_id, None)

@@ -81,7 +81,7 @@ class ControllerService:
         self._queue: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.channel = ControllerChannel(broker.broker_id)
+        self.channel = ControllerChannel(broker.broker_id, broker.security.inter_broker)
         self._live_before_resync: set[int] | None = None
         self.leader_rebalance = LeaderRebalance(self)
         self.reassignments = Reassignments(self)

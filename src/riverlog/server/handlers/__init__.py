@@ -13,6 +13,7 @@ from typing import Any
 from riverlog.protocol import messages as m
 from riverlog.protocol.api import ApiMessage
 from riverlog.server.handlers import (
+    acls,
     admin,
     cluster,
     configs,
@@ -25,6 +26,7 @@ from riverlog.server.handlers import (
     produce,
     producers,
     reassignments,
+    sasl,
 )
 
 HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
@@ -43,7 +45,13 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.IncrementalAlterConfigsRequest, configs.handle_incremental_alter_configs),
     (m.DescribeClusterRequest, metadata.handle_describe_cluster),
     (m.InitProducerIdRequest, producers.handle_init_producer_id),
-    (m.SaslHandshakeRequest, producers.handle_sasl_handshake),
+    (m.SaslHandshakeRequest, sasl.handle_sasl_handshake),
+    (m.SaslAuthenticateRequest, sasl.handle_sasl_authenticate),
+    (m.CreateAclsRequest, acls.handle_create_acls),
+    (m.DescribeAclsRequest, acls.handle_describe_acls),
+    (m.DeleteAclsRequest, acls.handle_delete_acls),
+    (m.DescribeUserScramCredentialsRequest, acls.handle_describe_user_scram_credentials),
+    (m.AlterUserScramCredentialsRequest, acls.handle_alter_user_scram_credentials),
     (m.FindCoordinatorRequest, groups.handle_find_coordinator),
     (m.JoinGroupRequest, groups.handle_join_group),
     (m.SyncGroupRequest, groups.handle_sync_group),

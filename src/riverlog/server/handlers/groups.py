@@ -40,7 +40,7 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 def _coordinator(
-    broker: Broker, key: str, key_type: int
+    broker: Broker, key: str, key_type: int, listener: str | None = None
 ) -> tuple[error_codes.ErrorCode, str | None, int, str, int]:
     if key_type == TRANSACTION_KEY:
         return (
@@ -58,6 +58,7 @@ def _coordinator(
     # The leader of the group's __consumer_offsets partition.
     leader = broker.metadata.leader_of(OFFSETS_TOPIC, groups.partition_of(key))
     info = broker.metadata.brokers.get(leader)
+    info = info.on(listener) if info is not None else None  # the client's listener
     if info is None:
         return error_codes.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     return error_codes.NONE, None, leader, info.host, info.port
@@ -89,12 +90,13 @@ async def _find_coordinator_when_led(
 
 
 def _find_coordinator(broker: Broker, ctx: RequestContext) -> m.FindCoordinatorResponse:
+    listener = ctx.connection.listener if ctx.connection is not None else None
     request = ctx.request.body
     assert isinstance(request, m.FindCoordinatorRequest)
     if ctx.version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, message, node, host, port = _coordinator(broker, key, request.key_type)
+            error, message, node, host, port = _coordinator(broker, key, request.key_type, listener)
             coordinators.append(
                 m.FindCoordinatorResponse.Coordinator(
                     key=key,
@@ -106,7 +108,7 @@ def _find_coordinator(broker: Broker, ctx: RequestContext) -> m.FindCoordinatorR
                 )
             )
         return m.FindCoordinatorResponse(coordinators=coordinators)
-    error, message, node, host, port = _coordinator(broker, request.key, request.key_type)
+    error, message, node, host, port = _coordinator(broker, request.key, request.key_type, listener)
     return m.FindCoordinatorResponse(
         error_code=error.code, error_message=message, node_id=node, host=host, port=port
     )

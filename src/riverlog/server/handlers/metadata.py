@@ -75,21 +75,28 @@ def _topic_entry(
     )
 
 
-def _brokers(broker: Broker) -> list[BrokerInfo]:
+def _brokers(broker: Broker, ctx: RequestContext) -> list[BrokerInfo]:
+    """The live brokers as reached through the listener the client came in on (Kafka's
+    rule: a broker without that listener is left out)."""
+    listener = ctx.connection.listener if ctx.connection is not None else None
     if broker.metadata.brokers:
-        return [b for _, b in sorted(broker.metadata.brokers.items())]
+        known = [b.on(listener) for _, b in sorted(broker.metadata.brokers.items())]
+        return [b for b in known if b is not None]
     # Before the controller's first UpdateMetadata: the registrations in the store, so a
     # client that bootstraps here can reach the controller named in the same answer.
-    host, port = broker.advertised
-    me = BrokerInfo(broker.broker_id, host, port, broker.rack)
+    ours = tuple(broker.advertised_endpoints())
+    me = BrokerInfo(broker.broker_id, ours[0][1], ours[0][2], broker.rack, ours)
     try:
         registered = registration.registered_brokers(broker.store)
     except StoreUnavailableError:
-        return [me]
+        registered = []
     found = {r.broker_id: BrokerInfo(r.broker_id, r.endpoints[0].host, r.endpoints[0].port,
-                                     r.rack) for r in registered if r.endpoints}  # fmt: skip
+                                     r.rack, tuple((e.listener, e.host, e.port)
+                                                   for e in r.endpoints))
+             for r in registered if r.endpoints}  # fmt: skip
     found.setdefault(broker.broker_id, me)
-    return [b for _, b in sorted(found.items())]
+    reachable = [b.on(listener) for _, b in sorted(found.items())]
+    return [b for b in reachable if b is not None]
 
 
 def _controller_id(broker: Broker) -> int:
@@ -162,7 +169,7 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse:
             MetadataResponse.MetadataResponseBroker(
                 node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack
             )
-            for b in _brokers(broker)
+            for b in _brokers(broker, ctx)
         ],
         cluster_id=broker.cluster_id,
         controller_id=_controller_id(broker),
@@ -183,7 +190,7 @@ def handle_describe_cluster(broker: Broker, ctx: RequestContext) -> DescribeClus
             DescribeClusterResponse.DescribeClusterBroker(
                 broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack
             )
-            for b in _brokers(broker)
+            for b in _brokers(broker, ctx)
         ],
         cluster_authorized_operations=authorized_operations(
             ResourceType.CLUSTER, "kafka-cluster", request.include_cluster_authorized_operations

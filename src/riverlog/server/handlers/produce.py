@@ -122,6 +122,7 @@ def handle_produce(
                     )
                 if not isinstance(data.records, bytes | bytearray | memoryview):
                     raise KafkaError(error_codes.CORRUPT_MESSAGE, "The record set is null.")
+                broker.replicas.get(topic.name, data.index)  # unknown partitions first, as Kafka
                 records = _record_set(memoryview(data.records), version)
                 hosted, result = broker.replicas.append(
                     topic.name, data.index, records, acks=request.acks

@@ -1,10 +1,9 @@
-"""Producer ids and SASL: InitProducerId (idempotent producers) and SaslHandshake.
+"""Producer ids: InitProducerId (idempotent producers).
 
 Producer ids come in blocks reserved in the metadata store (`/latest_producer_id_block`, as
 Kafka's ZooKeeper mode does), so ids are unique across restarts and, later, across brokers.
 A producer re-initialising with its id and epoch (KIP-360) gets the next epoch of the same id.
 Transactional ids wait for the transaction coordinator: until then they are refused.
-SaslHandshake answers that no mechanism is enabled until security lands.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
-    SaslHandshakeResponse,
 )
 from riverlog.server.dispatch import RequestContext
 
@@ -39,9 +37,3 @@ def handle_init_producer_id(broker: Broker, ctx: RequestContext) -> InitProducer
             producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1
         )
     return InitProducerIdResponse(producer_id=broker.producer_ids.next(), producer_epoch=0)
-
-
-def handle_sasl_handshake(broker: Broker, ctx: RequestContext) -> SaslHandshakeResponse:
-    return SaslHandshakeResponse(
-        error_code=error_codes.UNSUPPORTED_SASL_MECHANISM.code, mechanisms=[]
-    )

@@ -27,7 +27,7 @@ import logging
 import struct
 from dataclasses import dataclass
 
-from riverlog.client.connection import Connection
+from riverlog.client.connection import PLAINTEXT, Connection
 from riverlog.clock import SYSTEM_CLOCK, Clock
 from riverlog.model import TopicPartition
 from riverlog.protocol.error_codes import KafkaError
@@ -95,7 +95,8 @@ class _Fetcher(BackgroundLoop):
                 try:
                     if conn is None or conn.closed:
                         conn = await Connection.open(
-                            host, port, client_id=f"replica-fetcher-{self.owner.broker_id}"
+                            host, port, client_id=f"replica-fetcher-{self.owner.broker_id}",
+                            security=self.owner.security,
                         )
                     await self._reconcile(conn)
                     await self._fetch(conn)
@@ -281,6 +282,8 @@ class ReplicaFetchers:
         self.broker_id = broker_id
         self.clock = clock
         self.quota = quota or ReplicationQuota(UNLIMITED)
+        self.security = PLAINTEXT
+        """How fetchers connect (the inter-broker listener's protocol and login)."""
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes

@@ -1,0 +1,373 @@
+"""Security's costs, measured against plaintext in the same run (prints numbers, asserts none).
+
+- produce throughput, 1 KiB records (confluent-kafka, acks=1, linger 5 ms), and consume
+  throughput (kcat, librdkafka in C, so the client is not the ceiling) over PLAINTEXT, SSL and
+  SASL_SSL (SCRAM-SHA-256) listeners of one broker process, with the broker's CPU seconds
+  per MB beside each rate;
+- TLS handshakes per second: sequential connect + handshake + close from one client, with
+  the broker's CPU milliseconds per handshake;
+- the authorizer's cost per request: pipelined single-record Produce requests (riverlog's
+  connection, 64 in flight) to a broker without an authorizer and to one with the ACL
+  authorizer holding 1,000 ACLs (literal, prefixed, on other topics and principals), with
+  the broker's CPU microseconds per request.
+
+Brokers are their own processes (`riverlog server`). Targets (issue 23): TLS produce >= 70%
+and TLS consume >= 40% of plaintext; the authorizer costs <= 10% of the small-request rate.
+A run takes about a minute (SECONDS, PRODUCE_BYTES below).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from riverlog.client.connection import Connection
+from riverlog.metadata.store import EmbeddedStore
+from riverlog.protocol import messages as m
+from riverlog.protocol.records.v2 import Record, encode_batch
+from riverlog.security import acl, authorization, scram_credentials
+from riverlog.security.acl_store import AclCache
+from riverlog.security.authorizer import Authorizer
+from riverlog.security.dev_certs import DevCerts, write_dev_certs
+from riverlog.security.rules import NoTopics
+
+PRODUCE_BYTES = 96 * 1024 * 1024
+SIZE = 1024
+SECONDS = 4.0
+TICKS = os.sysconf("SC_CLK_TCK")
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+@contextlib.contextmanager
+def broker(data_dir: Path, settings: dict[str, str]) -> Iterator[tuple[int, dict[str, int]]]:
+    """A broker process; (pid, listener → port)."""
+    names = [item.split("://")[0] for item in settings["listeners"].split(",")]
+    ports = {name: _free_port() for name in names}
+    listeners = ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items())
+    args = [
+        sys.executable,
+        "-m",
+        "riverlog",
+        "server",
+        "--data-dir",
+        str(data_dir),
+        "--override",
+        f"listeners={listeners}",
+    ]
+    for key, value in settings.items():
+        if key != "listeners":
+            args += ["--override", f"{key}={value}"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if re.search(rb"listening on", line):
+                break
+        else:
+            raise RuntimeError("the broker did not start")
+        yield proc.pid, ports
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def client_config(listener: str, port: int, certs: DevCerts) -> dict[str, str]:
+    conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": listener}
+    if "SSL" in listener:
+        conf["ssl.ca.location"] = str(certs.ca)
+    if listener.startswith("SASL"):
+        conf |= {
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "bench",
+            "sasl.password": "bench-secret",
+        }
+    return conf
+
+
+def produce(conf: dict[str, str], topic: str) -> float:
+    producer = Producer(
+        {
+            **conf,
+            "linger.ms": 5,
+            "batch.size": 1 << 20,
+            "acks": 1,
+            "queue.buffering.max.kbytes": 1 << 20,
+        }
+    )
+    value = b"x" * SIZE
+    count = PRODUCE_BYTES // SIZE
+    start = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    producer.flush(120)
+    return time.perf_counter() - start
+
+
+def consume(conf: dict[str, str], topic: str) -> float:
+    kcat = shutil.which("kcat")
+    assert kcat is not None, "kcat is installed by ./dev setup"
+    options = [
+        a
+        for k, v in conf.items()
+        if k != "bootstrap.servers"
+        for a in ("-X", f"{k.replace('sasl.mechanism', 'sasl.mechanisms')}={v}")
+    ]
+    start = time.perf_counter()
+    done = subprocess.run(
+        [
+            kcat,
+            "-C",
+            "-b",
+            conf["bootstrap.servers"],
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-X",
+            "fetch.max.bytes=52428800",
+            "-X",
+            "max.partition.fetch.bytes=10485760",
+            "-X",
+            "queued.max.messages.kbytes=1048576",
+            "-f",
+            "%S\n",
+            *options,
+        ],
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
+    elapsed = time.perf_counter() - start
+    assert done.stdout.count(b"\n") == PRODUCE_BYTES // SIZE
+    return elapsed
+
+
+def throughput(certs: DevCerts, work: Path) -> None:
+    settings = {
+        "listeners": "PLAINTEXT,SSL,SASL_SSL",
+        "ssl.keystore.location": str(certs.broker),
+        "ssl.truststore.location": str(certs.ca),
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "num.partitions": "1",
+    }
+    data = work / "throughput"
+    data.mkdir()
+    store = EmbeddedStore(data / "riverlog-metadata.json")
+    credential = scram_credentials.make("SCRAM-SHA-256", "bench-secret", 4096)
+    store.create(
+        scram_credentials.user_path("bench"),
+        f'{{"version":1,"config":{{"SCRAM-SHA-256":"{credential.to_text()}"}}}}'.encode(),
+    )
+    store.close()
+    with broker(data, settings) as (pid, ports):
+        rates: dict[str, tuple[float, float]] = {}
+        print(f"{'1 KiB records':<28}{'MB/s':>10}{'broker CPU s/GB':>18}{'vs plaintext':>15}")
+        for listener in ("PLAINTEXT", "SSL", "SASL_SSL"):
+            conf = client_config(listener, ports[listener], certs)
+            topic = f"bench-{listener.lower()}-{uuid.uuid4().hex[:6]}"
+            admin = AdminClient(conf)
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+            del admin  # not outliving its broker
+            for what, run in (("produce", produce), ("consume", consume)):
+                before = cpu_seconds(pid)
+                elapsed = run(conf, topic)
+                cpu = cpu_seconds(pid) - before
+                mb = PRODUCE_BYTES / 1e6
+                rates[f"{what} {listener}"] = (mb / elapsed, cpu / mb * 1000)
+        for what in ("produce", "consume"):
+            plain = rates[f"{what} PLAINTEXT"][0]
+            for listener in ("PLAINTEXT", "SSL", "SASL_SSL"):
+                rate, cpu = rates[f"{what} {listener}"]
+                label = f"{what} over {listener}"
+                print(f"{label:<28}{rate:>10.1f}{cpu:>18.2f}{rate / plain:>14.0%}")
+        handshakes(pid, ports["SSL"], certs)
+
+
+def handshakes(pid: int, port: int, certs: DevCerts) -> None:
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    count = 0
+    before = cpu_seconds(pid)
+    start = time.perf_counter()
+    while time.perf_counter() - start < SECONDS:
+        with (
+            socket.create_connection(("127.0.0.1", port)) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1"),
+        ):
+            count += 1
+    elapsed = time.perf_counter() - start
+    cpu = cpu_seconds(pid) - before
+    print(
+        f"TLS handshakes/s (one client, sequential): {count / elapsed:.0f}; "
+        f"broker CPU {cpu / count * 1000:.2f} ms per handshake"
+    )
+
+
+def _produce_request(topic: str) -> m.ProduceRequest:
+    batch = encode_batch([Record(0, int(time.time() * 1000), None, b"x" * 100)])
+    return m.ProduceRequest(
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            m.ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[m.ProduceRequest.PartitionProduceData(index=0, records=batch)],
+            )
+        ],
+    )
+
+
+async def _request_rate(port: int, topic: str) -> int:
+    conn = await Connection.open("127.0.0.1", port)
+    request = _produce_request(topic)
+    done = 0
+    deadline = time.perf_counter() + SECONDS
+    in_flight: set[asyncio.Future[object]] = set()
+    try:
+        while time.perf_counter() < deadline:
+            while len(in_flight) < 64:
+                in_flight.add(asyncio.ensure_future(conn.send(request)))
+            finished, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            for f in finished:
+                response = f.result()
+                assert isinstance(response, m.ProduceResponse)
+                assert response.responses[0].partition_responses[0].error_code == 0
+            done += len(finished)
+        await asyncio.gather(*in_flight)
+    finally:
+        await conn.close()
+    return done
+
+
+def _acls(cache: AclCache) -> None:
+    """1,000 ACLs of other principals and topics (every tenth prefixed), and the bench's."""
+    for i in range(1000):
+        kind = acl.PREFIXED if i % 10 == 0 else acl.LITERAL
+        cache.add(
+            acl.Pattern(acl.TOPIC, f"other-{i}", kind),
+            [acl.Entry(f"User:u{i}", "*", acl.WRITE, acl.ALLOW)],
+        )
+    for pattern in (
+        acl.Pattern(acl.TOPIC, "bench", acl.PREFIXED),
+        acl.Pattern(acl.CLUSTER, acl.CLUSTER_NAME),
+    ):
+        cache.add(pattern, [acl.Entry("User:ANONYMOUS", "*", acl.ALL_OPERATION, acl.ALLOW)])
+
+
+def check_cost_us() -> float:
+    """The authorization wrapper's own cost per single-topic Produce request, in process
+    (the best of repeated timings: what the check costs, without the machine's noise)."""
+    authorizer = Authorizer({}, EmbeddedStore(None))
+    _acls(authorizer.cache)
+    response = m.ProduceResponse(responses=[])
+
+    def handler(ctx: Any) -> m.ProduceResponse:
+        return response
+
+    guarded = authorization.wrap(m.ProduceRequest.API_KEY, handler, authorizer, NoTopics())
+    conn = SimpleNamespace(principal="User:ANONYMOUS", client_host="127.0.0.1")
+    ctx = SimpleNamespace(
+        connection=conn, request=SimpleNamespace(body=_produce_request("bench-1")), version=9
+    )
+    runs = 20_000
+    bare = min(timeit.repeat(lambda: handler(ctx), number=runs, repeat=15))
+    checked = min(timeit.repeat(lambda: guarded(ctx), number=runs, repeat=15))
+    return (checked - bare) / runs * 1e6
+
+
+def authorizer_cost(work: Path) -> None:
+    rows = []
+    for authorized in (False, True):
+        data = work / f"authz-{authorized}"
+        data.mkdir()
+        settings = {"listeners": "PLAINTEXT", "num.partitions": "1"}
+        if authorized:
+            settings |= {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+            store = EmbeddedStore(data / "riverlog-metadata.json")
+            cache = AclCache(store)
+            for i in range(1000):  # other principals' and topics' ACLs, literal and prefixed
+                kind = acl.PREFIXED if i % 10 == 0 else acl.LITERAL
+                cache.add(
+                    acl.Pattern(acl.TOPIC, f"other-{i}", kind),
+                    [acl.Entry(f"User:u{i}", "*", acl.WRITE, acl.ALLOW)],
+                )
+            for pattern in (
+                acl.Pattern(acl.TOPIC, "bench", acl.PREFIXED),
+                acl.Pattern(acl.CLUSTER, acl.CLUSTER_NAME),
+            ):
+                cache.add(pattern, [acl.Entry("User:ANONYMOUS", "*", acl.ALL_OPERATION, acl.ALLOW)])
+            store.close()
+        with broker(data, settings) as (pid, ports):
+            topic = f"bench-{uuid.uuid4().hex[:6]}"
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+            del admin  # not outliving its broker
+            before = cpu_seconds(pid)
+            count = asyncio.run(_request_rate(ports["PLAINTEXT"], topic))
+            cpu = cpu_seconds(pid) - before
+            rows.append((count / SECONDS, cpu / count * 1e6))
+    (plain, plain_cpu), (authz, authz_cpu) = rows
+    print(
+        f"single-record Produce requests/s: no authorizer {plain:,.0f} "
+        f"({plain_cpu:.0f} µs broker CPU each); ACL authorizer with 1,000 ACLs "
+        f"{authz:,.0f} ({authz_cpu:.0f} µs each): rate {authz / plain:.0%} of plaintext, "
+        f"CPU +{(authz_cpu - plain_cpu) / plain_cpu:.1%} per request"
+    )
+    check = check_cost_us()
+    print(
+        f"authorization check per Produce request (in process, best of 15): {check:.2f} µs "
+        f"= {check / plain_cpu:.1%} of the broker's CPU per request without an authorizer"
+    )
+
+
+def main() -> None:
+    """`bench_security.py [throughput|authorizer]`: both parts, or one."""
+    parts = sys.argv[1:] or ["throughput", "authorizer"]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        certs = write_dev_certs(work / "certs")
+        if "throughput" in parts:
+            throughput(certs, work)
+        if "authorizer" in parts:
+            authorizer_cost(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,825 @@
+"""The authorization matrix (issue 23): for each API the broker serves, a principal without
+the ACL it needs gets Kafka's error and changes nothing; with the ACL, it succeeds.
+
+One broker with the ACL authorizer on a SASL_PLAINTEXT listener: `admin` is a super user
+(it grants ACLs with CreateAcls and checks side effects), `alice` starts with no ACL. Each
+case names the ACL it needs; `alice` is refused first, the ACL is created, then she
+succeeds. Also: ACL tools' wire APIs round-trip, Metadata and ListGroups hide what she may
+not describe, prefixed and deny ACLs, and TLS client-certificate principals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import ssl
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from riverlog.client.connection import Connection
+from riverlog.client.security import ClientSecurity
+from riverlog.protocol import messages as m
+from riverlog.protocol.records.v2 import Record, encode_batch
+from riverlog.security import acl
+from tests.security.conftest import SecuredBroker, start_secured
+
+pytestmark = pytest.mark.timeout(90)
+
+TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED = 29, 30, 31
+
+
+@pytest.fixture(scope="module")
+def authz(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    running = start_secured(
+        tmp_path_factory.mktemp("authz"),
+        **{
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:admin;User:ANONYMOUS",  # ANONYMOUS: the PLAINTEXT listener
+            "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),OU=riverlog,.*$/$1/L,DEFAULT",
+            "group.min.session.timeout.ms": "100",
+            "offsets.topic.num.partitions": "1",
+        },
+    )
+    try:
+        yield running
+    finally:
+        running.embedded.stop()
+
+
+async def _login(authz: SecuredBroker, user: str) -> Connection:
+    security = ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", user, f"{user}-secret")
+    return await Connection.open("127.0.0.1", authz.ports["SASL_PLAINTEXT"], security=security)
+
+
+@pytest.fixture
+async def admin(authz: SecuredBroker) -> AsyncIterator[Connection]:
+    conn = await _login(authz, "admin")
+    yield conn
+    await conn.close()
+
+
+PRINCIPALS: dict[int, str] = {}
+
+
+def principal(conn: Connection) -> str:
+    return PRINCIPALS[id(conn)]
+
+
+@pytest.fixture
+async def alice(authz: SecuredBroker, admin: Connection) -> AsyncIterator[Connection]:
+    """A new user per test (created with AlterUserScramCredentials) on SASL_SSL/SCRAM, so
+    that no test sees another's ACLs."""
+    name = f"alice-{uuid.uuid4().hex[:8]}"
+    salt = os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", b"alice-secret", salt, 4096)
+    response = await admin.send(
+        m.AlterUserScramCredentialsRequest(
+            upsertions=[
+                m.AlterUserScramCredentialsRequest.ScramCredentialUpsertion(
+                    name=name, mechanism=1, iterations=4096, salt=salt, salted_password=salted
+                )
+            ]
+        )
+    )
+    assert isinstance(response, m.AlterUserScramCredentialsResponse)
+    assert response.results[0].error_code == 0
+    context = ssl.create_default_context(cafile=str(authz.certs.ca))
+    security = ClientSecurity("SASL_SSL", context, "SCRAM-SHA-256", name, "alice-secret")
+    conn = await Connection.open("127.0.0.1", authz.ports["SASL_SSL"], security=security)
+    PRINCIPALS[id(conn)] = f"User:{name}"
+    yield conn
+    await conn.close()
+
+
+async def grant(
+    admin: Connection,
+    kind: str,
+    name: str,
+    operation: str,
+    principal: str,
+    *,
+    pattern: str = "LITERAL",
+    permission: str = "Allow",
+) -> None:
+    response = await admin.send(
+        m.CreateAclsRequest(
+            creations=[
+                m.CreateAclsRequest.AclCreation(
+                    resource_type=acl.RESOURCE_TYPE_IDS[kind],
+                    resource_name=name,
+                    resource_pattern_type=acl.PATTERN_TYPE_IDS[pattern],
+                    principal=principal,
+                    host="*",
+                    operation=acl.OPERATION_IDS[operation],
+                    permission_type=acl.PERMISSION_IDS[permission],
+                )
+            ]
+        )
+    )
+    assert isinstance(response, m.CreateAclsResponse)
+    assert response.results[0].error_code == 0, response.results[0].error_message
+
+
+async def create_topic(admin: Connection, name: str, partitions: int = 1) -> uuid.UUID:
+    """Create `name` and wait until it has leaders; its id."""
+    response = await admin.send(
+        m.CreateTopicsRequest(
+            timeout_ms=10_000,
+            topics=[
+                m.CreateTopicsRequest.CreatableTopic(
+                    name=name, num_partitions=partitions, replication_factor=1
+                )
+            ],
+        )
+    )
+    assert isinstance(response, m.CreateTopicsResponse)
+    assert response.topics[0].error_code == 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        meta = await admin.send(
+            m.MetadataRequest(
+                topics=[m.MetadataRequest.MetadataRequestTopic(name=name)],
+                allow_auto_topic_creation=False,
+            )
+        )
+        assert isinstance(meta, m.MetadataResponse)
+        parts = meta.topics[0].partitions
+        if len(parts) == partitions and all(p.leader_id >= 0 for p in parts):
+            return meta.topics[0].topic_id
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{name} has no leaders")
+
+
+async def coordinator_ready(admin: Connection, group: str) -> None:
+    """Wait until the group's coordinator answers (its offsets partition loaded)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        found = await admin.send(m.FindCoordinatorRequest(key_type=0, coordinator_keys=[group]))
+        if found.coordinators[0].error_code == 0:  # type: ignore[attr-defined]
+            described = await admin.send(m.DescribeGroupsRequest(groups=[group]))
+            if described.groups[0].error_code not in (14, 15, 16):  # type: ignore[attr-defined]
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no coordinator for {group}")
+
+
+async def end_offset(admin: Connection, topic: str) -> int:
+    response = await admin.send(
+        m.ListOffsetsRequest(
+            replica_id=-1,
+            topics=[
+                m.ListOffsetsRequest.ListOffsetsTopic(
+                    name=topic,
+                    partitions=[
+                        m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)
+                    ],
+                )
+            ],
+        )
+    )
+    assert isinstance(response, m.ListOffsetsResponse)
+    return int(response.topics[0].partitions[0].offset)
+
+
+async def topic_exists(admin: Connection, topic: str) -> bool:
+    meta = await admin.send(
+        m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)],
+            allow_auto_topic_creation=False,
+        )
+    )
+    assert isinstance(meta, m.MetadataResponse)
+    return bool(meta.topics[0].error_code == 0)
+
+
+def _produce(topic: str) -> m.ProduceRequest:
+    batch = encode_batch([Record(0, int(time.time() * 1000), b"k", b"v")])
+    return m.ProduceRequest(
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            m.ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[m.ProduceRequest.PartitionProduceData(index=0, records=batch)],
+            )
+        ],
+    )
+
+
+@dataclass
+class Case:
+    """One API: the ACL it needs, its request, and where its error code is."""
+
+    api: str
+    needs: tuple[str, str, str]  # (resource type, name key, operation)
+    request: Callable[[dict[str, Any]], Any]
+    error: Callable[[Any], int]
+    denied: int
+    unchanged: Callable[[Connection, dict[str, Any]], Any] | None = None
+
+
+def _topic_request(
+    cls: Any,
+    topic_cls: Any,
+    part_cls: Any,
+    name_field: str = "name",
+    parts_field: str = "partitions",
+    **part: Any,
+) -> Callable[[dict[str, str]], Any]:
+    def make(names: dict[str, str]) -> Any:
+        return cls(
+            topics=[topic_cls(**{name_field: names["topic"], parts_field: [part_cls(**part)]})]
+        )
+
+    return make
+
+
+async def _no_records(admin: Connection, names: dict[str, str]) -> None:
+    assert await end_offset(admin, names["topic"]) == 0
+
+
+async def _still_there(admin: Connection, names: dict[str, str]) -> None:
+    assert await topic_exists(admin, names["topic"])
+
+
+async def _not_created(admin: Connection, names: dict[str, str]) -> None:
+    assert not await topic_exists(admin, names["new"])
+
+
+async def _one_partition(admin: Connection, names: dict[str, str]) -> None:
+    meta = await admin.send(
+        m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name=names["topic"])],
+            allow_auto_topic_creation=False,
+        )
+    )
+    assert len(meta.topics[0].partitions) == 1  # type: ignore[attr-defined]
+
+
+async def _config_unchanged(admin: Connection, names: dict[str, str]) -> None:
+    response = await admin.send(
+        m.DescribeConfigsRequest(
+            resources=[
+                m.DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=2,
+                    resource_name=names["topic"],
+                    configuration_keys=["retention.ms"],
+                )
+            ]
+        )
+    )
+    value = response.results[0].configs[0].value  # type: ignore[attr-defined]
+    assert value != "1234567"
+
+
+async def _no_commit(admin: Connection, names: dict[str, str]) -> None:
+    response = await admin.send(
+        m.OffsetFetchRequest(
+            groups=[
+                m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=names["group"], topics=None)
+            ]
+        )
+    )
+    assert not response.groups[0].topics  # type: ignore[attr-defined]
+
+
+CASES = [
+    Case(
+        "Produce",
+        ("Topic", "topic", "Write"),
+        lambda n: _produce(n["topic"]),
+        lambda r: r.responses[0].partition_responses[0].error_code,
+        TOPIC_DENIED,
+        _no_records,
+    ),
+    Case(
+        "Fetch",
+        ("Topic", "topic", "Read"),
+        lambda n: m.FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            session_epoch=-1,
+            topics=[
+                m.FetchRequest.FetchTopic(
+                    topic=n["topic"],
+                    topic_id=n["topic_id"],
+                    partitions=[
+                        m.FetchRequest.FetchPartition(
+                            partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                        )
+                    ],
+                )
+            ],
+        ),
+        lambda r: r.responses[0].partitions[0].error_code,
+        TOPIC_DENIED,
+    ),
+    Case(
+        "ListOffsets",
+        ("Topic", "topic", "Describe"),
+        _topic_request(
+            m.ListOffsetsRequest,
+            m.ListOffsetsRequest.ListOffsetsTopic,
+            m.ListOffsetsRequest.ListOffsetsPartition,
+            partition_index=0,
+            timestamp=-1,
+        ),
+        lambda r: r.topics[0].partitions[0].error_code,
+        TOPIC_DENIED,
+    ),
+    Case(
+        "OffsetForLeaderEpoch",
+        ("Topic", "topic", "Describe"),
+        _topic_request(
+            m.OffsetForLeaderEpochRequest,
+            m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic,
+            m.OffsetForLeaderEpochRequest.OffsetForLeaderPartition,
+            name_field="topic",
+            partition=0,
+            leader_epoch=0,
+            current_leader_epoch=-1,
+        ),
+        lambda r: r.topics[0].partitions[0].error_code,
+        TOPIC_DENIED,
+    ),
+    Case(
+        "Metadata",
+        ("Topic", "topic", "Describe"),
+        lambda n: m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name=n["topic"])],
+            allow_auto_topic_creation=False,
+        ),
+        lambda r: r.topics[0].error_code,
+        TOPIC_DENIED,
+    ),
+    Case(
+        "CreateTopics",
+        ("Topic", "new", "Create"),
+        lambda n: m.CreateTopicsRequest(
+            timeout_ms=5000,
+            topics=[
+                m.CreateTopicsRequest.CreatableTopic(
+                    name=n["new"], num_partitions=1, replication_factor=1
+                )
+            ],
+        ),
+        lambda r: r.topics[0].error_code,
+        TOPIC_DENIED,
+        _not_created,
+    ),
+    Case(
+        "DeleteRecords",
+        ("Topic", "topic", "Delete"),
+        _topic_request(
+            m.DeleteRecordsRequest,
+            m.DeleteRecordsRequest.DeleteRecordsTopic,
+            m.DeleteRecordsRequest.DeleteRecordsPartition,
+            partition_index=0,
+            offset=0,
+        ),
+        lambda r: r.topics[0].partitions[0].error_code,
+        TOPIC_DENIED,
+    ),
+    Case(
+        "CreatePartitions",
+        ("Topic", "topic", "Alter"),
+        lambda n: m.CreatePartitionsRequest(
+            timeout_ms=5000,
+            topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(name=n["topic"], count=2)],
+        ),
+        lambda r: r.results[0].error_code,
+        TOPIC_DENIED,
+        _one_partition,
+    ),
+    Case(
+        "DescribeConfigs",
+        ("Topic", "topic", "DescribeConfigs"),
+        lambda n: m.DescribeConfigsRequest(
+            resources=[
+                m.DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=2, resource_name=n["topic"]
+                )
+            ]
+        ),
+        lambda r: r.results[0].error_code,
+        TOPIC_DENIED,
+    ),
+    Case(
+        "IncrementalAlterConfigs",
+        ("Topic", "topic", "AlterConfigs"),
+        lambda n: m.IncrementalAlterConfigsRequest(
+            resources=[
+                m.IncrementalAlterConfigsRequest.AlterConfigsResource(
+                    resource_type=2,
+                    resource_name=n["topic"],
+                    configs=[
+                        m.IncrementalAlterConfigsRequest.AlterableConfig(
+                            name="retention.ms", config_operation=0, value="1234567"
+                        )
+                    ],
+                )
+            ]
+        ),
+        lambda r: r.responses[0].error_code,
+        TOPIC_DENIED,
+        _config_unchanged,
+    ),
+    Case(
+        "DeleteTopics",
+        ("Topic", "topic", "Delete"),
+        lambda n: m.DeleteTopicsRequest(
+            timeout_ms=5000,
+            topic_names=[n["topic"]],
+            topics=[m.DeleteTopicsRequest.DeleteTopicState(name=n["topic"])],
+        ),
+        lambda r: r.responses[0].error_code,
+        TOPIC_DENIED,
+        _still_there,
+    ),
+    Case(
+        "OffsetCommit",
+        ("Group", "group", "Read"),
+        lambda n: m.OffsetCommitRequest(
+            group_id=n["group"],
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                m.OffsetCommitRequest.OffsetCommitRequestTopic(
+                    name=n["topic"],
+                    partitions=[
+                        m.OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=0
+                        )
+                    ],
+                )
+            ],
+        ),
+        lambda r: r.topics[0].partitions[0].error_code,
+        GROUP_DENIED,
+        _no_commit,
+    ),
+    Case(
+        "OffsetFetch",
+        ("Group", "group", "Describe"),
+        lambda n: m.OffsetFetchRequest(
+            groups=[m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=n["group"], topics=None)]
+        ),
+        lambda r: r.groups[0].error_code,
+        GROUP_DENIED,
+    ),
+    Case(
+        "JoinGroup",
+        ("Group", "group", "Read"),
+        lambda n: m.JoinGroupRequest(
+            group_id=n["group"],
+            session_timeout_ms=6000,
+            rebalance_timeout_ms=100,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+        ),
+        lambda r: r.error_code if r.error_code != 79 else 0,
+        GROUP_DENIED,
+    ),
+    Case(
+        "DescribeGroups",
+        ("Group", "group", "Describe"),
+        lambda n: m.DescribeGroupsRequest(groups=[n["group"]]),
+        lambda r: r.groups[0].error_code,
+        GROUP_DENIED,
+    ),
+    Case(
+        "DeleteGroups",
+        ("Group", "group", "Delete"),
+        lambda n: m.DeleteGroupsRequest(groups_names=[n["group"]]),
+        lambda r: r.results[0].error_code if r.results[0].error_code != 69 else 0,
+        GROUP_DENIED,
+    ),
+    Case(
+        "FindCoordinator",
+        ("Group", "group", "Describe"),
+        lambda n: m.FindCoordinatorRequest(key_type=0, coordinator_keys=[n["group"]]),
+        lambda r: r.coordinators[0].error_code,
+        GROUP_DENIED,
+    ),
+    Case(
+        "InitProducerId",
+        ("Cluster", "cluster", "IdempotentWrite"),
+        lambda n: m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+        lambda r: r.error_code,
+        CLUSTER_DENIED,
+    ),
+    Case(
+        "DescribeLogDirs",
+        ("Cluster", "cluster", "Describe"),
+        lambda n: m.DescribeLogDirsRequest(topics=None),
+        lambda r: r.error_code,
+        CLUSTER_DENIED,
+    ),
+    Case(
+        "ListPartitionReassignments",
+        ("Cluster", "cluster", "Describe"),
+        lambda n: m.ListPartitionReassignmentsRequest(timeout_ms=5000, topics=None),
+        lambda r: r.error_code,
+        CLUSTER_DENIED,
+    ),
+    Case(
+        "ElectLeaders",
+        ("Cluster", "cluster", "Alter"),
+        lambda n: m.ElectLeadersRequest(election_type=0, timeout_ms=5000, topic_partitions=[]),
+        lambda r: r.error_code,
+        CLUSTER_DENIED,
+    ),
+    Case(
+        "DescribeAcls",
+        ("Cluster", "cluster", "Describe"),
+        lambda n: m.DescribeAclsRequest(
+            resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1
+        ),
+        lambda r: r.error_code,
+        CLUSTER_DENIED,
+    ),
+    Case(
+        "DescribeUserScramCredentials",
+        ("Cluster", "cluster", "Describe"),
+        lambda n: m.DescribeUserScramCredentialsRequest(users=None),
+        lambda r: r.error_code,
+        CLUSTER_DENIED,
+    ),
+    Case(
+        "UpdateMetadata",
+        ("Cluster", "cluster", "ClusterAction"),
+        lambda n: m.UpdateMetadataRequest(controller_id=0, controller_epoch=0),
+        lambda r: r.error_code if r.error_code != 11 else 0,
+        CLUSTER_DENIED,
+    ),
+    Case(
+        "StopReplica",
+        ("Cluster", "cluster", "ClusterAction"),
+        lambda n: m.StopReplicaRequest(
+            controller_id=0,
+            controller_epoch=0,
+            topic_states=[
+                m.StopReplicaRequest.StopReplicaTopicState(
+                    topic_name=n["topic"],
+                    partition_states=[
+                        m.StopReplicaRequest.StopReplicaPartitionState(
+                            partition_index=0, delete_partition=True
+                        )
+                    ],
+                )
+            ],
+        ),
+        lambda r: r.error_code if r.error_code != 11 else 0,
+        CLUSTER_DENIED,
+        _still_there,
+    ),
+    Case(
+        "LeaderAndIsr",
+        ("Cluster", "cluster", "ClusterAction"),
+        lambda n: m.LeaderAndIsrRequest(controller_id=0, controller_epoch=0),
+        lambda r: r.error_code if r.error_code != 11 else 0,
+        CLUSTER_DENIED,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.api for c in CASES])
+async def test_each_api_needs_its_acl(admin: Connection, alice: Connection, case: Case) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    names: dict[str, Any] = {
+        "topic": f"t-{suffix}",
+        "new": f"new-{suffix}",
+        "group": f"g-{suffix}",
+        "cluster": acl.CLUSTER_NAME,
+    }
+    topic_id = await create_topic(admin, names["topic"])
+    await coordinator_ready(admin, names["group"])
+    names["topic_id"] = topic_id
+    denied = await alice.send(case.request(names), timeout_s=15)
+    assert case.error(denied) == case.denied, f"{case.api} without the ACL"
+    if case.unchanged is not None:
+        await case.unchanged(admin, names)
+    kind, key, operation = case.needs
+    await grant(admin, kind, names[key], operation, principal(alice))
+    if case.api == "OffsetCommit":  # the group's ACL alone: now the topic's is missing
+        half = await alice.send(case.request(names), timeout_s=15)
+        assert case.error(half) == TOPIC_DENIED
+        await grant(admin, "Topic", names["topic"], "Read", principal(alice))
+    allowed = await alice.send(case.request(names), timeout_s=15)
+    assert case.error(allowed) == 0, f"{case.api} with the ACL: {allowed!r}"
+
+
+async def test_metadata_and_list_groups_hide_what_is_not_describable(
+    admin: Connection, alice: Connection
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    visible, hidden = f"visible-{suffix}", f"hidden-{suffix}"
+    await create_topic(admin, visible)
+    await create_topic(admin, hidden)
+    await grant(
+        admin, "Topic", f"visible-{suffix[:4]}", "Describe", principal(alice), pattern="PREFIXED"
+    )
+    meta = await alice.send(m.MetadataRequest(topics=None))
+    assert isinstance(meta, m.MetadataResponse)
+    names = {t.name for t in meta.topics}
+    assert visible in names and hidden not in names
+    everything = await admin.send(m.MetadataRequest(topics=None))
+    assert {visible, hidden} <= {t.name for t in everything.topics}  # type: ignore[attr-defined]
+    # auto-creation needs Create: refused, and nothing created
+    unborn = f"visible-{suffix}-new"
+    asked = await alice.send(
+        m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name=unborn)],
+            allow_auto_topic_creation=True,
+        )
+    )
+    assert [(t.name, t.error_code) for t in asked.topics] == [(unborn, TOPIC_DENIED)]  # type: ignore[attr-defined]
+    assert not await topic_exists(admin, unborn)
+    # v0, where an empty list means every topic: only the denied topic is answered
+    old = await alice.send(
+        m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=hidden)]), 0
+    )
+    assert [(t.name, t.error_code) for t in old.topics] == [(hidden, TOPIC_DENIED)]  # type: ignore[attr-defined]
+    # a DENY beats the prefixed ALLOW
+    await grant(admin, "Topic", visible, "Describe", principal(alice), permission="Deny")
+    meta = await alice.send(m.MetadataRequest(topics=None))
+    assert visible not in {t.name for t in meta.topics}  # type: ignore[attr-defined]
+
+    group = f"listed-{suffix}"
+    await coordinator_ready(admin, group)
+    await admin.send(
+        m.OffsetCommitRequest(
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                m.OffsetCommitRequest.OffsetCommitRequestTopic(
+                    name=hidden,
+                    partitions=[
+                        m.OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=0
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    listed = await alice.send(m.ListGroupsRequest())
+    assert group not in {g.group_id for g in listed.groups}  # type: ignore[attr-defined]
+    await grant(admin, "Group", group, "Describe", principal(alice))
+    listed = await alice.send(m.ListGroupsRequest())
+    assert group in {g.group_id for g in listed.groups}  # type: ignore[attr-defined]
+
+
+async def test_acl_apis_round_trip_and_deletes_apply_at_once(
+    admin: Connection, alice: Connection
+) -> None:
+    topic = f"acl-{uuid.uuid4().hex[:8]}"
+    await create_topic(admin, topic)
+    await grant(admin, "Topic", topic, "Write", principal(alice))
+    described = await admin.send(
+        m.DescribeAclsRequest(
+            resource_type_filter=2,
+            resource_name_filter=topic,
+            pattern_type_filter=3,
+            principal_filter=None,
+            host_filter=None,
+            operation=1,
+            permission_type=1,
+        )
+    )
+    assert isinstance(described, m.DescribeAclsResponse)
+    [resource] = described.resources
+    assert [(a.principal, a.operation, a.permission_type) for a in resource.acls] == [
+        (principal(alice), acl.OPERATION_IDS["Write"], acl.PERMISSION_IDS["Allow"])
+    ]
+    produced = await alice.send(_produce(topic))
+    assert produced.responses[0].partition_responses[0].error_code == 0  # type: ignore[attr-defined]
+    deleted = await admin.send(
+        m.DeleteAclsRequest(
+            filters=[
+                m.DeleteAclsRequest.DeleteAclsFilter(
+                    resource_type_filter=2,
+                    resource_name_filter=topic,
+                    pattern_type_filter=3,
+                    principal_filter=None,
+                    host_filter=None,
+                    operation=1,
+                    permission_type=1,
+                )
+            ]
+        )
+    )
+    assert len(deleted.filter_results[0].matching_acls) == 1  # type: ignore[attr-defined]
+    refused = await alice.send(_produce(topic))
+    assert refused.responses[0].partition_responses[0].error_code == TOPIC_DENIED  # type: ignore[attr-defined]
+    # alice may not manage ACLs herself
+    mine = await alice.send(
+        m.CreateAclsRequest(
+            creations=[
+                m.CreateAclsRequest.AclCreation(
+                    resource_type=2,
+                    resource_name=topic,
+                    resource_pattern_type=3,
+                    principal=principal(alice),
+                    host="*",
+                    operation=2,
+                    permission_type=3,
+                )
+            ]
+        )
+    )
+    assert mine.results[0].error_code == CLUSTER_DENIED  # type: ignore[attr-defined]
+
+
+async def test_the_certificate_subject_is_the_principal(
+    authz: SecuredBroker, admin: Connection
+) -> None:
+    """`CN=client,OU=riverlog` maps to `client` by the configured rule."""
+    topic = f"cert-{uuid.uuid4().hex[:8]}"
+    await create_topic(admin, topic)
+    context = ssl.create_default_context(cafile=str(authz.certs.ca))
+    context.load_cert_chain(str(authz.certs.client))
+    conn = await Connection.open(
+        "127.0.0.1", authz.ports["SSL"], security=ClientSecurity("SSL", context)
+    )
+    try:
+        refused = await conn.send(_produce(topic))
+        assert refused.responses[0].partition_responses[0].error_code == TOPIC_DENIED  # type: ignore[attr-defined]
+        await grant(admin, "Topic", topic, "Write", principal="User:client")
+        done = await conn.send(_produce(topic))
+        assert done.responses[0].partition_responses[0].error_code == 0  # type: ignore[attr-defined]
+    finally:
+        await conn.close()
+
+
+def test_acls_are_stored_as_kafka_stores_them(authz: SecuredBroker, tmp_path: Path) -> None:
+    broker = authz.embedded.broker
+    assert broker is not None
+    paths = broker.store.children("/kafka-acl/Topic")
+    assert paths
+    data = broker.store.get(f"/kafka-acl/Topic/{paths[0]}").data
+    assert data.startswith(b'{"version":1,"acls":[{"principal":"User:')
+    assert broker.store.children("/kafka-acl-changes")
+    assert broker.store.children("/kafka-acl-extended/prefixed/Topic")
+
+
+async def test_offset_fetch_answers_topics_she_may_not_describe_as_kafka(
+    admin: Connection, alice: Connection
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    topic, group = f"secret-{suffix}", f"reader-{suffix}"
+    await create_topic(admin, topic)
+    await coordinator_ready(admin, group)
+    committed = await admin.send(
+        m.OffsetCommitRequest(
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                m.OffsetCommitRequest.OffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=[
+                        m.OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=7
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    assert committed.topics[0].partitions[0].error_code == 0  # type: ignore[attr-defined]
+    await grant(admin, "Group", group, "Describe", principal(alice))
+    Group = m.OffsetFetchRequest.OffsetFetchRequestGroup
+    everything = await alice.send(m.OffsetFetchRequest(groups=[Group(group_id=group, topics=None)]))
+    assert everything.groups[0].topics == []  # type: ignore[attr-defined]
+    named = await alice.send(
+        m.OffsetFetchRequest(
+            groups=[
+                Group(
+                    group_id=group,
+                    topics=[
+                        m.OffsetFetchRequest.OffsetFetchRequestTopics(
+                            name=topic, partition_indexes=[0]
+                        )
+                    ],
+                )
+            ]
+        )
+    )
+    [answer] = named.groups[0].topics  # type: ignore[attr-defined]
+    assert answer.partitions[0].error_code == TOPIC_DENIED
+    assert answer.partitions[0].committed_offset == -1
+    await grant(admin, "Topic", topic, "Describe", principal(alice))
+    allowed = await alice.send(m.OffsetFetchRequest(groups=[Group(group_id=group, topics=None)]))
+    assert allowed.groups[0].topics[0].partitions[0].committed_offset == 7  # type: ignore[attr-defined]
