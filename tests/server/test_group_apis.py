@@ -159,8 +159,11 @@ def test_find_coordinator_at_every_version_creates_the_offsets_topic(
     assert topic is not None and topic.is_internal and len(topic.partitions) == 50
     assert topic.config["cleanup.policy"] == "compact"
     txn = one(bootstrap, m.FindCoordinatorRequest(key="t", key_type=1), 3)
-    assert isinstance(txn, m.FindCoordinatorResponse)
-    assert txn.error_code == error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code
+    assert isinstance(txn, m.FindCoordinatorResponse)  # creates __transaction_state
+    assert (txn.error_code, txn.node_id, txn.host, txn.port) == (0, 0, host, port)
+    state = broker_side.topics.get("__transaction_state")
+    assert state is not None and state.is_internal and len(state.partitions) == 50
+    assert state.config["cleanup.policy"] == "compact"
     odd = one(bootstrap, m.FindCoordinatorRequest(key="t", key_type=9), 3)
     assert isinstance(odd, m.FindCoordinatorResponse)
     assert odd.error_code == error_codes.INVALID_REQUEST.code

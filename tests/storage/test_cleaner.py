@@ -238,19 +238,61 @@ def test_producer_fields_and_last_batch_of_a_producer_are_kept(tmp_path: Path) -
     assert lg.append(retry, leader_epoch=5).duplicate
 
 
-def test_transactional_batches_are_copied_verbatim(tmp_path: Path) -> None:
+def _txn(lg: PartitionLog, pid: int, key: bytes, value: bytes, seq: int) -> None:
+    batch = encode_batch([Record(0, TS, key, value)], producer_id=pid, producer_epoch=0,
+                         base_sequence=seq, is_transactional=True)  # fmt: skip
+    lg.append(batch, leader_epoch=0)
+    lg.update_high_watermark(lg.log_end_offset)
+
+
+def _data(lg: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [(r.offset, r.key, r.value) for b in batches(lg) if not b.header.is_control
+            for r in b.records]  # fmt: skip
+
+
+def _marker(lg: PartitionLog, pid: int, commit: bool) -> None:
+    lg.append_marker(pid, 0, commit, 0, 0)
+    lg.update_high_watermark(lg.log_end_offset)
+
+
+def test_open_transactions_stop_cleaning_at_the_last_stable_offset(tmp_path: Path) -> None:
     lg = open_log(tmp_path)
     put(lg, b"a", b"plain")
-    txn = encode_batch([Record(0, TS, b"a", b"txn")], producer_id=1, producer_epoch=0,
-                       base_sequence=0, is_transactional=True)  # fmt: skip
-    lg.append_as_follower(_at(txn, 1))
+    _txn(lg, 1, b"a", b"txn", 0)  # offset 1, never decided
     put(lg, b"b", b"1")
     put(lg, b"b", b"2")
     lg.roll()
     put(lg, b"z", b"active")
+    before = contents(lg)
     LogCleaner().clean(lg, now())
-    assert contents(lg) == [(0, b"a", b"plain"), (1, b"a", b"txn"), (3, b"b", b"2"),
-                            (4, b"z", b"active")]  # fmt: skip
+    assert contents(lg) == before  # the segment reaches past the LSO (1): not cleanable
+
+
+def test_aborted_data_goes_committed_data_compacts_and_markers_go_later(
+    tmp_path: Path,
+) -> None:
+    lg = open_log(tmp_path, **{"delete.retention.ms": "60000"})
+    put(lg, b"a", b"plain")  # 0
+    _txn(lg, 1, b"a", b"aborted", 0)  # 1
+    _txn(lg, 2, b"b", b"committed", 0)  # 2
+    _marker(lg, 1, False)  # 3: abort
+    _marker(lg, 2, True)  # 4: commit
+    put(lg, b"b", b"later")  # 5
+    lg.roll()
+    put(lg, b"z", b"active")  # 6
+    cleaner = LogCleaner()
+    cleaner.clean(lg, now())
+    # aborted data gone; the committed record was shadowed by a later one; markers stay
+    # (younger than delete.retention.ms)
+    assert _data(lg) == [(0, b"a", b"plain"), (5, b"b", b"later"), (6, b"z", b"active")]
+    control = [b.header.base_offset for b in batches(lg) if b.header.is_control]
+    assert control == [3, 4]
+    assert lg.aborted_transactions(0, 7)[0][:3] == (1, 1, 3)  # the index moved along
+    put(lg, b"c", b"1")
+    lg.roll()
+    cleaner.clean(lg, now() + 120_000)
+    assert [b.header.base_offset for b in batches(lg) if b.header.is_control] == []
+    assert _data(lg)[-2:] == [(6, b"z", b"active"), (7, b"c", b"1")]
 
 
 def _at(batch: bytes, offset: int) -> bytes:

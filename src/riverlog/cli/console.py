@@ -8,7 +8,8 @@ for each line's acknowledgement before reading the next).
 
 Consumer (kafka-console-consumer.sh): `--group` (joins it and commits; without one it reads
 every partition, or `--partition`, without a group), `--from-beginning`,
-`--offset earliest|latest|N`, `--consumer-property key=value`, `--max-messages`,
+`--offset earliest|latest|N`, `--isolation-level read_committed|read_uncommitted`,
+`--consumer-property key=value`, `--max-messages`,
 `--timeout-ms`; Kafka's default formatter with `print.timestamp`, `print.partition`,
 `print.offset`, `print.headers`, `print.key`, `print.value`, `key.separator`,
 `line.separator`. It ends with "Processed a total of N
@@ -183,6 +184,12 @@ def add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
                         help="Consumer config properties file. Note that [consumer-property] "
                         "takes precedence over this config.")
+    parser.add_argument(
+        "--isolation-level",
+        choices=["read_committed", "read_uncommitted"],
+        default="read_uncommitted",
+        help="read_committed: only committed transactional records (and non-transactional ones)",
+    )
 
 
 def formatter_for(args: argparse.Namespace) -> DefaultMessageFormatter:
@@ -207,6 +214,7 @@ async def _consume(args: argparse.Namespace, counted: list[int]) -> None:
         "client.id": "console-consumer",
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
         "enable.auto.commit": args.group is not None,
+        "isolation.level": args.isolation_level,
         **({"group.id": args.group} if args.group else {}),
         **(  # a pattern needs a group; Kafka's tool makes one up likewise
             {"group.id": f"console-consumer-{random.randrange(100000)}"}

@@ -10,8 +10,9 @@ Segment files (`.log`): one line per batch ("baseOffset: ... isvalid: true"), wi
 per record, the key and payload (UTF-8 text, as Kafka's StringDecoder) with
 --print-data-log, `__consumer_offsets` records as JSON with --offsets-decoder. Offset and
 time indexes (`.index`, `.timeindex`): their entries, checked against the log; with
---index-sanity-check only Kafka's start-up check. Producer snapshots (`.snapshot`, riverlog's
-own JSON format): one line per producer in Kafka's wording. Mismatches and bytes after the
+--index-sanity-check only Kafka's start-up check. Transaction indexes (`.txnindex`): one line
+per aborted transaction. Producer snapshots (`.snapshot`, riverlog's own JSON format): one
+line per producer in Kafka's wording. Mismatches and bytes after the
 last whole batch are reported as Kafka reports them. Reads files only; no broker needed.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -328,19 +330,34 @@ def dump_time_index(path: Path, args: argparse.Namespace, problems: Problems) ->
         previous = timestamp
 
 
+def dump_txn_index(path: Path) -> None:
+    """Kafka's line per aborted transaction of a `.txnindex` (its 34-byte entries)."""
+    for entry in _entries(path, 34):
+        version, pid, first, last, lso = struct.unpack(">hqqqq", entry)
+        print(
+            f"version: {version} producerId: {pid} firstOffset: {first} lastOffset: {last} "
+            f"lastStableOffset: {lso}"
+        )
+
+
 def dump_producer_snapshot(path: Path) -> None:
-    """riverlog's snapshot (JSON: producer id -> epoch, last timestamp, retained batches)
-    printed in Kafka's words; riverlog has no transactions, so no coordinator epoch and no
-    open transaction (-1, None as Kafka prints them)."""
+    """riverlog's snapshot (JSON: producer id -> epoch, last timestamp, open transaction's
+    first offset, coordinator epoch, retained batches) printed in Kafka's words."""
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         print(f"Snapshot {path} is corrupt: {e}", file=sys.stderr)
         return
     for pid, entry in state.items():
+        txn_first = entry.get("txn_first_offset")
+        txn_text = (
+            "OptionalLong.empty"
+            if txn_first is None or txn_first < 0
+            else (f"OptionalLong[{txn_first}]")
+        )
         line = (
-            f"producerId: {pid} producerEpoch: {entry['epoch']} coordinatorEpoch: -1 "
-            f"currentTxnFirstOffset: OptionalLong.empty "
+            f"producerId: {pid} producerEpoch: {entry['epoch']} coordinatorEpoch: "
+            f"{entry.get('coordinator_epoch', -1)} currentTxnFirstOffset: {txn_text} "
             f"lastTimestamp: {entry['last_timestamp']} "
         )
         if entry["batches"]:
@@ -367,6 +384,8 @@ def run(args: argparse.Namespace) -> int:
                 dump_time_index(path, args, problems)
             elif suffix == ".snapshot":
                 dump_producer_snapshot(path)
+            elif suffix == ".txnindex":
+                dump_txn_index(path)
             else:
                 print(f"Ignoring unknown file {name}", file=sys.stderr)
         except (OSError, ValueError, DecodeError) as e:

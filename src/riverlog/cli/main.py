@@ -34,6 +34,7 @@ from riverlog.cli import replica_verification as cli_replica_verification
 from riverlog.cli import server as cli_server
 from riverlog.cli import state_change_log_merger as cli_merger
 from riverlog.cli import topics as cli_topics
+from riverlog.cli import transactions as cli_transactions
 from riverlog.cli import web_console as cli_web_console
 
 
@@ -131,6 +132,9 @@ TOOLS: tuple[Tool, ...] = (
          cli_mirror_maker.add_mm2_arguments, cli_mirror_maker.run_mm2),
     Tool("console", "the web console: brokers, topics, groups with lag over time, messages",
          cli_web_console.add_arguments, cli_web_console.run),
+    Tool("transactions",
+         "list, describe, find and abort transactions (kafka-transactions.sh)",
+         cli_transactions.add_arguments, cli_transactions.run),
     Tool("cluster", "start or stop ZooKeeper + N brokers on loopback; describe a cluster",
          cli_cluster.add_arguments, cli_cluster.run),
 )  # fmt: skip

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from riverlog.client.sync import Admin as Admin
     from riverlog.client.sync import Consumer as Consumer
     from riverlog.client.sync import Producer as Producer
+    from riverlog.client.transactional_producer import (
+        AsyncTransactionalProducer as AsyncTransactionalProducer,
+    )
 
 _WHERE = {
     "AsyncAdmin": "riverlog.client.admin",
@@ -26,6 +29,7 @@ _WHERE = {
     "ConsumerRecord": "riverlog.client.consumer",
     "AsyncProducer": "riverlog.client.producer",
     "RecordMetadata": "riverlog.client.producer",
+    "AsyncTransactionalProducer": "riverlog.client.transactional_producer",
     "Admin": "riverlog.client.sync",
     "Consumer": "riverlog.client.sync",
     "Producer": "riverlog.client.sync",

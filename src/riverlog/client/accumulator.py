@@ -66,6 +66,7 @@ class ProducerBatch:
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
     base_sequence: int = NO_SEQUENCE
+    is_transactional: bool = False
     closed: bool = False
     """No more records: it was sent once (its sequence and bytes are fixed)."""
     serial: int = field(default_factory=itertools.count().__next__)
@@ -153,6 +154,7 @@ class ProducerBatch:
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence,
+            is_transactional=self.is_transactional,
         )
 
 
@@ -262,6 +264,14 @@ class RecordAccumulator:
         batch = self._queues[tp].popleft()
         batch.closed = True
         return batch
+
+    def take_partition(self, tp: TopicPartition) -> list[ProducerBatch]:
+        """Remove and return every batch waiting for `tp`."""
+        queue = self._queues.get(tp)
+        taken = list(queue or ())
+        if queue:
+            queue.clear()
+        return taken
 
     def requeue(self, batches: list[ProducerBatch]) -> None:
         """Put batches to retry back at the front of their partitions, in the given order."""

@@ -167,6 +167,8 @@ _PRODUCER: dict[str, tuple[str, Callable[[str, object], Any]]] = {
     "max.in.flight.requests.per.connection": ("max_in_flight", lambda k, v: _int(k, v, 1)),
     "retries": ("retries", _int),
     "delivery.timeout.ms": ("delivery_timeout_ms", lambda k, v: _int(k, v, 1)),
+    "transactional.id": ("transactional_id", _optional_text),
+    "transaction.timeout.ms": ("transaction_timeout_ms", lambda k, v: _int(k, v, 1)),
 }
 
 
@@ -184,11 +186,19 @@ class ProducerConfig(CommonConfig):
     max_in_flight: int = 5
     retries: int = 2_147_483_647
     delivery_timeout_ms: int = 120_000
+    transactional_id: str | None = None
+    """With it, the producer is transactional (`AsyncTransactionalProducer`)."""
+    transaction_timeout_ms: int = 60_000
 
     @classmethod
     def parse(cls, mapping: Mapping[str, object]) -> ProducerConfig:
         config, given = _parse(cls, _PRODUCER, mapping)
         conflicts = config.acks != -1 or config.max_in_flight > 5
+        if config.transactional_id is not None and (conflicts or not config.enable_idempotence):
+            raise ValueError(
+                "transactional.id needs idempotence: acks=all and "
+                "max.in.flight.requests.per.connection ≤ 5"
+            )
         if config.enable_idempotence and conflicts:
             if "enable.idempotence" in given:
                 raise ValueError(

@@ -31,6 +31,7 @@ from riverlog.client.cluster import Cluster
 from riverlog.client.config import ConsumerConfig
 from riverlog.client.fetcher import ConsumerRecord, FetchedPartition
 from riverlog.client.group_member import GroupMembership
+from riverlog.client.transactional_producer import GroupMetadata
 from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
@@ -135,6 +136,18 @@ class AsyncConsumer:
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._positions)
+
+    def group_metadata(self) -> GroupMetadata:
+        """For a transactional producer's `send_offsets_to_transaction` (KIP-447)."""
+        if self.config.group_id is None:
+            raise ValueError("the consumer has no group.id")
+        group = self._group
+        return GroupMetadata(
+            self.config.group_id,
+            group.generation if group is not None else -1,
+            group.member_id if group is not None else "",
+            self.config.group_instance_id,
+        )
 
     def _drop(self, tp: TopicPartition) -> None:
         self._positions.pop(tp, None)

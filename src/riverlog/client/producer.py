@@ -457,6 +457,7 @@ class AsyncProducer:
                 )
             )
         request = ProduceRequest(
+            transactional_id=self.config.transactional_id,
             acks=self.config.acks,
             timeout_ms=self.config.request_timeout_ms,
             topic_data=[

@@ -87,6 +87,7 @@ _S_ooo = struct.Struct('>???')
 _S_q = struct.Struct('>q')
 _S_qh = struct.Struct('>qh')
 _S_qhi = struct.Struct('>qhi')
+_S_qhib = struct.Struct('>qhib')
 _S_qho = struct.Struct('>qh?')
 _S_qi = struct.Struct('>qi')
 _S_qiiqiq = struct.Struct('>qiiqiq')
@@ -2133,6 +2134,128 @@ def _e_ProduceResponse_v13(o: ProduceResponse, out: list[Chunk]) -> None:
 
 ProduceResponse._ENCODERS = (_e_ProduceResponse_v0, _e_ProduceResponse_v1, _e_ProduceResponse_v2, _e_ProduceResponse_v2, _e_ProduceResponse_v2, _e_ProduceResponse_v5, _e_ProduceResponse_v5, _e_ProduceResponse_v5, _e_ProduceResponse_v8, _e_ProduceResponse_v9, _e_ProduceResponse_v10, _e_ProduceResponse_v10, _e_ProduceResponse_v10, _e_ProduceResponse_v13,)
 ProduceResponse._DECODERS = (_d_ProduceResponse_v0, _d_ProduceResponse_v1, _d_ProduceResponse_v2, _d_ProduceResponse_v2, _d_ProduceResponse_v2, _d_ProduceResponse_v5, _d_ProduceResponse_v5, _d_ProduceResponse_v5, _d_ProduceResponse_v8, _d_ProduceResponse_v9, _d_ProduceResponse_v10, _d_ProduceResponse_v10, _d_ProduceResponse_v10, _d_ProduceResponse_v13,)
+
+
+class TransactionLogKey(Struct):
+    """TransactionLogKey, versions 0-0."""
+
+    NAME = 'TransactionLogKey'
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    __slots__ = ('transactional_id', )
+
+    def __init__(
+        self,
+        *,
+        transactional_id: str = '',
+    ) -> None:
+        self.transactional_id = transactional_id
+
+
+_C_TransactionLogKey = TransactionLogKey
+
+def _d_TransactionLogKey_v0(buf: memoryview, pos: int) -> tuple[TransactionLogKey, int]:
+    f_transactional_id, pos = read_string(buf, pos)
+    return _C_TransactionLogKey(transactional_id=f_transactional_id), pos
+
+
+def _e_TransactionLogKey_v0(o: TransactionLogKey, out: list[Chunk]) -> None:
+    out.append(write_string(o.transactional_id))
+
+
+TransactionLogKey._ENCODERS = (_e_TransactionLogKey_v0,)
+TransactionLogKey._DECODERS = (_d_TransactionLogKey_v0,)
+
+
+class TransactionLogValue(Struct):
+    """TransactionLogValue, versions 0-0."""
+
+    class PartitionsSchema(Struct):
+        NAME = 'TransactionLogValue.PartitionsSchema'
+        __slots__ = ('topic', 'partition_ids', )
+
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            partition_ids: list[int] = DEFAULT,
+        ) -> None:
+            self.topic = topic
+            self.partition_ids = [] if partition_ids is DEFAULT else partition_ids
+
+    NAME = 'TransactionLogValue'
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    __slots__ = ('producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', )
+
+    def __init__(
+        self,
+        *,
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        transaction_timeout_ms: int = 0,
+        transaction_status: int = 0,
+        transaction_partitions: list[TransactionLogValue.PartitionsSchema] | None = DEFAULT,
+        transaction_last_update_timestamp_ms: int = 0,
+        transaction_start_timestamp_ms: int = 0,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.transaction_status = transaction_status
+        self.transaction_partitions = [] if transaction_partitions is DEFAULT else transaction_partitions
+        self.transaction_last_update_timestamp_ms = transaction_last_update_timestamp_ms
+        self.transaction_start_timestamp_ms = transaction_start_timestamp_ms
+
+
+_C_TransactionLogValue_PartitionsSchema = TransactionLogValue.PartitionsSchema
+_C_TransactionLogValue = TransactionLogValue
+
+def _d_TransactionLogValue_PartitionsSchema_v0(buf: memoryview, pos: int) -> tuple[TransactionLogValue.PartitionsSchema, int]:
+    f_topic, pos = read_string(buf, pos)
+    f_partition_ids: list[int]
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        check_null_array('partitionIds')
+    else:
+        f_partition_ids, pos = read_fixed_array(buf, pos, n, 'i', 4)
+    return _C_TransactionLogValue_PartitionsSchema(topic=f_topic, partition_ids=f_partition_ids), pos
+
+
+def _e_TransactionLogValue_PartitionsSchema_v0(o: TransactionLogValue.PartitionsSchema, out: list[Chunk]) -> None:
+    out.append(write_string(o.topic))
+    out.append(write_array_length(o.partition_ids, False))
+    if o.partition_ids:
+        out.append(write_fixed_array(o.partition_ids, 'i'))
+
+
+def _d_TransactionLogValue_v0(buf: memoryview, pos: int) -> tuple[TransactionLogValue, int]:
+    (f_producer_id, f_producer_epoch, f_transaction_timeout_ms, f_transaction_status,) = _S_qhib.unpack_from(buf, pos)
+    pos += 15
+    f_transaction_partitions: list[TransactionLogValue.PartitionsSchema] | None
+    n, pos = read_array_length(buf, pos)
+    if n < 0:
+        f_transaction_partitions = None
+    else:
+        f_transaction_partitions = []
+        for _ in range(n):
+            e_transaction_partitions, pos = _d_TransactionLogValue_PartitionsSchema_v0(buf, pos)
+            f_transaction_partitions.append(e_transaction_partitions)
+    (f_transaction_last_update_timestamp_ms, f_transaction_start_timestamp_ms,) = _S_qq.unpack_from(buf, pos)
+    pos += 16
+    return _C_TransactionLogValue(producer_id=f_producer_id, producer_epoch=f_producer_epoch, transaction_timeout_ms=f_transaction_timeout_ms, transaction_status=f_transaction_status, transaction_partitions=f_transaction_partitions, transaction_last_update_timestamp_ms=f_transaction_last_update_timestamp_ms, transaction_start_timestamp_ms=f_transaction_start_timestamp_ms), pos
+
+
+def _e_TransactionLogValue_v0(o: TransactionLogValue, out: list[Chunk]) -> None:
+    out.append(_S_qhib.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status))
+    out.append(write_array_length(o.transaction_partitions, True))
+    for e_transaction_partitions in o.transaction_partitions or ():
+        _e_TransactionLogValue_PartitionsSchema_v0(e_transaction_partitions, out)
+    out.append(_S_qq.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms))
+
+
+TransactionLogValue._ENCODERS = (_e_TransactionLogValue_v0,)
+TransactionLogValue._DECODERS = (_d_TransactionLogValue_v0,)
 
 
 class FetchRequest(ApiMessage):

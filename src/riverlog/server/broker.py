@@ -62,6 +62,8 @@ from riverlog.server.replication.replica_fetcher import ReplicaFetchers
 from riverlog.server.replication.replica_manager import ReplicaManager
 from riverlog.server.replication.throttle import ReplicationQuota
 from riverlog.server.topics import Topic, TopicRegistry
+from riverlog.server.transaction_coordinator import TransactionCoordinator
+from riverlog.server.txn_offsets import TxnOffsets
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 from riverlog.storage.manager import LogManager
 
@@ -174,6 +176,8 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self._isr_task: asyncio.Task[None] | None = None
         self.groups = GroupCoordinator(self)
+        self.transactions = TransactionCoordinator(self)
+        self.txn_offsets = TxnOffsets(self)
         self.dispatcher = Dispatcher()
         for request_cls, handler in HANDLERS:
             bound: Handler = self._bind(handler)
@@ -225,6 +229,7 @@ class Broker:
         if not self.in_zookeeper:
             await self._lead_everything(READY_TIMEOUT_S)
         self.groups.start()
+        self.transactions.start()
         self.logs.start_background()
         log.info(
             "riverlog broker %d listening on %s:%d (cluster %s)",
@@ -269,6 +274,7 @@ class Broker:
             self._isr_task.cancel()
         await self.controller.stop()
         self.groups.stop()
+        await self.transactions.stop()
         await self.replicas.stop()
         await asyncio.gather(*(network.drain(5.0) for network in self.networks))
         if self.metrics is not None:

@@ -6,7 +6,8 @@ for topics come from the `log.*` keys, mapped to topic-level names by `topic_def
 way Kafka maps `log.retention.hours` → `retention.ms`.
 
 Defaults are Kafka's, except where riverlog's single-node default differs and says so
-(`offsets.topic.replication.factor` is 1: a one-broker cluster cannot hold three replicas).
+(`offsets.topic.replication.factor` and `transaction.state.log.replication.factor` are 1,
+and `transaction.state.log.min.isr` 1: a one-broker cluster cannot hold three replicas).
 """
 
 from __future__ import annotations
@@ -130,6 +131,14 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "offsets.load.buffer.size": (_int(1), "5242880"),
     "offsets.commit.timeout.ms": (_int(1), "5000"),
     "offset.metadata.max.bytes": (_int(0), "4096"),
+    "transaction.state.log.num.partitions": (_int(1), "50"),
+    "transaction.state.log.replication.factor": (_int(1), "1"),
+    "transaction.state.log.min.isr": (_int(1), "1"),
+    "transaction.state.log.segment.bytes": (_int(14), "104857600"),
+    "transaction.max.timeout.ms": (_int(1), "900000"),
+    "transactional.id.expiration.ms": (_int(1), "604800000"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_int(1), "10000"),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (_int(1), "3600000"),
     "zookeeper.connect": (_str, ""),
     "zookeeper.session.timeout.ms": (_int(1), "18000"),
     "broker.rack": (_str, ""),

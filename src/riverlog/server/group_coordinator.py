@@ -46,6 +46,7 @@ from riverlog.coordinator.records import (
     partition_for,
     replay,
 )
+from riverlog.coordinator.txn_replay import TxnReplay
 from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
@@ -184,6 +185,7 @@ class GroupCoordinator:
     def unload_partition(self, index: int) -> None:
         self._partitions.pop(index, None)
         self._pending.pop(index, None)
+        self.broker.txn_offsets.drop_partition(index)
         box = Outbox()
         count = self.partition_count()
         for group in self.manager:
@@ -202,8 +204,9 @@ class GroupCoordinator:
 
     async def _load(self, index: int) -> None:
         replayed = Replayed({}, {})
+        txns = TxnReplay()
         try:
-            for pairs in self._read_partition(index):
+            for pairs in self._read_partition(index, txns):
                 replay(pairs, into=replayed)
                 await asyncio.sleep(0)
         except Exception:
@@ -214,18 +217,26 @@ class GroupCoordinator:
         for group_id in replayed.groups.keys() | replayed.offsets.keys():
             self.manager.load(group_id, replayed.groups.get(group_id), now)
             self.offsets.commit(group_id, replayed.offsets.get(group_id, {}))
+        self.broker.txn_offsets.drop_partition(index)
+        for producer_id, pairs in txns.open.items():  # transactions awaiting their marker
+            self.broker.txn_offsets.restore(producer_id, replay(pairs).offsets)
         self._partitions[index] = _Load.LOADED
         self._reschedule()
         level = logging.INFO if replayed.groups or replayed.offsets else logging.DEBUG
         log.log(level, "loaded %d groups from %s-%d", len(replayed.groups), OFFSETS_TOPIC, index)
 
-    def _read_partition(self, index: int) -> Iterator[list[tuple[bytes | None, bytes | None]]]:
+    def _read_partition(
+        self, index: int, txns: TxnReplay
+    ) -> Iterator[list[tuple[bytes | None, bytes | None]]]:
         """The (key, value) pairs of the partition's records, a chunk at a time — up to the
         log end, as Kafka loads: a new leader's high watermark lags its log until the
-        followers fetch again, and a leader keeps what its log holds."""
+        followers fetch again, and a leader keeps what its log holds. Transactional offset
+        commits come out at their commit marker (`txns`)."""
         plog = self.broker.replicas.get(OFFSETS_TOPIC, index).log
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
+        offset = plog.log_start_offset
+        # To the log end as it is after each chunk (no wait after the last one): a marker
+        # appended while loading is read, so no transaction stays pending for ever.
+        while offset < (end := plog.log_end_offset):
             region = plog.read(offset, LOAD_CHUNK_BYTES, max_offset=end).records
             if region is None:
                 return
@@ -234,8 +245,7 @@ class GroupCoordinator:
             start = offset
             for batch in iter_record_batches(data):
                 offset = batch.header.next_offset
-                if not batch.header.is_control:
-                    pairs.extend((r.key, r.value) for r in batch.records)
+                pairs.extend(txns.feed(batch))
             if offset == start:
                 raise KafkaError(error_codes.CORRUPT_MESSAGE, f"no whole batch at {offset}")
             yield pairs

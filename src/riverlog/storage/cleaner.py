@@ -7,8 +7,8 @@ Kafka's `cleaner-offset-checkpoint`; the owner of the data directory persists it
 One pass over a log (`clean`):
 1. The cleanable range is [first dirty offset, end): `end` is the next offset of the last
    segment of the longest prefix of non-active segments that lie wholly below the high
-   watermark and whose newest record is older than `min.compaction.lag.ms`. The active
-   segment is never touched.
+   watermark and the last stable offset and whose newest record is older than
+   `min.compaction.lag.ms`. The active segment is never touched.
 2. An offset map key → latest offset is built over the dirty part [first dirty, end).
 3. The segments of [log start, end) are rewritten, in groups of consecutive segments whose
    total size fits `segment.bytes`, keeping a record iff it has a key and no later offset in
@@ -31,9 +31,12 @@ Rules and invariants:
   `.swap` found after a crash replaces exactly the right segments — and the last data batch
   of each producer known to the log's producer state (Kafka keeps it for producer state).
   An empty batch no longer needed (by either rule) goes in a later pass.
-- Transactional and control batches are copied verbatim and their records are not entered
-  in the offset map (they never shadow nor are shadowed): aborted data is never mistaken for
-  the latest value. Conservative: transactional topics are not compacted by this cleaner.
+- Transactions, as Kafka's cleaner: every transaction in the cleanable range is decided
+  (it lies below the last stable offset). Batches of aborted transactions (the log's
+  `.txnindex`) are removed and never enter the offset map; committed transactional data is
+  compacted like any other. A marker (control batch) goes once no data of its transaction
+  is left before it and its segment is older than `delete.retention.ms`, as tombstones do.
+  A cleaned segment carries the `.txnindex` entries of the segments it replaces.
 - Appends are never blocked by the expensive part: the offset map and the cleaned files are
   built without `log.lock`; the lock is held only to snapshot the segment list and for the
   swap, which is abandoned if any segment of the group left the log or changed meanwhile.
@@ -69,6 +72,7 @@ from riverlog.storage.segment import (
     LogSegment,
     segment_name,
 )
+from riverlog.storage.txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +185,11 @@ class LogCleaner:
         out: list[LogSegment] = []
         for seg in partition_log.segments[:-1]:
             newest = seg.max_timestamp if seg.max_timestamp >= 0 else seg.last_modified_ms()
-            if seg.next_offset > partition_log.high_watermark or newest > lag_horizon:
+            if (
+                seg.next_offset > partition_log.high_watermark
+                or seg.next_offset > partition_log.last_stable_offset
+                or newest > lag_horizon
+            ):
                 break
             out.append(seg)
         return out
@@ -221,11 +229,13 @@ class LogCleaner:
         result = CleanResult(first, max(first, end))
         if end <= first:
             return result
-        offset_map = self._build_offset_map(cleanable, first)
+        aborted = _Aborted(partition_log, cleanable[0].base_offset, end)
+        offset_map = self._build_offset_map(cleanable, first, aborted)
         result.keys = len(offset_map)
+        txn_data: dict[int, bool] = {}  # producer id -> data of its transaction kept
         for group in _group_by_size(cleanable, partition_log.config.segment_bytes):
             if not self._clean_group(partition_log, group, sizes, offset_map, producer_last,
-                                     now_ms, result):  # fmt: skip
+                                     now_ms, result, aborted, txn_data):  # fmt: skip
                 # The group stays as it was: it is dirty again (the log moved under us).
                 result.end_offset = min(result.end_offset, group[0].base_offset)
         self.offsets[topic_partition(partition_log)] = result.end_offset
@@ -233,7 +243,9 @@ class LogCleaner:
         return result
 
     @staticmethod
-    def _build_offset_map(segments: list[LogSegment], first: int) -> dict[bytes, int]:
+    def _build_offset_map(
+        segments: list[LogSegment], first: int, aborted: _Aborted
+    ) -> dict[bytes, int]:
         offset_map: dict[bytes, int] = {}
         for seg in segments:
             if seg.next_offset <= first:
@@ -241,7 +253,7 @@ class LogCleaner:
             start = seg.offset_index.lookup(first) if seg.base_offset < first else 0
             for found in seg.batches_from(start, seg.size):
                 header = found.header
-                if header.last_offset < first or header.is_control or header.is_transactional:
+                if header.last_offset < first or header.is_control or aborted.holds(header):
                     continue
                 for record in _records(seg, found):
                     if record.key is not None and record.offset >= first:
@@ -257,13 +269,15 @@ class LogCleaner:
         producer_last: dict[int, int],
         now_ms: int,
         result: CleanResult,
+        aborted: _Aborted,
+        txn_data: dict[int, bool],
     ) -> bool:
         """Clean one group of segments; False if the log changed and the swap was skipped."""
         config = partition_log.config
         directory = partition_log.directory
         base = group[0].base_offset
         name = segment_name(base)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             (directory / (name + suffix + CLEANED_SUFFIX)).unlink(missing_ok=True)
         cleaned = LogSegment(directory, base, config.index_interval_bytes, suffix=CLEANED_SUFFIX)
         writer = _Writer(cleaned, self.io_buffer_bytes)
@@ -276,8 +290,16 @@ class LogCleaner:
                     header = found.header
                     result.bytes_read += header.size
                     raw = seg.read_bytes(found.position, header.size)
-                    if header.is_control or header.is_transactional:
-                        writer.add(raw, header)
+                    last_of_group = (
+                        seg is group[-1] and found.position + header.size == sizes[id(seg)]
+                    )
+                    if header.is_control:
+                        if txn_data.pop(header.producer_id, False) or retain_deletes \
+                                or last_of_group:  # fmt: skip
+                            writer.add(raw, header)
+                        else:
+                            changed = True
+                            removed += header.records_count
                         continue
                     try:
                         records = decode_batch(raw)[0].records
@@ -290,16 +312,17 @@ class LogCleaner:
                         )
                         writer.add(raw, header)
                         continue
+                    dropped = aborted.holds(header)
                     kept = [
                         r
                         for r in records
                         if r.key is not None
+                        and not dropped
                         and offset_map.get(r.key, r.offset) <= r.offset
                         and (r.value is not None or retain_deletes)
                     ]
-                    last_of_group = (
-                        seg is group[-1] and found.position + header.size == sizes[id(seg)]
-                    )
+                    if kept and header.is_transactional:
+                        txn_data[header.producer_id] = True
                     producers_last = producer_last.get(header.producer_id) == header.last_offset
                     keep_empty = last_of_group or (header.has_producer_id and producers_last)
                     if len(kept) == len(records) and (kept or keep_empty):
@@ -311,6 +334,9 @@ class LogCleaner:
                         data = _rebuild(header, kept)
                         writer.add(data, read_batch_header(data))
             writer.drain()
+            for seg in group:
+                for entry in seg.txn_index.entries:
+                    cleaned.txn_index.append(entry)
             if not changed:
                 _discard(cleaned)
                 return True
@@ -340,6 +366,25 @@ class LogCleaner:
         result.bytes_written += writer.written
         result.records_removed += removed
         return True
+
+
+class _Aborted:
+    """Which transactional batches belong to aborted transactions (from the `.txnindex`)."""
+
+    def __init__(self, partition_log: PartitionLog, start: int, end: int) -> None:
+        self.ranges: dict[int, list[tuple[int, int]]] = {}
+        for txn in partition_log.aborted_transactions(start, end):
+            self.ranges.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset)
+            )
+
+    def holds(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        return any(
+            first <= header.base_offset <= last
+            for first, last in self.ranges.get(header.producer_id, ())
+        )
 
 
 def _records(seg: LogSegment, found: BatchPosition) -> list[Record]:

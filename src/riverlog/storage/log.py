@@ -8,10 +8,16 @@ all take `self.lock`); readers take no lock — they read `self.segments`, a tup
 on write) whenever segments are added or removed, so a reader in progress keeps a consistent
 view, and a removed segment's descriptor stays open for `file.delete.delay.ms`.
 
-Offsets: `log_start_offset` ≤ `high_watermark` ≤ `log_end_offset`. Reads beyond the end or
-below the start raise OFFSET_OUT_OF_RANGE. The recovery point is the offset below which
-everything has been fsynced; after an unclean shutdown, segments from the one holding it are
-verified batch by batch and truncated at the first invalid byte.
+Transactions: the producer state tracks open transactions; a marker (control batch, written
+by `append_marker` on the leader, copied by followers) closes one, and an aborted one is
+recorded in the `.txnindex` of the segment holding its marker. The last stable offset is the
+high watermark or, if lower, the first offset of a transaction still open or whose marker is
+not yet replicated (READ_COMMITTED reads stop there).
+
+Offsets: `log_start_offset` ≤ `last_stable_offset` ≤ `high_watermark` ≤ `log_end_offset`.
+Reads beyond the end or below the start raise OFFSET_OUT_OF_RANGE. The recovery point is
+the offset below which everything has been fsynced; after an unclean shutdown, segments
+from the one holding it are verified batch by batch and truncated at the first invalid byte.
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ from riverlog.protocol.records.batch_header import BatchHeader
 from riverlog.protocol.records.v2 import Record, decode_records
 from riverlog.storage.epoch_cache import LeaderEpochCache
 from riverlog.storage.log_config import LogConfig
-from riverlog.storage.producer_state import ProducerStateManager
+from riverlog.storage.markers import encode_marker, read_marker
+from riverlog.storage.producer_state import CompletedTxn, ProducerStateManager
 from riverlog.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -44,6 +51,7 @@ from riverlog.storage.segment import (
     BatchPosition,
     LogSegment,
 )
+from riverlog.storage.txn_index import AbortedTxn
 from riverlog.storage.validation import assign_offsets, validate_batches
 
 log = logging.getLogger(__name__)
@@ -90,6 +98,7 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs = LeaderEpochCache(directory)
         self.producers = ProducerStateManager(directory)
+        self._unreplicated_txns: list[CompletedTxn] = []
         self.segments: tuple[LogSegment, ...] = ()
         self.pending_deletes: list[tuple[int, LogSegment]] = []
         self.recovery_point = recovery_point
@@ -115,6 +124,29 @@ class PartitionLog:
 
     def update_high_watermark(self, offset: int) -> None:
         self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, or the first offset of a transaction still open or whose
+        marker is not replicated yet, whichever is lower."""
+        hw = self.high_watermark
+        pending = [c for c in self._unreplicated_txns if c.last_offset >= hw]
+        if len(pending) != len(self._unreplicated_txns):
+            self._unreplicated_txns = pending
+        firsts = [c.first_offset for c in pending]
+        open_first = self.producers.first_unstable_offset()
+        if open_first is not None:
+            firsts.append(open_first)
+        return max(self.log_start_offset, min(hw, *firsts)) if firsts else hw
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions with data in [start, end): marker at or after `start`,
+        first offset before `end` (Fetch's `aborted_transactions` for READ_COMMITTED)."""
+        found: list[AbortedTxn] = []
+        for seg in self.segments:
+            if seg.next_offset > start and seg.txn_index.entries:
+                found += seg.txn_index.aborted_in(start, end)
+        return found
 
     # --- loading and recovery ----------------------------------------------------------
 
@@ -186,7 +218,7 @@ class PartitionLog:
             for old in self.directory.glob(f"*{LOG_SUFFIX}"):
                 old_base = int(old.name[:20])
                 if base < old_base < seg.next_offset:
-                    for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+                    for suffix in (LOG_SUFFIX, ".index", ".timeindex", ".txnindex"):
                         (self.directory / (old.name[:20] + suffix)).unlink(missing_ok=True)
             seg.rename_suffix("")
             seg.close()
@@ -203,12 +235,32 @@ class PartitionLog:
         start = self.producers.load_latest_snapshot(end)
         if start < 0:
             start = self.segments[0].base_offset
+        self._unreplicated_txns = []
         for seg in self.segments:
             if seg.next_offset <= start:
                 continue
+            seg.txn_index.truncate_to(start)  # rebuilt by the replay below
             for found in seg.batches_from(seg.offset_index.lookup(start)):
-                if found.header.base_offset >= start:
-                    self.producers.update(found.header)
+                header = found.header
+                if header.base_offset >= start:
+                    marker = None
+                    if header.is_control:
+                        raw = memoryview(seg.read_bytes(found.position, header.size))
+                        marker = read_marker(raw, 0, header)
+                    self._track(self.producers.update(header, marker), seg)
+
+    def _track(self, completed: CompletedTxn | None, seg: LogSegment) -> None:
+        """A marker closed a transaction: unstable until replicated; indexed if aborted."""
+        if completed is None:
+            return
+        if completed.aborted:
+            # Kafka's: the first offset still open after this transaction, or past its marker.
+            lso = min(self.producers.ongoing().values(), default=completed.last_offset + 1)
+            seg.txn_index.append(
+                AbortedTxn(completed.producer_id, completed.first_offset,
+                           completed.last_offset, lso)
+            )  # fmt: skip
+        self._unreplicated_txns.append(completed)
 
     # --- appends -----------------------------------------------------------------------
 
@@ -247,6 +299,30 @@ class PartitionLog:
                 self.log_start_offset,
             )
 
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        leader_epoch: int,
+        *,
+        now_ms: int | None = None,
+    ) -> AppendResult:
+        """The leader writes a transaction marker (WriteTxnMarkers): a control batch with
+        one record, key (version 0, commit 1 / abort 0), value (version 0, coordinator
+        epoch)."""
+        now = self._now() if now_ms is None else now_ms
+        marker = encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
+        view = memoryview(bytearray(marker))
+        batches = validate_batches(view, self.config, now, from_client=False)
+        with self.lock:
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            first = self.log_end_offset
+            headers = assign_offsets(view, batches, first, leader_epoch, None)
+            self._write(view, headers, now)
+            return AppendResult(first, first, -1, self.log_start_offset)
+
     def append_as_follower(self, data: memoryview | bytes | bytearray) -> int:
         """Append batches that already carry offsets (replication); returns the new end."""
         view = memoryview(data)
@@ -268,8 +344,11 @@ class PartitionLog:
         for header in headers:
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         self.active.append(view, headers)
+        position = 0
         for header in headers:
-            self.producers.update(header)
+            marker = read_marker(view, position, header) if header.is_control else None
+            self._track(self.producers.update(header, marker), self.active)
+            position += header.size
         self.unflushed_messages += sum(h.records_count for h in headers)
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()

@@ -7,6 +7,12 @@ last five batches, which is a duplicate: not appended again, answered with the o
 offsets. A new epoch starts at sequence 0. Unknown producers (new, or whose state expired
 with retention) are accepted at any sequence.
 
+Transactions: a producer's first transactional batch after a marker opens a transaction at
+its base offset (`ongoing`, producer id -> first offset); a control batch (commit or abort
+marker) of that producer closes it and `update` returns the `CompletedTxn`, which the log
+uses for its last stable offset and, when aborted, its `.txnindex`. A marker must carry the
+producer's current epoch or a newer one (INVALID_PRODUCER_EPOCH otherwise).
+
 State is rebuilt on start from the latest snapshot (`<offset>.snapshot`, JSON, written when a
 segment rolls and at clean shutdown) plus a replay of the batch headers after it.
 Everything here reads headers only.
@@ -26,6 +32,7 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.records.batch_header import BatchHeader
 from riverlog.storage.checkpoint import write_atomically
+from riverlog.storage.markers import Marker
 
 SNAPSHOT_SUFFIX = ".snapshot"
 KEPT_BATCHES = 5
@@ -45,10 +52,20 @@ class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=KEPT_BATCHES))
     last_timestamp: int = -1
+    txn_first_offset: int = -1  # the first offset of its ongoing transaction; -1: none
+    coordinator_epoch: int = -1  # of its last marker
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+
+@dataclass(frozen=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    aborted: bool
 
 
 def _next_seq(seq: int) -> int:
@@ -95,15 +112,60 @@ class ProducerStateManager:
             )
         return None
 
-    def update(self, header: BatchHeader) -> None:
-        """Record an appended batch (offsets already assigned)."""
-        if not header.has_producer_id:
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """A marker from a coordinator older than the last one's (a zombie coordinator) is
+        TRANSACTION_COORDINATOR_FENCED; one with an older producer epoch
+        INVALID_PRODUCER_EPOCH."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
             return
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(
+                error_codes.TRANSACTION_COORDINATOR_FENCED,
+                f"Coordinator epoch {coordinator_epoch} of a marker for producer {producer_id} "
+                f"is older than {entry.coordinator_epoch}.",
+            )
+        if epoch < entry.epoch:
+            raise KafkaError(
+                error_codes.INVALID_PRODUCER_EPOCH,
+                f"Marker epoch {epoch} of producer {producer_id} is older than its current "
+                f"epoch {entry.epoch}.",
+            )
+
+    def ongoing(self) -> dict[int, int]:
+        """Producer id -> first offset of each open transaction."""
+        return {
+            pid: e.txn_first_offset for pid, e in self.producers.items() if e.txn_first_offset >= 0
+        }
+
+    def first_unstable_offset(self) -> int | None:
+        firsts = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset >= 0]
+        return min(firsts) if firsts else None
+
+    def update(self, header: BatchHeader, marker: Marker | None = None) -> CompletedTxn | None:
+        """Record an appended batch (offsets already assigned) — for a control batch, with
+        its `marker`. Returns the transaction a marker ends, if any."""
+        if not header.has_producer_id:
+            return None
         entry = self.producers.get(header.producer_id)
         if entry is None or header.producer_epoch > entry.epoch:
-            entry = ProducerEntry(header.producer_epoch)
+            first = entry.txn_first_offset if entry is not None else -1
+            coordinator = entry.coordinator_epoch if entry is not None else -1
+            entry = ProducerEntry(header.producer_epoch, txn_first_offset=first,
+                                  coordinator_epoch=coordinator)  # fmt: skip
             self.producers[header.producer_id] = entry
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+        if header.is_control:
+            first = entry.txn_first_offset
+            entry.txn_first_offset = -1
+            aborted = marker is not None and marker.aborted
+            if marker is not None:
+                entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
+            if first < 0:
+                return None
+            return CompletedTxn(header.producer_id, first, header.base_offset, aborted)
+        if header.is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = header.base_offset
         if header.base_sequence >= 0 and not header.is_control:
             entry.batches.append(
                 BatchMetadata(
@@ -114,6 +176,7 @@ class ProducerStateManager:
                     header.max_timestamp,
                 )
             )
+        return None
 
     # --- snapshots ---------------------------------------------------------------------
 
@@ -130,6 +193,8 @@ class ProducerStateManager:
             str(pid): {
                 "epoch": e.epoch,
                 "last_timestamp": e.last_timestamp,
+                "txn_first_offset": e.txn_first_offset,
+                "coordinator_epoch": e.coordinator_epoch,
                 "batches": [
                     [b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
                     for b in e.batches
@@ -156,6 +221,8 @@ class ProducerStateManager:
                         s["epoch"],
                         deque((BatchMetadata(*b) for b in s["batches"]), maxlen=KEPT_BATCHES),
                         s["last_timestamp"],
+                        s.get("txn_first_offset", -1),
+                        s.get("coordinator_epoch", -1),
                     )
                     for pid, s in state.items()
                 }

@@ -1,4 +1,4 @@
-"""One log segment: `<base offset>.log` with its offset and time indexes.
+"""One log segment: `<base offset>.log` with its offset, time and aborted-transaction indexes.
 
 The `.log` file holds record batches back to back, exactly as appended. The segment knows its
 size (the append position), the largest timestamp in it and the offsets it covers; it
@@ -29,6 +29,7 @@ from riverlog.protocol.records.batch_header import (
     verify_crc,
 )
 from riverlog.storage.index import OffsetIndex, TimeIndex
+from riverlog.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -69,6 +70,7 @@ class LogSegment:
         self.size = os.fstat(self.fd).st_size
         self.offset_index = OffsetIndex(directory / (name + INDEX_SUFFIX + suffix), base_offset)
         self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX + suffix), base_offset)
+        self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX + suffix))
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.created_ms = int(os.stat(self.log_path).st_mtime * 1000)
@@ -109,6 +111,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.file.flush(fsync=True)
         self.time_index.file.flush(fsync=True)
+        self.txn_index.flush()
 
     def flush_indexes(self) -> None:
         self.offset_index.file.flush(fsync=False)
@@ -234,6 +237,7 @@ class LogSegment:
         self.size = position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.next_offset = found.header.base_offset if position else self.base_offset
         self.max_timestamp = -1
         for batch in self.batches_from(0):
@@ -258,11 +262,13 @@ class LogSegment:
         self.time_index.file.flush(fsync=False)
         self.offset_index.file.rename(self.directory / (name + INDEX_SUFFIX + suffix))
         self.time_index.file.rename(self.directory / (name + TIME_INDEX_SUFFIX + suffix))
+        self.txn_index.rename(self.directory / (name + TXN_INDEX_SUFFIX + suffix))
 
     def delete_files(self) -> None:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.file.delete()
         self.time_index.file.delete()
+        self.txn_index.delete()
 
     def close(self) -> None:
         if not self.closed:

@@ -27,6 +27,7 @@ from riverlog.server.handlers import (
     producers,
     reassignments,
     sasl,
+    transactions,
 )
 
 HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
@@ -70,4 +71,12 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.ElectLeadersRequest, elect_leaders.handle_elect_leaders),
     (m.AlterPartitionReassignmentsRequest, reassignments.handle_alter_partition_reassignments),
     (m.ListPartitionReassignmentsRequest, reassignments.handle_list_partition_reassignments),
+    (m.AddPartitionsToTxnRequest, transactions.handle_add_partitions_to_txn),
+    (m.AddOffsetsToTxnRequest, transactions.handle_add_offsets_to_txn),
+    (m.EndTxnRequest, transactions.handle_end_txn),
+    (m.TxnOffsetCommitRequest, transactions.handle_txn_offset_commit),
+    (m.WriteTxnMarkersRequest, transactions.handle_write_txn_markers),
+    (m.DescribeTransactionsRequest, transactions.handle_describe_transactions),
+    (m.ListTransactionsRequest, transactions.handle_list_transactions),
+    (m.DescribeProducersRequest, transactions.handle_describe_producers),
 ]

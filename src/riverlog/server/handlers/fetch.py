@@ -8,6 +8,10 @@ at least one whole batch (KIP-74). Record data is a `FileRegion` the network lay
 watching its partitions: an append to any of them completes it at once; otherwise it answers
 with what there is after `max_wait_ms`.
 
+READ_COMMITTED consumers (v4+) read up to the last stable offset instead, and get the
+aborted transactions within what they read (`aborted_transactions`) so they can drop those
+producers' records (`_transactional` below).
+
 Topics are named by name up to v12 and by id from v13; an unknown id is UNKNOWN_TOPIC_ID.
 Which replica answers, fencing by leader epoch, how far each reader may read and
 replication throttles are the replica manager's (`fetch_target`, `fetchable_bytes`,
@@ -39,6 +43,7 @@ from riverlog.server.fetch_session import (
     PartitionState,
 )
 from riverlog.server.replication.partition import HostedPartition
+from riverlog.storage.log import PartitionLog
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -70,6 +75,17 @@ def _down_convert(region: FileRegion, version: int) -> bytes:
     """Old clients cannot take v2 batches: read the region and convert (a copy, unavoidably)."""
     data = os.pread(region.fileno, region.length, region.offset)
     return v2_to_legacy(data, 0 if version <= 1 else 1)
+
+
+READ_COMMITTED = 1
+
+
+def _aborted(log: PartitionLog, start: int, end: int) -> list[FetchResponse.AbortedTransaction]:
+    """The aborted transactions a READ_COMMITTED consumer must drop in [start, end)."""
+    return [
+        FetchResponse.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+        for a in log.aborted_transactions(start, end)
+    ]
 
 
 def _requested(
@@ -127,6 +143,10 @@ class _Fetch:
         consumer."""
         self.client_rack = request.rack_id if version >= RACK_AWARE_FROM else None
         """A consumer's `client.rack` (KIP-392); None before Fetch v11."""
+        self.read_committed = (
+            version >= 4 and request.isolation_level == READ_COMMITTED and replica_id < 0
+        )
+        """Reads stop at the last stable offset and name the aborted transactions."""
 
     def _target(self, key: Hashable, fetch: PartitionFetch) -> HostedPartition | int:
         """The replica to read, or why not: an error code."""
@@ -158,7 +178,12 @@ class _Fetch:
             ):
                 return min_bytes  # an error or another replica to name: answer now
             total += self.broker.replicas.fetchable_bytes(
-                hosted, fetch.fetch_offset, fetch.max_bytes, self.replica_id, min_bytes
+                hosted,
+                fetch.fetch_offset,
+                fetch.max_bytes,
+                self.replica_id,
+                min_bytes,
+                read_committed=self.read_committed,
             )
             if total >= min_bytes:
                 break
@@ -186,7 +211,8 @@ class _Fetch:
             elif (preferred := self._preferred_replica(hosted, fetch)) >= 0:
                 data.preferred_read_replica = preferred  # no data: read it there
                 log = hosted.log
-                data.high_watermark = data.last_stable_offset = log.high_watermark
+                data.high_watermark = log.high_watermark
+                data.last_stable_offset = log.last_stable_offset
                 data.log_start_offset = log.log_start_offset
             else:
                 log = hosted.log
@@ -197,6 +223,7 @@ class _Fetch:
                         min(fetch.max_bytes, remaining),
                         self.replica_id,
                         min_one_batch=first_data,
+                        read_committed=self.read_committed,
                     )
                 except KafkaError as e:
                     error = e.code
@@ -213,8 +240,13 @@ class _Fetch:
                             error = error_codes.UNSUPPORTED_COMPRESSION_TYPE.code
                         else:
                             data.records = region
+                        if self.read_committed:
+                            limit = self.broker.replicas.fetch_limit(
+                                hosted, self.replica_id, read_committed=True
+                            )
+                            data.aborted_transactions = _aborted(log, fetch.fetch_offset, limit)
                 data.high_watermark = log.high_watermark
-                data.last_stable_offset = log.high_watermark
+                data.last_stable_offset = log.last_stable_offset
                 data.log_start_offset = log.log_start_offset
             data.error_code = error
             state = PartitionState(

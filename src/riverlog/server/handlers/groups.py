@@ -20,6 +20,7 @@ from riverlog.protocol.error_codes import KafkaError
 from riverlog.server.authorized_operations import ResourceType, authorized_operations
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
+from riverlog.server.transaction_coordinator import TRANSACTION_TOPIC
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
@@ -42,26 +43,28 @@ def _client_host(ctx: RequestContext) -> str:
 def _coordinator(
     broker: Broker, key: str, key_type: int, listener: str | None = None
 ) -> tuple[error_codes.ErrorCode, str | None, int, str, int]:
-    if key_type == TRANSACTION_KEY:
-        return (
-            error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "Transactions are not supported by this broker yet.",
-            -1, "", -1,
-        )  # fmt: skip
-    if key_type != GROUP_KEY:
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return error_codes.INVALID_REQUEST, f"Unknown coordinator key type {key_type}", -1, "", -1
-    groups = broker.groups
+    # The leader of the group's __consumer_offsets partition, or of the transactional id's
+    # __transaction_state partition.
     try:
-        groups.ensure_offsets_topic()
+        topic, partition = _coordinator_partition(broker, key, key_type)
     except KafkaError as e:
         return error_codes.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
-    # The leader of the group's __consumer_offsets partition.
-    leader = broker.metadata.leader_of(OFFSETS_TOPIC, groups.partition_of(key))
+    leader = broker.metadata.leader_of(topic, partition)
     info = broker.metadata.brokers.get(leader)
     info = info.on(listener) if info is not None else None  # the client's listener
     if info is None:
         return error_codes.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     return error_codes.NONE, None, leader, info.host, info.port
+
+
+def _coordinator_partition(broker: Broker, key: str, key_type: int) -> tuple[str, int]:
+    if key_type == TRANSACTION_KEY:
+        broker.transactions.ensure_topic()
+        return TRANSACTION_TOPIC, broker.transactions.partition_of(key)
+    broker.groups.ensure_offsets_topic()
+    return OFFSETS_TOPIC, broker.groups.partition_of(key)
 
 
 def handle_find_coordinator(
@@ -72,20 +75,21 @@ def handle_find_coordinator(
     into a COORDINATOR_NOT_AVAILABLE retry."""
     request = ctx.request.body
     assert isinstance(request, m.FindCoordinatorRequest)
-    if request.key_type == GROUP_KEY and broker.topics.get(OFFSETS_TOPIC) is None:
+    topic = {GROUP_KEY: OFFSETS_TOPIC, TRANSACTION_KEY: TRANSACTION_TOPIC}.get(request.key_type)
+    if topic is not None and broker.topics.get(topic) is None:
         try:
-            broker.groups.ensure_offsets_topic()
+            _coordinator_partition(broker, "", request.key_type)
         except KafkaError:
             pass  # each key is answered with the error below
         else:
-            return _find_coordinator_when_led(broker, ctx)
+            return _find_coordinator_when_led(broker, ctx, topic)
     return _find_coordinator(broker, ctx)
 
 
 async def _find_coordinator_when_led(
-    broker: Broker, ctx: RequestContext
+    broker: Broker, ctx: RequestContext, topic: str
 ) -> m.FindCoordinatorResponse:
-    await broker.wait_for_topic(OFFSETS_TOPIC, exists=True, timeout_s=OFFSETS_TOPIC_WAIT_S)
+    await broker.wait_for_topic(topic, exists=True, timeout_s=OFFSETS_TOPIC_WAIT_S)
     return _find_coordinator(broker, ctx)
 
 

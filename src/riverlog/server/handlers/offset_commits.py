@@ -83,12 +83,18 @@ def _fetch_group(
 
 
 def _by_topic(
-    offsets: dict[TopicPartition, StoredOffset | None], error: error_codes.ErrorCode
+    offsets: dict[TopicPartition, StoredOffset | None],
+    error: error_codes.ErrorCode,
+    unstable: frozenset[TopicPartition] = frozenset(),
 ) -> dict[str, list[tuple[int, int, int, str, int]]]:
-    """topic → [(partition, offset, leader epoch, metadata, error code)]."""
+    """topic → [(partition, offset, leader epoch, metadata, error code)]; partitions in
+    `unstable` (transactional offsets awaiting their marker, KIP-447) answer
+    UNSTABLE_OFFSET_COMMIT."""
     out: dict[str, list[tuple[int, int, int, str, int]]] = {}
     for (topic, index), stored in offsets.items():
-        if stored is None:
+        if (topic, index) in unstable:
+            row = (index, -1, -1, "", error_codes.UNSTABLE_OFFSET_COMMIT.code)
+        elif stored is None:
             row = (index, -1, -1, "", error.code)
         else:
             row = (index, stored.offset, stored.leader_epoch, stored.metadata, 0)
@@ -101,6 +107,7 @@ def _response_topics(
     error: error_codes.ErrorCode,
     topic_cls: Any,
     partition_cls: Any,
+    unstable: frozenset[TopicPartition] = frozenset(),
 ) -> list[Any]:
     """The response's topics, in the per-version classes (same fields, other names)."""
     return [
@@ -117,7 +124,7 @@ def _response_topics(
                 for i, o, ep, md, code in rows
             ],
         )
-        for name, rows in _by_topic(offsets, error).items()
+        for name, rows in _by_topic(offsets, error, unstable).items()
     ]
 
 
@@ -126,6 +133,10 @@ def _wanted(topics: list[Any] | None) -> list[TopicPartition] | None:
     if topics is None:
         return None
     return [(t.name, i) for t in topics for i in t.partition_indexes]
+
+
+def _unstable(broker: Broker, group_id: str, require_stable: bool) -> frozenset[TopicPartition]:
+    return broker.txn_offsets.pending_partitions(group_id) if require_stable else frozenset()
 
 
 def handle_offset_fetch(broker: Broker, ctx: RequestContext) -> m.OffsetFetchResponse:
@@ -141,6 +152,7 @@ def handle_offset_fetch(broker: Broker, ctx: RequestContext) -> m.OffsetFetchRes
                 error_codes.NONE,
                 answer.OffsetFetchResponseTopics,
                 answer.OffsetFetchResponsePartitions,
+                _unstable(broker, g.group_id, request.require_stable),
             )
             results.append(
                 answer.OffsetFetchResponseGroup(
@@ -155,6 +167,7 @@ def handle_offset_fetch(broker: Broker, ctx: RequestContext) -> m.OffsetFetchRes
         partition_error,
         answer.OffsetFetchResponseTopic,
         answer.OffsetFetchResponsePartition,
+        _unstable(broker, request.group_id, ctx.version >= 7 and request.require_stable),
     )
     return answer(error_code=error.code, topics=topics)
 

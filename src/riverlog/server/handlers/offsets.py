@@ -3,8 +3,9 @@ below -1, or above the high watermark, answers OFFSET_OUT_OF_RANGE).
 
 ListOffsets answers earliest (-2), latest (-1), max timestamp (-3), earliest local (-4: the
 earliest, riverlog has no tiered storage), latest tiered (-5: -1, nothing is tiered) and by
-timestamp (first record at or after it, or -1 when none); v0 answers in its old list form. Consumers
-(replica id -1) see offsets only up to the high watermark. A new leader learns the high
+timestamp (first record at or after it, or -1 when none); v0 answers in its old list form.
+Consumers (replica id -1) see offsets only up to the high watermark — with READ_COMMITTED
+(v2+) up to the last stable offset. A new leader learns the high
 watermark from its followers' first fetches; until it reaches the start of the leader's epoch,
 consumers asking v2+ for the latest offset, or for a timestamp not found below it, get the
 retriable OFFSET_NOT_AVAILABLE (as Kafka answers), never an end offset that went backwards.
@@ -27,6 +28,8 @@ from riverlog.protocol.messages import (
 )
 from riverlog.server.dispatch import RequestContext
 
+READ_COMMITTED = 1
+
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
     from riverlog.server.replication.partition import HostedPartition
@@ -42,13 +45,14 @@ def _list_one(
     p: ListOffsetsRequest.ListOffsetsPartition,
     version: int,
     consumer: bool,
+    read_committed: bool = False,
 ) -> PartitionAnswer:
     try:
         hosted = broker.replicas.leader(topic, p.partition_index)
     except KafkaError as e:
         return PartitionAnswer(partition_index=p.partition_index, timestamp=-1, offset=-1,
                                error_code=e.code)  # fmt: skip
-    return offsets_answer(hosted, p, version, consumer)
+    return offsets_answer(hosted, p, version, consumer, read_committed=read_committed)
 
 
 def offsets_answer(
@@ -56,15 +60,19 @@ def offsets_answer(
     p: ListOffsetsRequest.ListOffsetsPartition,
     version: int,
     consumer: bool,
+    *,
+    read_committed: bool = False,
 ) -> PartitionAnswer:
     """The answer of the leader replica `hosted` to one partition of a ListOffsets request
-    (`consumer`: asked by a consumer, not a replica)."""
+    (`consumer`: asked by a consumer, not a replica; `read_committed`: its isolation level
+    is READ_COMMITTED, so nothing past the last stable offset is visible)."""
     answer = PartitionAnswer(partition_index=p.partition_index, timestamp=-1, offset=-1)
     log = hosted.log
+    visible = log.last_stable_offset if read_committed else log.high_watermark
     lagging = consumer and version >= 2 and hosted.leader_epoch_start > log.high_watermark
     found: tuple[int, int] | None
     if p.timestamp == LATEST_TIMESTAMP:
-        found = (log.high_watermark if consumer else log.log_end_offset, -1)
+        found = (visible if consumer else log.log_end_offset, -1)
     elif p.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         found = (log.log_start_offset, -1)  # no tiered storage: every record is local
         lagging = False
@@ -72,7 +80,7 @@ def offsets_answer(
         found, lagging = (-1, -1), False  # no tiered storage: nothing is tiered
     else:
         found = log.offset_for_timestamp(p.timestamp)
-        if found is not None and consumer and found[0] >= log.high_watermark:
+        if found is not None and consumer and found[0] >= visible:
             found = None
         lagging = lagging and found is None
     if lagging:
@@ -91,12 +99,14 @@ def handle_list_offsets(broker: Broker, ctx: RequestContext) -> ListOffsetsRespo
     request = ctx.request.body
     assert isinstance(request, ListOffsetsRequest)
     consumer = request.replica_id < 0
+    read_committed = ctx.version >= 2 and request.isolation_level == READ_COMMITTED
     return ListOffsetsResponse(
         topics=[
             ListOffsetsResponse.ListOffsetsTopicResponse(
                 name=t.name,
                 partitions=[
-                    _list_one(broker, t.name, p, ctx.version, consumer) for p in t.partitions
+                    _list_one(broker, t.name, p, ctx.version, consumer, read_committed)
+                    for p in t.partitions
                 ],
             )
             for t in request.topics

@@ -115,11 +115,6 @@ def handle_produce(
             try:
                 if bad_acks:
                     raise KafkaError(error_codes.INVALID_REQUIRED_ACKS)
-                if request.transactional_id is not None:
-                    raise KafkaError(
-                        error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                        "Transactions are not supported by this broker yet.",
-                    )
                 if not isinstance(data.records, bytes | bytearray | memoryview):
                     raise KafkaError(error_codes.CORRUPT_MESSAGE, "The record set is null.")
                 broker.replicas.get(topic.name, data.index)  # unknown partitions first, as Kafka

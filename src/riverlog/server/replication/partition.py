@@ -172,6 +172,16 @@ class HostedPartition:
             self._advance_high_watermark()
         return result
 
+    def append_marker_as_leader(
+        self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int
+    ) -> int:
+        """A transaction marker (control batch) in this leader's epoch; the offset after it."""
+        result = self.log.append_marker(
+            producer_id, producer_epoch, committed, coordinator_epoch, self.leader_epoch
+        )
+        self._advance_high_watermark()
+        return result.last_offset + 1
+
     def follower_fetched(self, replica_id: int, offset: int, now_ms: int) -> FollowerFetchOutcome:
         """A follower fetches from `offset`, so it has everything before."""
         state = self.followers.get(replica_id)

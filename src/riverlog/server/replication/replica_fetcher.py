@@ -95,7 +95,9 @@ class _Fetcher(BackgroundLoop):
                 try:
                     if conn is None or conn.closed:
                         conn = await Connection.open(
-                            host, port, client_id=f"replica-fetcher-{self.owner.broker_id}",
+                            host,
+                            port,
+                            client_id=f"replica-fetcher-{self.owner.broker_id}",
                             security=self.owner.security,
                         )
                     await self._reconcile(conn)

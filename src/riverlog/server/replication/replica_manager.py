@@ -161,6 +161,24 @@ class ReplicaManager:
             self.fetch_purgatory.check(hosted.key)
         return hosted, result
 
+    def append_marker(
+        self,
+        topic: str,
+        index: int,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+    ) -> tuple[HostedPartition, int]:
+        """WriteTxnMarkers: a transaction's commit or abort marker as a control batch on the
+        leader; (partition, offset after it), to wait on with `await_replication`."""
+        hosted = self.leader(topic, index)
+        end = hosted.append_marker_as_leader(
+            producer_id, producer_epoch, committed, coordinator_epoch
+        )
+        self.fetch_purgatory.check(hosted.key)
+        return hosted, end
+
     def await_replication(
         self, writes: Sequence[tuple[HostedPartition, int]], timeout_ms: int
     ) -> list[ErrorCode] | asyncio.Future[list[ErrorCode]]:
@@ -235,9 +253,15 @@ class ReplicaManager:
         return -1 if chosen == self.broker_id else chosen
 
     @staticmethod
-    def fetch_limit(hosted: HostedPartition, replica_id: int) -> int:
-        """Followers read up to the log end, consumers up to the (local) high watermark."""
-        return hosted.log.log_end_offset if replica_id >= 0 else hosted.log.high_watermark
+    def fetch_limit(
+        hosted: HostedPartition, replica_id: int, *, read_committed: bool = False
+    ) -> int:
+        """Followers read up to the log end, consumers up to the (local) high watermark,
+        READ_COMMITTED consumers up to the last stable offset."""
+        plog = hosted.log
+        if replica_id >= 0:
+            return plog.log_end_offset
+        return plog.last_stable_offset if read_committed else plog.high_watermark
 
     def _throttled(self, hosted: HostedPartition, replica_id: int) -> bool:
         """A follower catching up on a partition throttled on this leader."""
@@ -259,15 +283,21 @@ class ReplicaManager:
         )
 
     def fetchable_bytes(
-        self, hosted: HostedPartition, fetch_offset: int, max_bytes: int, replica_id: int,
+        self,
+        hosted: HostedPartition,
+        fetch_offset: int,
+        max_bytes: int,
+        replica_id: int,
         min_bytes: int,
-    ) -> int:  # fmt: skip
+        *,
+        read_committed: bool = False,
+    ) -> int:
         """Bytes a fetch could read now from one partition, at least `min_bytes` when the
         fetch must be answered at once (an offset out of range); cheap: offsets first."""
         plog = hosted.log
         if fetch_offset > plog.log_end_offset or fetch_offset < plog.log_start_offset:
             return min_bytes
-        limit = self.fetch_limit(hosted, replica_id)
+        limit = self.fetch_limit(hosted, replica_id, read_committed=read_committed)
         if limit <= fetch_offset or self._held(hosted, replica_id):
             return 0
         if replica_id >= 0 and min_bytes <= 1:
@@ -278,9 +308,15 @@ class ReplicaManager:
         return read.records.length if read.records is not None else 0
 
     def read_for_fetch(
-        self, hosted: HostedPartition, fetch_offset: int, max_bytes: int, replica_id: int,
-        *, min_one_batch: bool,
-    ) -> FileRegion | None:  # fmt: skip
+        self,
+        hosted: HostedPartition,
+        fetch_offset: int,
+        max_bytes: int,
+        replica_id: int,
+        *,
+        min_one_batch: bool,
+        read_committed: bool = False,
+    ) -> FileRegion | None:
         """Record data for one partition of a fetch (None: nothing now); raises KafkaError
         (OFFSET_OUT_OF_RANGE)."""
         if self._held(hosted, replica_id):
@@ -288,7 +324,7 @@ class ReplicaManager:
         read = hosted.log.read(
             fetch_offset,
             max_bytes,
-            max_offset=self.fetch_limit(hosted, replica_id),
+            max_offset=self.fetch_limit(hosted, replica_id, read_committed=read_committed),
             min_one_batch=min_one_batch,
         )
         if read.records is not None and self._throttled(hosted, replica_id):

@@ -1,0 +1,149 @@
+"""Transaction markers at the edge: sending them to partition leaders, writing them there.
+
+Coordinator side (`MarkerSender`): an ended transaction's markers are grouped by the
+current leader of each partition and sent as one WriteTxnMarkers request per broker (over
+`riverlog.client.connection.Connection`, one connection per broker kept open). Partitions
+whose leader is unknown, moved (NOT_LEADER_OR_FOLLOWER, ...), or whose broker could not be
+reached are retried after `RETRY_S`, with leaders looked up again, until every partition
+has the marker; a partition whose topic is gone (UNKNOWN_TOPIC_OR_PARTITION with no topic
+in the metadata) needs none, nor one refused as TRANSACTION_COORDINATOR_FENCED (a newer
+coordinator took the transaction over). `send` returns when every partition is done, or raises
+`asyncio.CancelledError` when the coordinator gives up the transaction (it moved).
+
+Leader side: a marker is appended as a control batch by the leader
+(`ReplicaManager.append_marker`), then the answer waits until the ISR has it
+(`until_replicated`, through the replica manager's one rule for waiting writes).
+
+Everything runs on the event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from riverlog.client.connection import Connection
+from riverlog.coordinator.transaction import Markers, TopicPartition
+from riverlog.protocol import error_codes
+from riverlog.protocol import messages as m
+from riverlog.protocol.error_codes import ErrorCode, KafkaError
+from riverlog.server.replication.partition import HostedPartition
+
+if TYPE_CHECKING:
+    from riverlog.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 0.1
+REQUEST_TIMEOUT_S = 30.0
+MARKER_WAIT_S = 30.0
+_GONE = error_codes.UNKNOWN_TOPIC_OR_PARTITION.code
+_FENCED = error_codes.TRANSACTION_COORDINATOR_FENCED.code
+
+
+async def until_replicated(
+    broker: Broker, hosted: HostedPartition, end_offset: int, timeout_s: float
+) -> ErrorCode:
+    """NONE once the ISR has everything before `end_offset`, else why not: the replica
+    manager's one rule for every write that waits for the ISR (`await_replication`)."""
+    codes = broker.replicas.await_replication([(hosted, end_offset)], int(timeout_s * 1000))
+    [code] = codes if isinstance(codes, list) else await codes
+    return code
+
+
+class MarkerSender:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._connections: dict[int, Connection] = {}
+        self._opening: dict[int, asyncio.Lock] = {}
+
+    async def close(self) -> None:
+        for conn in self._connections.values():
+            await conn.close()
+        self._connections.clear()
+
+    async def send(self, markers: Markers, coordinator_epoch: int) -> None:
+        """Write the markers to every partition's leader; return when all have them."""
+        remaining = set(markers.partitions)
+        while remaining:
+            by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+            for tp in remaining:
+                if self.broker.topics.get(tp[0]) is None:
+                    continue  # deleted: no marker needed
+                by_leader[self.broker.metadata.leader_of(*tp)].append(tp)
+            remaining &= {tp for tps in by_leader.values() for tp in tps}
+            calls = [
+                self._send_to(leader, markers, coordinator_epoch, tps)
+                for leader, tps in by_leader.items()
+                if leader >= 0
+            ]
+            for done in await asyncio.gather(*calls):
+                remaining -= done
+            if remaining:
+                await asyncio.sleep(RETRY_S)
+
+    async def _send_to(
+        self, broker_id: int, markers: Markers, coordinator_epoch: int, tps: list[TopicPartition]
+    ) -> set[TopicPartition]:
+        """The partitions this broker wrote the marker to (or that no longer exist)."""
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, index in tps:
+            by_topic[topic].append(index)
+        request = m.WriteTxnMarkersRequest(
+            markers=[
+                m.WriteTxnMarkersRequest.WritableTxnMarker(
+                    producer_id=markers.producer_id,
+                    producer_epoch=markers.producer_epoch,
+                    transaction_result=markers.commit,
+                    coordinator_epoch=coordinator_epoch,
+                    topics=[
+                        m.WriteTxnMarkersRequest.WritableTxnMarkerTopic(
+                            name=topic, partition_indexes=indexes
+                        )
+                        for topic, indexes in by_topic.items()
+                    ],
+                )
+            ]
+        )
+        try:
+            conn = await self._connection(broker_id)
+            response = await conn.send(request, timeout_s=REQUEST_TIMEOUT_S)
+        except (ConnectionError, OSError, TimeoutError, KafkaError) as e:
+            log.info("transaction markers to broker %d: %r, retrying", broker_id, e)
+            stale = self._connections.pop(broker_id, None)
+            if stale is not None:
+                await stale.close()
+            return set()
+        assert isinstance(response, m.WriteTxnMarkersResponse)
+        done: set[TopicPartition] = set()
+        for result in response.markers:
+            for answered in result.topics:
+                name = answered.name
+                for p in answered.partitions:
+                    gone = p.error_code == _GONE and self.broker.topics.get(name) is None
+                    if p.error_code == _FENCED:  # a newer coordinator owns the transaction
+                        log.warning("marker for %s-%d: this coordinator is fenced", name,
+                                    p.partition_index)  # fmt: skip
+                    if p.error_code in (0, _FENCED) or gone:
+                        done.add((name, p.partition_index))
+                    else:
+                        log.debug(
+                            "marker for %s-%d: error %d", name, p.partition_index, p.error_code
+                        )
+        return done
+
+    async def _connection(self, broker_id: int) -> Connection:
+        """The connection to a broker; one opening at a time per broker (transactions
+        ending together share it)."""
+        async with self._opening.setdefault(broker_id, asyncio.Lock()):
+            conn = self._connections.get(broker_id)
+            if conn is not None and not conn.closed:
+                return conn
+            info = self.broker.metadata.brokers.get(broker_id)
+            if info is None:
+                raise ConnectionError(f"broker {broker_id} is not known")
+            conn = await Connection.open(info.host, info.port, client_id="txn-marker-sender")
+            self._connections[broker_id] = conn
+            return conn

@@ -1,0 +1,144 @@
+"""Transactional offset commits (TxnOffsetCommit, KIP-98/KIP-447) waiting for their marker.
+
+A transactional producer's offsets are appended to the group's `__consumer_offsets`
+partition as a transactional batch (its producer id and epoch, so a fenced producer's
+commit is refused with PRODUCER_FENCED by the partition's producer state), replicated to
+the ISR, and then held here per producer id — not yet visible to OffsetFetch. When the
+transaction's marker reaches that partition (`complete`, called by WriteTxnMarkers), a
+commit moves them into the group coordinator's committed offsets; an abort drops them.
+
+Validation as Kafka's: with a generation or member id (KIP-447, v3+) the member must be
+current; without one (v0-v2) any group is accepted.
+
+Everything runs on the event loop thread.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from riverlog.coordinator.records import (
+    OffsetKey,
+    StoredOffset,
+    encode_offset_key,
+    encode_offset_value,
+)
+from riverlog.model import TopicPartition
+from riverlog.protocol import error_codes
+from riverlog.protocol.error_codes import ErrorCode, KafkaError
+from riverlog.protocol.records.v2 import Record, encode_batch
+from riverlog.server.group_coordinator import OFFSETS_TOPIC
+from riverlog.server.txn_markers import until_replicated
+
+if TYPE_CHECKING:
+    from riverlog.server.broker import Broker
+
+_FENCED = {error_codes.INVALID_PRODUCER_EPOCH.code, error_codes.PRODUCER_FENCED.code}
+_MOVED = {error_codes.NOT_LEADER_OR_FOLLOWER.code, error_codes.UNKNOWN_TOPIC_OR_PARTITION.code}
+
+
+class TxnOffsets:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.pending: dict[int, dict[str, dict[TopicPartition, StoredOffset]]] = {}
+        """Producer id -> group -> offsets committed in its open transaction."""
+
+    async def commit(
+        self,
+        group_id: str,
+        producer_id: int,
+        epoch: int,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[TopicPartition, StoredOffset],
+    ) -> dict[TopicPartition, ErrorCode]:
+        groups = self.broker.groups
+        error = groups.coordinator_error(group_id)
+        if error is None and (
+            generation >= 0
+            or member_id
+            or instance_id is not None
+            or groups.manager.get(group_id) is None
+        ):
+            error = groups.manager.validate_offset_commit(
+                self.broker.clock.wall_ms(), group_id, generation, member_id, instance_id
+            )
+            error = None if error is error_codes.NONE else error
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        index = groups.partition_of(group_id)
+        records = [
+            Record(
+                i,
+                self.broker.clock.wall_ms(),
+                encode_offset_key(OffsetKey(group_id, t, p)),
+                encode_offset_value(o),
+            )
+            for i, ((t, p), o) in enumerate(offsets.items())
+        ]
+        batch = encode_batch(
+            records, producer_id=producer_id, producer_epoch=epoch, is_transactional=True
+        )
+        try:
+            hosted, result = self.broker.replicas.append(
+                OFFSETS_TOPIC, index, memoryview(batch), acks=1, internal=True
+            )
+            stored = await until_replicated(
+                self.broker, hosted, result.last_offset + 1, groups.commit_timeout_ms / 1000
+            )
+        except KafkaError as e:
+            if e.code in _FENCED:
+                stored = error_codes.PRODUCER_FENCED
+            elif e.code in _MOVED:
+                stored = error_codes.NOT_COORDINATOR
+            else:
+                stored = error_codes.COORDINATOR_NOT_AVAILABLE
+        else:
+            if stored is error_codes.NOT_LEADER_OR_FOLLOWER:
+                stored = error_codes.NOT_COORDINATOR
+            elif stored is not error_codes.NONE:
+                stored = error_codes.COORDINATOR_NOT_AVAILABLE
+        if stored is error_codes.NONE:
+            self.pending.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
+        return dict.fromkeys(offsets, stored)
+
+    def restore(
+        self, producer_id: int, by_group: dict[str, dict[TopicPartition, StoredOffset]]
+    ) -> None:
+        """Offsets of an open transaction found when loading a `__consumer_offsets`
+        partition."""
+        mine = self.pending.setdefault(producer_id, {})
+        for group_id, offsets in by_group.items():
+            mine.setdefault(group_id, {}).update(offsets)
+
+    def drop_partition(self, offsets_partition: int) -> None:
+        """The group coordinator gave up (or reloads) a `__consumer_offsets` partition: forget
+        what was pending for its groups (a reload restores what is still open)."""
+        groups = self.broker.groups
+        for producer_id in list(self.pending):
+            by_group = self.pending[producer_id]
+            for group_id in [g for g in by_group if groups.partition_of(g) == offsets_partition]:
+                del by_group[group_id]
+            if not by_group:
+                del self.pending[producer_id]
+
+    def pending_partitions(self, group_id: str) -> frozenset[TopicPartition]:
+        """Partitions of the group with transactional offsets awaiting their marker."""
+        return frozenset(
+            tp for by_group in self.pending.values() for tp in by_group.get(group_id, {})
+        )
+
+    def complete(self, producer_id: int, commit: bool, offsets_partition: int) -> None:
+        """The marker of `producer_id`'s transaction is on `__consumer_offsets` partition
+        `offsets_partition`: its offsets for groups there become committed, or are dropped."""
+        by_group = self.pending.get(producer_id)
+        if by_group is None:
+            return
+        groups = self.broker.groups
+        for group_id in [g for g in by_group if groups.partition_of(g) == offsets_partition]:
+            offsets = by_group.pop(group_id)
+            if commit:
+                groups.offsets.commit(group_id, offsets)
+        if not by_group:
+            del self.pending[producer_id]

@@ -1,0 +1,507 @@
+"""Transactions with real clients against an embedded broker.
+
+confluent-kafka and kafka-python transactional producers commit and abort across many
+partitions (and commit consumed offsets in the transaction); read_committed consumers of
+confluent-kafka, kafka-python, aiokafka and riverlog's client see every committed record,
+in order, and no aborted one, while read_uncommitted consumers see both (the aborted data
+is really there).
+A zombie with an old epoch is fenced; a transaction left open past its timeout is aborted
+by the coordinator. `riverlog transactions` lists, describes, finds a hanging transaction
+and aborts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KTopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from riverlog.client import AsyncConsumer, AsyncTransactionalProducer
+from riverlog.client.connection import Connection
+from riverlog.embedded import EmbeddedBroker, broker
+from riverlog.protocol import messages as m
+from riverlog.protocol.error_codes import KafkaError
+from riverlog.protocol.records.v2 import Record, encode_batch
+
+PARTITIONS = 6
+DEADLINE_S = 20
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> Iterator[str]:
+    overrides = {
+        "transaction.state.log.num.partitions": "5",
+        "offsets.topic.num.partitions": "5",
+        "group.initial.rebalance.delay.ms": "0",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+    }
+    with broker(overrides=overrides) as running:
+        assert isinstance(running, EmbeddedBroker)
+        yield running.bootstrap_servers
+
+
+def _topic(bootstrap: str, prefix: str, partitions: int = PARTITIONS) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
+    return name
+
+
+def _confluent_read(
+    bootstrap: str, topic: str, isolation: str, until: int, partitions: int = PARTITIONS
+) -> dict[int, list[bytes]]:
+    """Values per partition, read from the start until `until` records or the deadline."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "isolation.level": isolation})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while time.monotonic() < deadline and sum(map(len, got.values())) < until:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            got[msg.partition()].append(msg.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def _kafka_python_read(bootstrap: str, topic: str, until: int) -> dict[int, list[bytes]]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, consumer_timeout_ms=500)  # fmt: skip
+    consumer.assign([KTopicPartition(topic, p) for p in range(PARTITIONS)])
+    consumer.seek_to_beginning()
+    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while time.monotonic() < deadline and sum(map(len, got.values())) < until:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                got[tp.partition] += [r.value for r in records]
+    finally:
+        consumer.close()
+    return got
+
+
+def _read_to_lso(bootstrap: str, topic: str, partitions: int = 1) -> dict[int, list[bytes]]:
+    """Everything a read_committed consumer sees up to the current last stable offsets."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False)  # fmt: skip
+    tps = [KTopicPartition(topic, p) for p in range(partitions)]
+    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    try:
+        ends = consumer.end_offsets(tps)
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        deadline = time.monotonic() + DEADLINE_S
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, "the consumer did not reach the LSO"
+            for tp, records in consumer.poll(timeout_ms=100).items():
+                got[tp.partition] += [r.value for r in records]
+    finally:
+        consumer.close()
+    return got
+
+
+async def _aiokafka_read(bootstrap: str, topic: str, until: int) -> dict[int, list[bytes]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                enable_auto_commit=False, auto_offset_reset="earliest")  # fmt: skip
+    await consumer.start()
+    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    try:
+        from aiokafka import TopicPartition as ATopicPartition
+
+        consumer.assign([ATopicPartition(topic, p) for p in range(PARTITIONS)])
+        await consumer.seek_to_beginning()
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline and sum(map(len, got.values())) < until:
+            batches = await consumer.getmany(timeout_ms=200)
+            for tp, records in batches.items():
+                got[tp.partition] += [r.value for r in records if r.value is not None]
+    finally:
+        await consumer.stop()
+    return got
+
+
+def _wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+async def _riverlog_read(bootstrap: str, topic: str, until: int) -> dict[int, list[bytes]]:
+    consumer = AsyncConsumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed"})
+    consumer.assign((topic, p) for p in range(PARTITIONS))
+    consumer.seek_to_beginning()
+    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + DEADLINE_S
+    async with consumer:
+        while time.monotonic() < deadline and sum(map(len, got.values())) < until:
+            for record in await consumer.poll(200):
+                got[record.partition] += [record.value]
+    return got
+
+
+def _expected(values: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
+    out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for partition, value in values:
+        out[partition].append(value)
+    return out
+
+
+def test_confluent_commit_and_abort_read_by_every_client(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "txn")
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}",
+                         "linger.ms": 5})  # fmt: skip
+    producer.init_transactions(DEADLINE_S)
+    committed: list[tuple[int, bytes]] = []
+    aborted: list[tuple[int, bytes]] = []
+    for round_ in range(6):
+        producer.begin_transaction()
+        values = [(i % PARTITIONS, b"r%d-%d" % (round_, i)) for i in range(30)]
+        for partition, value in values:
+            producer.produce(topic, value=value, partition=partition)
+        if round_ % 3 == 1:
+            producer.flush(DEADLINE_S)  # the aborted records reach the log first
+            producer.abort_transaction(DEADLINE_S)
+            aborted += values
+        else:
+            producer.commit_transaction(DEADLINE_S)
+            committed += values
+    expected = _expected(committed)
+    assert _confluent_read(bootstrap, topic, "read_committed", len(committed)) == expected
+    assert _kafka_python_read(bootstrap, topic, len(committed)) == expected
+    assert asyncio.run(_aiokafka_read(bootstrap, topic, len(committed))) == expected
+    assert asyncio.run(_riverlog_read(bootstrap, topic, len(committed))) == expected
+    everything = _confluent_read(bootstrap, topic, "read_uncommitted", len(committed + aborted))
+    assert sorted(v for vs in everything.values() for v in vs) == sorted(
+        v for _, v in committed + aborted
+    )
+
+
+def test_open_transaction_holds_back_read_committed(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "lso", partitions=1)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce(topic, value=b"before", partition=0)
+    plain.flush(DEADLINE_S)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)
+    producer.flush(DEADLINE_S)
+    plain.produce(topic, value=b"after", partition=0)
+    plain.flush(DEADLINE_S)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False)  # fmt: skip
+    tp = KTopicPartition(topic, 0)
+    try:
+        assert consumer.end_offsets([tp])[tp] == 1  # the LSO: the open transaction's start
+        consumer.assign([tp])
+        consumer.seek_to_beginning()
+        seen: list[bytes] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while consumer.position(tp) < 1 and time.monotonic() < deadline:
+            seen += [r.value for rs in consumer.poll(timeout_ms=100).values() for r in rs]
+        assert seen == [b"before"]
+        seen += [r.value for rs in consumer.poll(timeout_ms=300).values() for r in rs]
+        assert seen == [b"before"]  # nothing past the LSO
+        producer.commit_transaction(DEADLINE_S)
+        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 4)  # records and marker
+    finally:
+        consumer.close()
+    got = _confluent_read(bootstrap, topic, "read_committed", 3, partitions=1)
+    assert got == {0: [b"before", b"open", b"after"]}
+
+
+def test_confluent_send_offsets_to_transaction(bootstrap: str) -> None:
+    source = _topic(bootstrap, "src", partitions=1)
+    sink = _topic(bootstrap, "sink", partitions=1)
+    group = f"copy-{source}"
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        plain.produce(source, value=b"%d" % i, partition=0)
+    plain.flush(DEADLINE_S)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})  # fmt: skip
+    consumer.subscribe([source])
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{sink}"})
+    producer.init_transactions(DEADLINE_S)
+    try:
+        for commit, count in ((False, 4), (True, 4)):
+            producer.begin_transaction()
+            taken = 0
+            deadline = time.monotonic() + DEADLINE_S
+            while taken < count and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                producer.produce(sink, value=msg.value(), partition=0)
+                taken += 1
+            positions = consumer.position(consumer.assignment())
+            producer.send_offsets_to_transaction(
+                positions, consumer.consumer_group_metadata(), DEADLINE_S
+            )
+            if commit:
+                producer.commit_transaction(DEADLINE_S)
+            else:
+                producer.abort_transaction(DEADLINE_S)
+                # rewind to the last committed offsets, as an exactly-once copier does
+                committed = consumer.committed([TopicPartition(source, 0)], DEADLINE_S)
+                start = committed[0].offset if committed[0].offset >= 0 else 0
+                consumer.seek(TopicPartition(source, 0, start))
+        # read_committed: OffsetFetch requires stable offsets (UNSTABLE_OFFSET_COMMIT is
+        # retried until the marker lands)
+        committed = consumer.committed([TopicPartition(source, 0)], DEADLINE_S)
+        assert committed[0].offset == 4
+    finally:
+        consumer.close()
+    got = _confluent_read(bootstrap, sink, "read_committed", 4, partitions=1)
+    assert got == {0: [b"0", b"1", b"2", b"3"]}
+
+
+def test_kafka_python_producer_commit_abort_and_offsets(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "kp")
+    group = f"kp-{topic}"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"tx-{topic}")
+    try:
+        producer.init_transactions()
+        committed: list[tuple[int, bytes]] = []
+        for round_, commit in enumerate((True, False, True)):
+            producer.begin_transaction()
+            values = [(i % PARTITIONS, b"k%d-%d" % (round_, i)) for i in range(12)]
+            for partition, value in values:
+                producer.send(topic, value=value, partition=partition)
+            producer.flush()
+            if commit:
+                offsets = {KTopicPartition(topic, 0): OffsetAndMetadata(round_ + 1, "", -1)}
+                producer.send_offsets_to_transaction(offsets, group)
+                producer.commit_transaction()
+                committed += values
+            else:
+                producer.abort_transaction()
+    finally:
+        producer.close()
+    assert _confluent_read(bootstrap, topic, "read_committed", len(committed)) == _expected(
+        committed
+    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        offsets = consumer.committed([TopicPartition(topic, 0)], DEADLINE_S)
+        assert offsets[0].offset == 3
+    finally:
+        consumer.close()
+
+
+def test_zombie_with_an_old_epoch_is_fenced(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "zombie", partitions=1)
+    transactional_id = f"tx-{topic}"
+    zombie = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    zombie.init_transactions(DEADLINE_S)
+    zombie.begin_transaction()
+    zombie.produce(topic, value=b"zombie", partition=0)
+    zombie.flush(DEADLINE_S)
+    successor = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    successor.init_transactions(DEADLINE_S)  # aborts the zombie's transaction
+    successor.begin_transaction()
+    successor.produce(topic, value=b"successor", partition=0)
+    successor.commit_transaction(DEADLINE_S)
+    with pytest.raises(KafkaException) as caught:
+        zombie.produce(topic, value=b"late", partition=0)
+        zombie.commit_transaction(DEADLINE_S)
+    assert caught.value.args[0].fatal() or "fenced" in str(caught.value).lower()
+    assert _read_to_lso(bootstrap, topic) == {0: [b"successor"]}
+
+
+def test_timed_out_transaction_is_aborted_by_the_coordinator(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "timeout", partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}",
+                         "transaction.timeout.ms": 1000})  # fmt: skip
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"abandoned", partition=0)
+    producer.flush(DEADLINE_S)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    tp = KTopicPartition(topic, 0)
+    try:  # record + the coordinator's abort marker: stable again
+        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 2)
+    finally:
+        consumer.close()
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(DEADLINE_S)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce(topic, value=b"later", partition=0)
+    plain.flush(DEADLINE_S)
+    assert _read_to_lso(bootstrap, topic) == {0: [b"later"]}
+
+
+def _tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "riverlog", "transactions", "--bootstrap-server", bootstrap,
+         *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+async def _hang(bootstrap: str, topic: str) -> None:
+    """A transactional batch the coordinator never heard of: a hanging transaction."""
+    host, port = bootstrap.split(":")
+    conn = await Connection.open(host, int(port))
+    try:
+        init = await conn.send(m.InitProducerIdRequest(transactional_id=None,
+                                                       transaction_timeout_ms=60000))  # fmt: skip
+        assert isinstance(init, m.InitProducerIdResponse) and init.error_code == 0
+        batch = encode_batch([Record(0, int(time.time() * 1000), b"k", b"ghost")],
+                             producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                             base_sequence=0, is_transactional=True)  # fmt: skip
+        produce = m.ProduceRequest(acks=-1, timeout_ms=10000, transactional_id="ghost", topic_data=[
+            m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                m.ProduceRequest.PartitionProduceData(index=0, records=batch)])])  # fmt: skip
+        answer = await conn.send(produce)
+        assert isinstance(answer, m.ProduceResponse)
+        assert answer.responses[0].partition_responses[0].error_code == 0
+    finally:
+        await conn.close()
+
+
+def test_transactions_tool_lists_describes_finds_and_aborts(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "tool", partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)
+    producer.flush(DEADLINE_S)
+    listed = _tool(bootstrap, "list")
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert [f"tx-{topic}", "0"] == next(r.split()[:2] for r in rows if f"tx-{topic}" in r)
+    assert f"tx-{topic}" in listed.stdout and "Ongoing" in listed.stdout
+    described = _tool(bootstrap, "describe", "--transactional-id", f"tx-{topic}")
+    assert described.returncode == 0, described.stderr
+    fields = described.stdout.splitlines()[1].split("\t")
+    assert fields[1].strip() == f"tx-{topic}" and fields[4].strip() == "Ongoing"
+    assert fields[8].strip() == f"{topic}-0"
+    producer.commit_transaction(DEADLINE_S)
+    missing = _tool(bootstrap, "describe", "--transactional-id", "nobody")
+    assert missing.returncode == 1 and "nobody" in missing.stderr
+
+    asyncio.run(_hang(bootstrap, topic))
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    tp = KTopicPartition(topic, 0)
+    try:
+        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 2)  # stuck at the ghost's start
+        producers = _tool(bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
+        assert producers.returncode == 0, producers.stderr
+        assert producers.stdout.splitlines()[0].split() == [
+            "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+            "LastTimestamp", "CurrentTransactionStartOffset"]  # fmt: skip
+        starts = [line.split()[5] for line in producers.stdout.splitlines()[1:]]
+        assert sorted(starts) == ["2", "None"]
+        hanging = _tool(bootstrap, "find-hanging", "--topic", topic,
+                        "--max-transaction-timeout", "0")  # fmt: skip
+        assert hanging.returncode == 0, hanging.stderr
+        rows = hanging.stdout.splitlines()[1:]
+        assert len(rows) == 1 and rows[0].split()[:2] == [topic, "0"]
+        assert rows[0].split()[5] == "2"
+        aborted = _tool(bootstrap, "abort", "--topic", topic, "--partition", "0",
+                        "--start-offset", "2")  # fmt: skip
+        assert aborted.returncode == 0, aborted.stderr
+        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 4)  # stable again
+    finally:
+        consumer.close()
+    assert _read_to_lso(bootstrap, topic) == {0: [b"open"]}
+    for isolation, shown in (("read_committed", "open\n"), ("read_uncommitted", "open\nghost\n")):
+        console = subprocess.run(
+            [sys.executable, "-m", "riverlog", "console-consumer", "--bootstrap-server",
+             bootstrap, "--topic", topic, "--from-beginning", "--isolation-level", isolation,
+             "--timeout-ms", "1500"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert console.stdout == shown, console.stderr
+
+
+async def _riverlog_transactions(bootstrap: str, topic: str, group: str) -> list[bytes]:
+    """riverlog's transactional producer: commit, abort, offsets, then fenced by a newer
+    producer of the same id. Returns the committed values."""
+    config = {"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"}
+    producer = AsyncTransactionalProducer(config)
+    committed: list[bytes] = []
+    try:
+        await producer.init_transactions()
+        for round_, commit in enumerate((True, False, True)):
+            await producer.begin_transaction()
+            values = [b"rl%d-%d" % (round_, i) for i in range(PARTITIONS * 2)]
+            futures = [await producer.send(topic, v, partition=i % PARTITIONS)
+                       for i, v in enumerate(values)]  # fmt: skip
+            await producer.send_offsets_to_transaction({(topic, 0): round_ + 1}, group)
+            if commit:
+                await producer.commit_transaction()
+                committed += values
+            else:
+                await producer.abort_transaction()
+            await asyncio.gather(*futures)
+        successor = AsyncTransactionalProducer(config)
+        await successor.init_transactions()  # fences `producer`
+        await producer.begin_transaction()
+        zombie = await producer.send(topic, b"zombie", partition=0)
+        with pytest.raises(KafkaError) as fenced:
+            await producer.commit_transaction()
+        assert fenced.value.error.name in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+        with pytest.raises(KafkaError):
+            await zombie  # never written
+        await successor.close()
+    finally:
+        await producer.close()
+    return committed
+
+
+def test_riverlog_transactional_producer(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "rl")
+    group = f"rl-{topic}"
+    committed = asyncio.run(_riverlog_transactions(bootstrap, topic, group))
+    by_partition: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for value in committed:
+        by_partition[int(value.split(b"-")[1]) % PARTITIONS].append(value)
+    assert _read_to_lso(bootstrap, topic, PARTITIONS) == by_partition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        assert consumer.committed([TopicPartition(topic, 0)], DEADLINE_S)[0].offset == 3
+    finally:
+        consumer.close()
+
+
+def test_producer_perf_test_in_transactions(bootstrap: str) -> None:
+    topic = _topic(bootstrap, "perf", partitions=1)
+    produced = subprocess.run(
+        [sys.executable, "-m", "riverlog", "producer-perf-test", "--topic", topic,
+         "--num-records", "3000", "--record-size", "100", "--throughput", "-1",
+         "--producer-props", f"bootstrap.servers={bootstrap}",
+         "--transactional-id", f"perf-{topic}", "--transaction-duration-ms", "50"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    assert produced.stdout.strip().splitlines()[-1].startswith("3000 records sent, ")
+    tp = KTopicPartition(topic, 0)
+    committed = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    uncommitted = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:  # the last markers are written after the tool's last commit returned
+        _wait_until(lambda: committed.end_offsets([tp]) == uncommitted.end_offsets([tp]))
+    finally:
+        committed.close()
+        uncommitted.close()
+    assert len(_read_to_lso(bootstrap, topic)[0]) == 3000
+    described = _tool(bootstrap, "describe", "--transactional-id", f"perf-{topic}")
+    assert described.stdout.splitlines()[1].split("\t")[4].strip() == "CompleteCommit"
