@@ -107,6 +107,14 @@ CONFIG_TYPES: dict[str, int] = {
     "segment.jitter.ms": LONG,
     "segment.ms": LONG,
     "socket.request.max.bytes": INT,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT,
+    "transaction.max.timeout.ms": INT,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": INT,
+    "transaction.state.log.min.isr": INT,
+    "transaction.state.log.num.partitions": INT,
+    "transaction.state.log.replication.factor": SHORT,
+    "transaction.state.log.segment.bytes": INT,
+    "transactional.id.expiration.ms": INT,
     "unclean.leader.election.enable": BOOLEAN,
     "zookeeper.connect": STRING,
     "zookeeper.session.timeout.ms": INT,
@@ -488,6 +496,41 @@ DOCUMENTATION: dict[str, str] = {
         "compact old data."
     ),
     "socket.request.max.bytes": ("The maximum number of bytes in a socket request"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "The interval at which to rollback transactions that have timed out"
+    ),
+    "transaction.max.timeout.ms": (
+        "The maximum allowed timeout for transactions. If a client\u2019s requested "
+        "transaction time exceed this, then the broker will return an error in "
+        "InitProducerIdRequest. This prevents a client from too large of a timeout, which can "
+        "stall consumers reading from topics included in the transaction."
+    ),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (
+        "The interval at which to remove transactions that have expired due to "
+        "<code>transactional.id.expiration.ms</code> passing"
+    ),
+    "transaction.state.log.min.isr": (
+        "The minimum number of replicas that must acknowledge a write to transaction topic in "
+        "order to be considered successful."
+    ),
+    "transaction.state.log.num.partitions": (
+        "The number of partitions for the transaction topic (should not change after deployment)."
+    ),
+    "transaction.state.log.replication.factor": (
+        "The replication factor for the transaction topic (set higher to ensure availability). "
+        "Internal topic creation will fail until the cluster size meets this replication "
+        "factor requirement."
+    ),
+    "transaction.state.log.segment.bytes": (
+        "The transaction topic segment bytes should be kept relatively small in order to "
+        "facilitate faster log compaction and cache loads"
+    ),
+    "transactional.id.expiration.ms": (
+        "The time in ms that the transaction coordinator will wait without receiving any "
+        "transaction status updates for the current transaction before expiring its "
+        "transactional id. Transactional IDs will not expire while a the transaction is still "
+        "ongoing."
+    ),
     "unclean.leader.election.enable": (
         "Indicates whether to enable replicas not in the ISR set to be elected as leader as a "
         "last resort, even though doing so may result in data loss.<p>Note: In KRaft mode, "
