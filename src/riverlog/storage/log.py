@@ -265,14 +265,21 @@ class PartitionLog:
     # --- appends -----------------------------------------------------------------------
 
     def append(
-        self, data: memoryview | bytes | bytearray, leader_epoch: int, *, now_ms: int | None = None
+        self,
+        data: memoryview | bytes | bytearray,
+        leader_epoch: int,
+        *,
+        now_ms: int | None = None,
+        from_client: bool = True,
     ) -> AppendResult:
-        """Validate and append a produce request's record set for this partition."""
+        """Validate and append a record set as the leader: a produce request's (every check
+        Kafka's LogValidator makes for a client) or a broker component's own
+        (`from_client=False`: the coordinators' records, framing and CRC checked only)."""
         now = self._now() if now_ms is None else now_ms
         view = memoryview(data)
         if view.readonly:
             view = memoryview(bytearray(view))  # offsets are written into the batches
-        batches = validate_batches(view, self.config, now)
+        batches = validate_batches(view, self.config, now, from_client=from_client)
         with self.lock:
             if len(batches) == 1:
                 duplicate = self.producers.check(batches[0].header)

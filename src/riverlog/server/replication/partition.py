@@ -166,8 +166,8 @@ class HostedPartition:
 
     # --- leaders: appends, followers' progress, the ISR --------------------------------
 
-    def append_as_leader(self, records: memoryview) -> AppendResult:
-        result = self.log.append(records, self.leader_epoch)
+    def append_as_leader(self, records: memoryview, *, from_client: bool = True) -> AppendResult:
+        result = self.log.append(records, self.leader_epoch, from_client=from_client)
         if not result.duplicate:
             self._advance_high_watermark()
         return result

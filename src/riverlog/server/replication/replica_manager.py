@@ -147,8 +147,9 @@ class ReplicaManager:
     def append(
         self, topic: str, index: int, records: memoryview, *, acks: int, internal: bool = False
     ) -> tuple[HostedPartition, AppendResult]:
-        """Append a record set on the leader. `internal`: a broker component's own write,
-        allowed on internal topics (clients' writes there are refused, as Kafka does)."""
+        """Append a record set on the leader. `internal`: a broker component's own write
+        (Kafka's coordinator origin), allowed on internal topics — clients' writes there are
+        refused, as Kafka does — and spared the checks made for clients' batches."""
         if not internal and topic in INTERNAL_TOPICS:
             raise KafkaError(
                 error_codes.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}"
@@ -156,7 +157,7 @@ class ReplicaManager:
         hosted = self.leader(topic, index)
         if acks == -1:
             hosted.check_min_isr()
-        result = hosted.append_as_leader(records)
+        result = hosted.append_as_leader(records, from_client=not internal)
         if not result.duplicate:
             self.fetch_purgatory.check(hosted.key)
         return hosted, result
