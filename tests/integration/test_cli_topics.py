@@ -43,7 +43,9 @@ def test_create_list_describe_alter_delete(broker_process: BrokerProcess) -> Non
     assert lines[0].startswith(f"Topic: {topic}\tTopicId: ")
     assert "\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=60000" in lines[0]
     assert lines[1:] == [
-        f"\tTopic: {topic}\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in range(3)
+        f"\tTopic: {topic}\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0"
+        "\tElr: N/A\tLastKnownElr: N/A"
+        for p in range(3)
     ]
 
     again = _topics(bs, "--create", "--topic", topic)

@@ -5,6 +5,7 @@
     riverlog cluster up [--brokers 3] [--dir DIR] [--port 9092] [--zookeeper-port 2181]
                         [--override key=value ...] [--security]
     riverlog cluster down [--dir DIR]
+    riverlog cluster stop|start|restart --broker N [--dir DIR]
     riverlog cluster describe --bootstrap-server HOST:PORT
 
 `up` starts Debian's ZooKeeper and brokers 1..N (ports PORT, PORT+1, ...; 0 picks free
@@ -13,6 +14,9 @@ ports) under DIR, waits until every broker serves, and prints the bootstrap addr
 standard output — `export BOOTSTRAP=$(riverlog cluster up)` — and the rest on standard error.
 Starting again on the same DIR reuses its data. `down` stops the brokers with SIGTERM (a
 controlled shutdown each), then ZooKeeper, by the PIDs recorded, and keeps the data.
+`stop --broker N` stops one broker the same way, `start --broker N` starts it again on its
+port, data and settings (waiting until it serves), `restart --broker N` does both; the new
+PID goes into `cluster.json`, so `down` stops a broker started again this way too.
 `--security` makes it a secured cluster (SASL_SSL, ACLs; `cli/secure_cluster.py`).
 """
 
@@ -48,7 +52,7 @@ def default_dir() -> Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="cluster_command", required=True,
-                                metavar="up|down|describe")  # fmt: skip
+                                metavar="up|down|stop|start|restart|describe")  # fmt: skip
     up = sub.add_parser("up", help="start ZooKeeper and N brokers on loopback")
     up.add_argument("--brokers", type=int, default=3, metavar="N", help="how many (default 3)")
     up.add_argument("--port", type=int, default=9092, help="first broker port (0: free ports)")
@@ -61,6 +65,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for p in (up, down):
         p.add_argument("--dir", type=Path, default=default_dir(),
                        help="data, logs and cluster.json (default %(default)s)")  # fmt: skip
+    for name, text in (("stop", "stop one broker (a controlled shutdown)"),
+                       ("start", "start a stopped broker again"),
+                       ("restart", "stop one broker, then start it again")):
+        one = sub.add_parser(name, help=text)
+        one.add_argument("--broker", type=int, required=True, metavar="N",
+                         help="the broker's id (1..N as `up` numbered them)")
+        one.add_argument("--dir", type=Path, default=default_dir(),
+                         help="data, logs and cluster.json (default %(default)s)")
     describe = sub.add_parser(
         "describe", help="brokers, controller, under-replicated and offline partitions, "
         "leader balance"
@@ -138,7 +150,9 @@ def _up(args: argparse.Namespace) -> int:
         zookeeper.stop()
         return 1
     state = {
-        "zookeeper": {"pid": _pid(zookeeper), "port": zookeeper.port},
+        "zookeeper": {"pid": _pid(zookeeper), "port": zookeeper.port,
+                      "connect": zookeeper.connect},
+        "settings": settings,
         "brokers": {str(b.broker_id): {"pid": _pid(b), "port": b.port} for b in brokers},
     }
     (directory / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
@@ -179,9 +193,67 @@ def _down(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _stop_one(pid: int, broker_id: int) -> bool:
+    """SIGTERM and wait (SIGKILL after STOP_TIMEOUT_S); False if it had to be killed."""
+    if not signal_pid(pid, BROKER_MARKER, signal.SIGTERM):
+        return True  # not running
+    print(f"Waiting for broker {broker_id} (pid {pid}) to shut down ...", file=sys.stderr)
+    if wait_gone(pid, BROKER_MARKER, STOP_TIMEOUT_S):
+        return True
+    print(f"broker pid {pid} did not stop in {STOP_TIMEOUT_S:.0f} s; killing it",
+          file=sys.stderr)
+    signal_pid(pid, BROKER_MARKER, signal.SIGKILL)
+    return False
+
+
+def _one_broker(args: argparse.Namespace) -> int:
+    """`stop`, `start` or `restart` of one broker of the cluster in --dir."""
+    command, broker_id = args.cluster_command, str(args.broker)
+    state = _read_state(args.dir)
+    brokers = state.get("brokers")
+    zk = state.get("zookeeper")
+    if not isinstance(brokers, dict) or not isinstance(zk, dict):
+        print(f"riverlog cluster {command}: no cluster in {args.dir}", file=sys.stderr)
+        return 1
+    if broker_id not in brokers:
+        print(f"riverlog cluster {command}: no broker {broker_id} in {args.dir} (brokers: "
+              f"{', '.join(sorted(brokers))})", file=sys.stderr)
+        return 1
+    entry = brokers[broker_id]
+    pid = int(entry["pid"])
+    alive = pid_alive(pid, BROKER_MARKER)
+    if command in ("stop", "restart") and alive and not _stop_one(pid, args.broker):
+        return 1
+    if command == "stop":
+        print(f"stopped broker {broker_id}", file=sys.stderr)
+        return 0
+    if command == "start" and alive:
+        print(f"riverlog cluster start: broker {broker_id} is already running (pid {pid})",
+              file=sys.stderr)
+        return 1
+    settings = state.get("settings")
+    connect = zk.get("connect") or f"127.0.0.1:{zk['port']}"
+    broker = BrokerProcess(args.broker, args.dir, str(connect),
+                           dict(settings) if isinstance(settings, dict) else {},
+                           int(entry["port"]))
+    print(f"Waiting for broker {broker_id} to serve on {broker.address} ...", file=sys.stderr)
+    try:
+        broker.start(60, detached=True)
+    except RuntimeError as e:
+        print(f"riverlog cluster {command}: {e}", file=sys.stderr)
+        return 1
+    entry["pid"] = _pid(broker)
+    (args.dir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+    print(f"broker {broker_id} {broker.address} (pid {entry['pid']}), log {broker.log_file}",
+          file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.cluster_command == "up":
         return _up(args)
+    if args.cluster_command in ("stop", "start", "restart"):
+        return _one_broker(args)
     if args.cluster_command == "describe":
         return cluster_view.run(args)
     return _down(args)

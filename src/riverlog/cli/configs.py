@@ -27,6 +27,7 @@ import re
 import sys
 
 from riverlog.cli import command_config, user_configs
+from riverlog.cli.tool_config import admin_config, command_properties
 from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.connection import Connection
@@ -127,7 +128,7 @@ Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 def entry_line(entry: Entry) -> str:
     synonyms = ", ".join(f"{SOURCES.get(s.source, 'UNKNOWN')}:{s.name}={s.value}"
                          for s in entry.synonyms)  # fmt: skip
-    value = "null" if entry.is_sensitive else entry.value
+    value = "null" if entry.is_sensitive or entry.value is None else entry.value
     return (f"  {entry.name}={value} sensitive={str(entry.is_sensitive).lower()} "
             f"synonyms={{{synonyms}}}")  # fmt: skip
 
@@ -201,8 +202,9 @@ class Configs:
 
 
 async def _run(args: argparse.Namespace, kind: str, name: str | None) -> None:
-    cluster = Cluster(args.bootstrap_server, "riverlog-configs",
-                      security=command_config.security(args))  # fmt: skip
+    cluster = Cluster.from_config(
+        admin_config(args.bootstrap_server, "riverlog-configs", command_properties(args))
+    )
     try:
         if kind == "users":  # SCRAM credentials (cli/user_configs.py)
             conn = await cluster.any_connection()

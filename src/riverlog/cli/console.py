@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import sys
 import time
-from pathlib import Path
 
-from riverlog.cli import command_config
-from riverlog.client.consumer import AsyncConsumer, ConsumerRecord
+from riverlog.cli.message_formatter import FORMATTERS, DefaultMessageFormatter
+from riverlog.cli.tool_config import load_properties, parse_property_flags
+from riverlog.client.consumer import AsyncConsumer
 from riverlog.client.producer import AsyncProducer, RecordMetadata
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.records import compression
@@ -42,21 +43,40 @@ def _properties(items: list[str]) -> dict[str, str]:
 
 
 def add_producer_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--producer.config", dest="producer_config", type=Path, metavar="FILE",
-                        help="security settings: security.protocol, ssl.*, sasl.*")  # fmt: skip
-    parser.add_argument("--request-required-acks", default="-1")
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
+                        help="REQUIRED: The server(s) to connect to.")
+    parser.add_argument("--topic", required=True,
+                        help="REQUIRED: The topic id to produce messages to.")
+    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                        help="A mechanism to pass user-defined properties in the form key=value "
+                        "to the message reader: parse.key, key.separator, parse.headers, "
+                        "headers.delimiter, headers.separator, headers.key.separator")
+    parser.add_argument("--producer-property", action="append", default=[],
+                        metavar="KEY=VALUE", help="A mechanism to pass user-defined properties "
+                        "in the form key=value to the producer.")
+    parser.add_argument("--producer.config", dest="producer_config", metavar="FILE",
+                        help="Producer config properties file. Note that "
+                        "[producer-property] takes precedence over this config.")
+    parser.add_argument("--request-required-acks", default="-1",
+                        help="The required acks of the producer requests (default: -1)")
     parser.add_argument(
         "--compression-codec",
         nargs="?",
         const="gzip",
         default="none",
         choices=list(compression.NAMES.values()),
+        help="The compression codec: either 'none', 'gzip', 'snappy', 'lz4', or 'zstd'. If "
+        "specified without value, then it defaults to 'gzip'",
     )
     parser.add_argument("--sync", action="store_true", help="send each line on its own")
+
+
+def client_properties(config_file: str | None, flags: list[str], flag: str) -> dict[str, str]:
+    """A client's properties: the config file's, then `--X-property` flags over them (Kafka's
+    precedence)."""
+    out = load_properties(config_file) if config_file else {}
+    out.update(parse_property_flags(flags, flag))
+    return out
 
 
 Line = tuple[bytes | None, bytes, list[tuple[str, bytes | None]]]
@@ -88,8 +108,7 @@ async def _produce(args: argparse.Namespace) -> None:
         "client.id": "console-producer",
         "acks": args.request_required_acks,
         "compression.type": args.compression_codec,
-        **command_config.security_properties(args.producer_config),
-        **_properties(args.producer_property),
+        **client_properties(args.producer_config, args.producer_property, "--producer-property"),
     }
     pending: list[asyncio.Future[RecordMetadata]] = []
     async with AsyncProducer(config) as producer:
@@ -117,66 +136,79 @@ def run_producer(args: argparse.Namespace) -> int:
 
 
 def add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--from-beginning", action="store_true")
-    parser.add_argument("--partition", type=int)
-    parser.add_argument("--offset", default="latest", help="earliest, latest or an offset")
-    parser.add_argument("--max-messages", type=int)
-    parser.add_argument("--timeout-ms", type=int, help="exit after this long without records")
-    parser.add_argument("--group")
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
+                        help="REQUIRED: The server(s) to connect to.")
+    parser.add_argument("--topic", help="The topic to consume on.")
+    parser.add_argument("--include", metavar="Java regex (String)",
+                        help="Regular expression specifying list of topics to include for "
+                        "consumption.")
+    parser.add_argument("--from-beginning", action="store_true",
+                        help="If the consumer does not already have an established offset to "
+                        "consume from, start with the earliest message present in the log "
+                        "rather than the latest message.")
+    parser.add_argument("--partition", type=int,
+                        help="The partition to consume from. Consumption starts from the end of "
+                        "the partition unless '--offset' is specified.")
+    parser.add_argument("--offset", default="latest",
+                        help="The offset to consume from (a non-negative number), or 'earliest' "
+                        "which means from beginning, or 'latest' which means from end")
+    parser.add_argument("--max-messages", type=int,
+                        help="The maximum number of messages to consume before exiting. If not "
+                        "set, consumption is continual.")
+    parser.add_argument("--timeout-ms", type=int,
+                        help="If specified, exit if no message is available for consumption for "
+                        "the specified interval.")
+    parser.add_argument("--group", help="The consumer group id of the consumer.")
+    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                        help="The properties to initialize the message formatter: "
+                        "print.timestamp, print.key, print.offset, print.partition, "
+                        "print.headers, print.value, key.separator, line.separator, "
+                        "headers.separator, null.literal, key.deserializer, "
+                        "value.deserializer, headers.deserializer")
+    parser.add_argument("--formatter", default=FORMATTERS[1],
+                        help="The name of a class to use for formatting kafka messages for "
+                        "display. (default: org.apache.kafka.tools.consumer."
+                        "DefaultMessageFormatter)")
+    parser.add_argument("--key-deserializer", metavar="deserializer for key",
+                        help="A Kafka deserializer class for keys (the formatter's "
+                        "key.deserializer; --property takes precedence)")
+    parser.add_argument("--value-deserializer", metavar="deserializer for values",
+                        help="A Kafka deserializer class for values (the formatter's "
+                        "value.deserializer; --property takes precedence)")
+    parser.add_argument("--formatter-config", metavar="FILE",
+                        help="Config properties file to initialize the message formatter. Note "
+                        "that [property] takes precedence over this config.")
+    parser.add_argument("--consumer-property", action="append", default=[],
+                        metavar="KEY=VALUE", help="A mechanism to pass user-defined properties "
+                        "in the form key=value to the consumer.")
+    parser.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
+                        help="Consumer config properties file. Note that [consumer-property] "
+                        "takes precedence over this config.")
     parser.add_argument(
         "--isolation-level",
         choices=["read_committed", "read_uncommitted"],
         default="read_uncommitted",
         help="read_committed: only committed transactional records (and non-transactional ones)",
     )
-    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--consumer.config", dest="consumer_config", type=Path, metavar="FILE",
-                        help="security settings: security.protocol, ssl.*, sasl.*")  # fmt: skip
 
 
-def format_record(r: ConsumerRecord, props: dict[str, str]) -> bytes:
-    """Kafka's DefaultMessageFormatter."""
-    on = {
-        k: props.get(k, d) == "true"
-        for k, d in (
-            ("print.timestamp", "false"),
-            ("print.partition", "false"),
-            ("print.offset", "false"),
-            ("print.headers", "false"),
-            ("print.key", "false"),
-            ("print.value", "true"),
-        )
-    }
-    separator = props.get("key.separator", "\t").encode()
-    out: list[bytes] = []
-    if on["print.timestamp"]:
-        kind = "LogAppendTime" if r.timestamp_type else "CreateTime"
-        out += [f"{kind}:{r.timestamp}".encode(), separator]
-    if on["print.partition"]:
-        out += [f"Partition:{r.partition}".encode(), separator]
-    if on["print.offset"]:
-        out += [f"Offset:{r.offset}".encode(), separator]
-    if on["print.headers"]:
-        text = (
-            ",".join(
-                f"{k}:{'null' if v is None else v.decode(errors='replace')}" for k, v in r.headers
-            )
-            or "NO_HEADERS"
-        )
-        out += [text.encode(), separator]
-    if on["print.key"]:
-        out += [b"null" if r.key is None else r.key, separator]
-    if on["print.value"]:
-        out.append(b"null" if r.value is None else r.value)
-    out.append(props.get("line.separator", "\n").encode())
-    return b"".join(out)
+def formatter_for(args: argparse.Namespace) -> DefaultMessageFormatter:
+    if args.formatter not in FORMATTERS:
+        raise ValueError(f"The formatter {args.formatter} is not available in riverlog; "
+                         f"use {FORMATTERS[1]}")
+    props = load_properties(args.formatter_config) if args.formatter_config else {}
+    if args.key_deserializer:
+        props["key.deserializer"] = args.key_deserializer
+    if args.value_deserializer:
+        props["value.deserializer"] = args.value_deserializer
+    props.update(_properties(args.property))
+    return DefaultMessageFormatter.configure(props)
 
 
 async def _consume(args: argparse.Namespace, counted: list[int]) -> None:
-    props = _properties(args.property)
+    if (args.topic is None) == (args.include is None):
+        raise ValueError("Exactly one of --include/--topic is required.")
+    formatter = formatter_for(args)
     config: dict[str, object] = {
         "bootstrap.servers": args.bootstrap_server,
         "client.id": "console-consumer",
@@ -184,11 +216,19 @@ async def _consume(args: argparse.Namespace, counted: list[int]) -> None:
         "enable.auto.commit": args.group is not None,
         "isolation.level": args.isolation_level,
         **({"group.id": args.group} if args.group else {}),
-        **command_config.security_properties(args.consumer_config),
-        **_properties(args.consumer_property),
+        **(  # a pattern needs a group; Kafka's tool makes one up likewise
+            {"group.id": f"console-consumer-{random.randrange(100000)}"}
+            if args.include is not None and not args.group
+            else {}
+        ),
+        **client_properties(args.consumer_config, args.consumer_property, "--consumer-property"),
     }
     async with AsyncConsumer(config) as consumer:
-        if args.group is not None and args.partition is None:
+        if args.include is not None:
+            if args.partition is not None:
+                raise ValueError("The topic is required when partition is specified.")
+            consumer.subscribe(pattern=args.include)
+        elif args.group is not None and args.partition is None:
             consumer.subscribe([args.topic])
         else:
             count = await consumer.cluster.partitions_of(args.topic, allow_auto_create=False)
@@ -207,7 +247,7 @@ async def _consume(args: argparse.Namespace, counted: list[int]) -> None:
         while args.max_messages is None or counted[0] < args.max_messages:
             records = await consumer.poll(500)
             for r in records:
-                sys.stdout.buffer.write(format_record(r, props))
+                sys.stdout.buffer.write(formatter.format(r))
                 counted[0] += 1
                 if args.max_messages is not None and counted[0] >= args.max_messages:
                     break

@@ -33,19 +33,21 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TypeVar
 
-from riverlog.cli import command_config
 from riverlog.cli.group_tables import (
     MISSING,
     OffsetRow,
     Scenario,
     assignment_text,
+    export_csv,
     offsets_table,
     parse_datetime,
     parse_duration,
+    parse_reset_csv,
     plan_reset,
     reset_table,
     table,
 )
+from riverlog.cli.tool_config import add_command_config, admin_config, command_properties
 from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.client.group_admin import GroupAdmin, GroupDescription
@@ -64,8 +66,13 @@ T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    command_config.add_argument(parser)
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT",
+        help="REQUIRED: The server(s) to connect to.",
+    )
+    add_command_config(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list all consumer groups")
     action.add_argument("--describe", action="store_true", help="describe groups")
@@ -89,13 +96,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--offsets", action="store_true", help="--describe: offsets (default)")
     parser.add_argument("--verbose", action="store_true", help="--members: assignments too")
     scenario = parser.add_mutually_exclusive_group()
-    scenario.add_argument("--to-earliest", action="store_true")
-    scenario.add_argument("--to-latest", action="store_true")
-    scenario.add_argument("--to-current", action="store_true")
-    scenario.add_argument("--to-offset", type=int, metavar="N")
-    scenario.add_argument("--shift-by", type=int, metavar="N")
-    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
-    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS")
+    scenario.add_argument(
+        "--to-earliest",
+        action="store_true",
+        help="Reset offsets to earliest offset.",
+    )
+    scenario.add_argument(
+        "--to-latest",
+        action="store_true",
+        help="Reset offsets to latest offset.",
+    )
+    scenario.add_argument(
+        "--to-current",
+        action="store_true",
+        help="Reset offsets to current offset.",
+    )
+    scenario.add_argument(
+        "--to-offset",
+        type=int,
+        metavar="N",
+        help="Reset offsets to a specific offset.",
+    )
+    scenario.add_argument(
+        "--shift-by",
+        type=int,
+        metavar="N",
+        help="Reset offsets shifting current offset by 'n', where 'n' can be positive or "
+        "negative.",
+    )
+    scenario.add_argument(
+        "--to-datetime",
+        metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="Reset offsets to offset from datetime. Format: 'YYYY-MM-DDTHH:mm:SS.sss'",
+    )
+    scenario.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="Reset offsets to offset by duration from current timestamp. Format: 'PnDTnHnMnS'",
+    )
+    scenario.add_argument("--from-file", metavar="PATH TO CSV FILE",
+                          help="Reset offsets to values defined in CSV file "
+                          "(topic,partition,offset; group,topic,partition,offset for several "
+                          "groups).")
+    parser.add_argument("--export", action="store_true",
+                        help="Export operation execution to a CSV file. Supported operations: "
+                        "reset-offsets.")
     scenario.add_argument(
         "--from-checkpoints",
         metavar="SOURCE_ALIAS",
@@ -116,6 +161,7 @@ class Command:
         self.args = args
         self.cluster = cluster
         self.groups = groups
+        self.file_plan: dict[str, dict[TopicPartition, int]] = {}
 
     async def group_ids(self) -> list[str]:
         if self.args.all_groups:
@@ -252,6 +298,8 @@ class Command:
             return Scenario("timestamp", parse_datetime(a.to_datetime))
         if a.by_duration is not None:
             return Scenario("timestamp", int(time.time() * 1000) - parse_duration(a.by_duration))
+        if a.from_file is not None:
+            return Scenario("file")
         raise ValueError(
             "One of the reset scenarios should be defined: --to-datetime, --by-duration, "
             "--to-earliest, --to-latest, --shift-by, --to-current, --to-offset"
@@ -269,6 +317,10 @@ class Command:
                 "and want to keep the current default behavior without prompting.",
                 file=sys.stderr,
             )
+        exported: list[str] = []
+        if scenario.kind == "file":
+            with open(self.args.from_file, encoding="utf-8") as f:
+                self.file_plan = parse_reset_csv(f.read(), self.args.group)
         for group in await self.group_ids():
             description = await self.groups.describe_group(group)
             if description.state not in INACTIVE:
@@ -277,17 +329,29 @@ class Command:
                     f"the current state is {description.state}."
                 )
                 continue
-            partitions = await self.topic_partitions(group)
+            from_file = None
+            if scenario.kind == "file":
+                from_file = self.file_plan.get(group)
+                if from_file is None:
+                    _error(f"No reset plan for group {group} found")
+                    continue
+            partitions = sorted(from_file) if from_file else await self.topic_partitions(group)
             committed = await self.groups.fetch_offsets(group, partitions)
             earliest = await self.log_offsets(partitions, EARLIEST_TIMESTAMP)
             latest = await self.log_offsets(partitions, LATEST_TIMESTAMP)
             by_time = None
             if scenario.kind == "timestamp":
                 by_time = await self.log_offsets(partitions, scenario.value)
-            plan = plan_reset(scenario, partitions, committed, earliest, latest, by_time)
+            plan = plan_reset(scenario, partitions, committed, earliest, latest,
+                              by_time or from_file)  # fmt: skip
             if self.args.execute:
                 await self.groups.commit_offsets(group, plan)
-            print("\n" + reset_table(group, plan) + "\n")
+            if self.args.export:
+                exported.append(export_csv(group, plan, len(self.args.group) == 1))
+            else:
+                print("\n" + reset_table(group, plan) + "\n")
+        if self.args.export:
+            print("".join(exported))
 
     async def reset_from_checkpoints(self, source_alias: str) -> None:
         """--reset-offsets --from-checkpoints: the translated offsets, within the scope."""
@@ -372,8 +436,9 @@ class Command:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    cluster = Cluster(args.bootstrap_server, client_id="riverlog-consumer-groups",
-                      security=command_config.security(args))  # fmt: skip
+    cluster = Cluster.from_config(
+        admin_config(args.bootstrap_server, "riverlog-consumer-groups", command_properties(args))
+    )
     groups = GroupAdmin(await cluster.any_connection())
     command = Command(args, cluster, groups)
     try:

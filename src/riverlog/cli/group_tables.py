@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from riverlog.cli.java_order import hash_map_order, topic_partition_hash
 from riverlog.model import TopicPartition
 
 MISSING = "-"
@@ -94,7 +95,7 @@ def assignment_text(assignment: dict[str, list[int]]) -> str:
 class Scenario:
     """One of the --to-*/--shift-by/--by-duration choices: `kind` and its argument."""
 
-    kind: str  # earliest, latest, current, offset, shift, timestamp
+    kind: str  # earliest, latest, current, offset, shift, timestamp, file
     value: int = 0
 
 
@@ -131,10 +132,37 @@ def plan_reset(
         elif kind == "timestamp":
             found = (by_time or {}).get(tp, -1)
             target = high if found < 0 else found
+        elif kind == "file":  # --from-file: `by_time` holds the file's offsets
+            target = (by_time or {})[tp]
         else:
             raise ValueError(f"unknown reset scenario {kind!r}")
         plan[tp] = min(max(target, low), high)
     return plan
+
+
+def export_csv(group: str, plan: dict[TopicPartition, int], single_group: bool) -> str:
+    """`--export`: Kafka's CSV lines (topic,partition,offset, or group first when several
+    groups are reset), in the order Kafka's HashMap gives them."""
+    order = hash_map_order(plan, lambda tp: topic_partition_hash(*tp))
+    prefix = "" if single_group else f"{group},"
+    return "".join(f"{prefix}{t},{p},{plan[(t, p)]}\n" for t, p in order)
+
+
+def parse_reset_csv(text: str, groups: list[str]) -> dict[str, dict[TopicPartition, int]]:
+    """`--from-file`: a CSV written by `--export`: with one --group and three columns, that
+    group's offsets; otherwise group,topic,partition,offset."""
+    rows = [line.split(",") for line in text.split("\n") if line.strip()]
+    out: dict[str, dict[TopicPartition, int]] = {}
+    try:
+        for row in rows:
+            if len(groups) == 1 and len(rows[0]) == 3:
+                group, (topic, partition, offset) = groups[0], row
+            else:
+                group, topic, partition, offset = row
+            out.setdefault(group, {})[(topic, int(partition))] = int(offset)
+    except ValueError:
+        raise ValueError(f"Invalid reset plan CSV line: {','.join(row)}") from None
+    return out
 
 
 # --- time formats -------------------------------------------------------------------------

@@ -36,6 +36,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from riverlog.cli.tool_config import add_command_config, command_properties
 from riverlog.client import admin_requests as admin
 from riverlog.client.admin import BROKER, TOPIC, AsyncAdmin
 from riverlog.controller.assignment import AssignmentError, assign
@@ -56,7 +57,13 @@ class ReassignError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT",
+        help="REQUIRED: The server(s) to connect to.",
+    )
+    add_command_config(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     for name, text in (
         ("--generate", "propose a plan moving the topics of --topics-to-move-json-file to "
@@ -356,7 +363,8 @@ def _ids_in_order(brokers: list[int]) -> str:
 
 
 async def _run(args: argparse.Namespace) -> bool:
-    async with AsyncAdmin({"bootstrap.servers": args.bootstrap_server}) as client:
+    config = {**command_properties(args), "bootstrap.servers": args.bootstrap_server}
+    async with AsyncAdmin(config) as client:
         if args.generate:
             await _generate(client, args)
         elif args.execute:

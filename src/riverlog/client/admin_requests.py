@@ -145,7 +145,10 @@ async def create_topic(
     configs: dict[str, str] | None = None,
     *,
     validate_only: bool = False,
+    assignment: Mapping[int, list[int]] | None = None,
 ) -> None:
+    """CreateTopics for one topic; with `assignment` (partition -> broker ids) the partitions
+    and replication factor come from it (pass -1 for both)."""
     topic = CreateTopicsRequest.CreatableTopic(
         name=name,
         num_partitions=partitions,
@@ -153,6 +156,10 @@ async def create_topic(
         configs=[
             CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
             for k, v in (configs or {}).items()
+        ],
+        assignments=[
+            CreateTopicsRequest.CreatableReplicaAssignment(partition_index=p, broker_ids=ids)
+            for p, ids in (assignment or {}).items()
         ],
     )
     response = await conn.send(

@@ -159,6 +159,7 @@ class Broker:
             topic_configs={t.name: t.config for t in self.topics.all()},
             cleaner_enabled=config["log.cleaner.enable"],
             clock_ms=clock.wall_ms,
+            cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
         )
         self.fetch_sessions = FetchSessionCache()
         self.metadata = MetadataCache()
@@ -434,6 +435,7 @@ class Broker:
         self.topic_defaults = self.config.topic_defaults()
         self.replicas.leader_throttle.rate = self.config["leader.replication.throttled.rate"]
         self.replicas.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
+        self.logs.cleaner_backoff_ms = self.config["log.cleaner.backoff.ms"]
         self.logs.update_defaults(self.topic_defaults,
                                   {t.name: t.config for t in self.topics.all()})  # fmt: skip
 

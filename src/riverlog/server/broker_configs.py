@@ -58,6 +58,8 @@ DYNAMIC_KEYS = frozenset({
     "log.message.timestamp.difference.max.ms",
     "min.insync.replicas", "unclean.leader.election.enable", "compression.type",
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "log.cleaner.backoff.ms", "log.cleaner.threads", "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms",
 })  # fmt: skip
 """Kafka's cluster-wide (and per-broker) dynamic broker configs that riverlog has."""
 
@@ -74,6 +76,8 @@ TOPIC_TO_BROKER = {
     "cleanup.policy": "log.cleanup.policy",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "index.interval.bytes": "log.index.interval.bytes",
     "segment.index.bytes": "log.index.size.max.bytes",
     "flush.messages": "log.flush.interval.messages",

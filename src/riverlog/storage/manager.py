@@ -7,7 +7,9 @@ The data directory holds one `<topic>-<partition>/` per log plus Kafka's checkpo
 it, logs load without scanning; without it, every log is recovered from its recovery point.
 
 Housekeeping (`tick`, run by the background thread `start_background`, or by a test directly
-with any `now_ms`): the flush.ms policy, retention, compaction (`log.cleaner.enable`),
+with any `now_ms`): the flush.ms policy, retention (every `log.retention.check.interval.ms`),
+compaction on the cleaner's own schedule as Kafka's (`log.cleaner.enable`; a log is cleaned
+as soon as it is due, and an idle cleaner looks again after `log.cleaner.backoff.ms`),
 closing deleted segments after `file.delete.delay.ms`, and checkpoint writes.
 
 Ownership: the manager owns the `PartitionLog` objects and the checkpoint files. Callers use
@@ -53,10 +55,13 @@ class LogManager:
         topic_configs: Mapping[str, Mapping[str, str]] | None = None,
         clock_ms: Callable[[], int] | None = None,
         cleaner_enabled: bool = True,
+        cleaner_backoff_ms: int = 15_000,
     ) -> None:
         self.data_dir = data_dir
         self.defaults = dict(defaults or {})
         self.retention_check_interval_ms = retention_check_interval_ms
+        self.cleaner_backoff_ms = cleaner_backoff_ms
+        self._next_clean_ms = 0
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.clock_ms = clock_ms or SYSTEM_CLOCK.wall_ms
         self.logs: dict[TopicPartition, PartitionLog] = {}
@@ -193,11 +198,22 @@ class LogManager:
                     log.info(
                         "%s: retention deleted %d segments", partition_log.directory.name, deleted
                     )
-                if self.cleaner is not None and partition_log.config.compact:
-                    self.cleaner.clean_if_needed(partition_log, now)
+        if self.cleaner is not None and now >= self._next_clean_ms:
+            self._clean(logs, now)
         if now - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
             self._last_checkpoint_ms = now
             self.write_checkpoints()
+
+    def _clean(self, logs: list[PartitionLog], now: int) -> None:
+        """The cleaner's own schedule, as Kafka's: every compacting log whose dirty part is
+        due (`min.cleanable.dirty.ratio`, `min/max.compaction.lag.ms`) is cleaned; when none
+        was, the cleaner backs off `log.cleaner.backoff.ms` before looking again."""
+        assert self.cleaner is not None
+        cleaned = 0
+        for partition_log in logs:
+            if partition_log.config.compact and self.cleaner.clean_if_needed(partition_log, now):
+                cleaned += 1
+        self._next_clean_ms = now if cleaned else now + self.cleaner_backoff_ms
 
     def start_background(self, interval_s: float = 1.0) -> None:
         def run() -> None:

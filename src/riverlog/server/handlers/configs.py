@@ -5,8 +5,11 @@ metadata store (`/config/topics/<name>`) and take effect on the topic's logs at 
 configs are `server.properties` and `--override` under the dynamic ones of `/config/brokers`
 (`server/broker_configs.py`): a BROKER resource named by a broker id is that broker's own
 (only that broker answers for it, as in Kafka), the empty name is the cluster default. Every
-value is described with its source (v1+) and, when asked, its synonyms. BROKER_LOGGER
-resources (this broker's log levels) are served by `server/broker_loggers.py`.
+value is described with its source (v1+) and, when asked, its synonyms; from v3 with its
+Kafka type (`config_type`) and, when asked, Kafka's documentation (`server/config_docs.py`).
+A broker key without a value (`advertised.listeners` unset) is listed with a null value.
+BROKER_LOGGER resources (this broker's log levels) are served by
+`server/broker_loggers.py`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from riverlog.protocol.messages import (
     IncrementalAlterConfigsResponse,
 )
 from riverlog.server import broker_configs as bc
-from riverlog.server import broker_loggers
+from riverlog.server import broker_loggers, config_docs
 from riverlog.server.dispatch import RequestContext
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 
@@ -43,7 +46,7 @@ Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 
 def _entry(
     name: str, value: str | None, synonyms: list[bc.Synonym], *, read_only: bool, version: int,
-    include_synonyms: bool,
+    include_synonyms: bool, include_documentation: bool = False,
 ) -> Entry:
     source = bc.source_of(synonyms)
     return Entry(
@@ -56,11 +59,14 @@ def _entry(
         synonyms=[DescribeConfigsResponse.DescribeConfigsSynonym(
             name=s.name, value=s.value, source=s.source) for s in synonyms]
         if include_synonyms else [],
+        config_type=config_docs.CONFIG_TYPES.get(name, config_docs.UNKNOWN),
+        documentation=config_docs.DOCUMENTATION.get(name) if include_documentation else None,
     )  # fmt: skip
 
 
 def _topic_entries(
-    broker: Broker, name: str, keys: list[str] | None, version: int, include_synonyms: bool
+    broker: Broker, name: str, keys: list[str] | None, version: int, include_synonyms: bool,
+    include_documentation: bool = False,
 ) -> list[Entry]:
     topic = broker.topics.get(name)
     if topic is None:
@@ -69,7 +75,8 @@ def _topic_entries(
     layers = broker.dynamic_configs.layers
     return [
         _entry(key, value, bc.topic_synonyms(key, topic.config, layers), read_only=False,
-               version=version, include_synonyms=include_synonyms)
+               version=version, include_synonyms=include_synonyms,
+               include_documentation=include_documentation)
         for key, value in sorted(effective.items())
         if keys is None or key in keys
     ]  # fmt: skip
@@ -77,23 +84,25 @@ def _topic_entries(
 
 def _broker_entries(
     broker: Broker, resource_name: str, keys: list[str] | None, version: int,
-    include_synonyms: bool,
+    include_synonyms: bool, include_documentation: bool = False,
 ) -> list[Entry]:
     """A broker's every config, or (empty name) the cluster's dynamic defaults."""
     layers = broker.dynamic_configs.layers
     if resource_name == "":
-        values = dict(layers.cluster_default)
+        values: dict[str, str | None] = dict(layers.cluster_default)
         only_default = bc.Layers({}, layers.cluster_default, {})
         synonyms = {k: bc.broker_synonyms(k, only_default) for k in values}
     elif resource_name == str(broker.broker_id):
-        values = broker.config.as_strings()
+        unset = {k: None for k, v in broker.config.values.items() if v is None}
+        values = {**unset, **broker.config.as_strings()}  # no value: listed with null
         synonyms = {k: bc.broker_synonyms(k, layers) for k in values}
     else:
         raise KafkaError(error_codes.INVALID_REQUEST, f"Unexpected broker id, expected "
                          f"{broker.broker_id} or empty string, but received {resource_name}")
     return [
         _entry(key, value, synonyms[key], read_only=key not in bc.DYNAMIC_KEYS,
-               version=version, include_synonyms=include_synonyms)
+               version=version, include_synonyms=include_synonyms,
+               include_documentation=include_documentation)
         for key, value in sorted(values.items())
         if keys is None or key in keys
     ]  # fmt: skip
@@ -120,11 +129,13 @@ def handle_describe_configs(broker: Broker, ctx: RequestContext) -> DescribeConf
             if resource.resource_type == TOPIC:
                 result.configs = _topic_entries(broker, resource.resource_name,
                                                 resource.configuration_keys, ctx.version,
-                                                request.include_synonyms)  # fmt: skip
+                                                request.include_synonyms,
+                                                request.include_documentation)  # fmt: skip
             elif resource.resource_type == BROKER:
                 result.configs = _broker_entries(broker, resource.resource_name,
                                                  resource.configuration_keys, ctx.version,
-                                                 request.include_synonyms)  # fmt: skip
+                                                 request.include_synonyms,
+                                                 request.include_documentation)  # fmt: skip
             elif resource.resource_type == broker_loggers.BROKER_LOGGER:
                 result.configs = _logger_entries(broker, resource.resource_name,
                                                  resource.configuration_keys)  # fmt: skip

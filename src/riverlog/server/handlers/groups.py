@@ -17,6 +17,7 @@ from riverlog.coordinator.group_manager import JoinRequest
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
 from riverlog.protocol.error_codes import KafkaError
+from riverlog.server.authorized_operations import ResourceType, authorized_operations
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
 from riverlog.server.transaction_coordinator import TRANSACTION_TOPIC
@@ -27,9 +28,6 @@ if TYPE_CHECKING:
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
-NO_AUTHORIZED_OPERATIONS = -(2**31)
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-"""READ, DELETE and DESCRIBE: all a group allows while no authorizer is configured."""
 OFFSETS_TOPIC_WAIT_S = 5.0
 
 
@@ -265,13 +263,10 @@ def handle_describe_groups(broker: Broker, ctx: RequestContext) -> m.DescribeGro
     request = ctx.request.body
     assert isinstance(request, m.DescribeGroupsRequest)
     groups = broker.groups
-    operations = (
-        GROUP_OPERATIONS
-        if ctx.version >= 3 and request.include_authorized_operations
-        else NO_AUTHORIZED_OPERATIONS
-    )
+    asked = ctx.version >= 3 and request.include_authorized_operations
     described = []
     for group_id in request.groups:
+        operations = authorized_operations(ResourceType.GROUP, group_id, asked)
         error = groups.coordinator_error(group_id)
         summary = groups.manager.summary(group_id) if error is None else None
         if summary is None:

@@ -17,11 +17,13 @@ from riverlog.metadata.store import StoreUnavailableError
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import (
+    DescribeClusterRequest,
     DescribeClusterResponse,
     MetadataRequest,
     MetadataResponse,
 )
 from riverlog.server import registration
+from riverlog.server.authorized_operations import ResourceType, authorized_operations
 from riverlog.server.controller.controller_election import controller_id
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
@@ -32,9 +34,6 @@ if TYPE_CHECKING:
     from riverlog.server.broker import Broker
 
 log = logging.getLogger(__name__)
-
-# Kafka answers -2**31 for "authorized operations not requested".
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def _partition_entry(
@@ -56,7 +55,9 @@ def _partition_entry(
     )
 
 
-def _topic_entry(broker: Broker, topic: Topic) -> MetadataResponse.MetadataResponseTopic:
+def _topic_entry(
+    broker: Broker, topic: Topic, with_operations: bool = False
+) -> MetadataResponse.MetadataResponseTopic:
     """From the controller's view (UpdateMetadata); a topic it has not announced yet (just
     created) is LEADER_NOT_AVAILABLE, which clients retry."""
     known = broker.metadata.partitions_of(topic.name)
@@ -71,7 +72,9 @@ def _topic_entry(broker: Broker, topic: Topic) -> MetadataResponse.MetadataRespo
             )
             for index, info in sorted(known.items())
         ],
-        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=authorized_operations(
+            ResourceType.TOPIC, topic.name, with_operations
+        ),
     )
 
 
@@ -122,9 +125,11 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse | N
         if ctx.connection is not None:
             ctx.connection.close()
         return None
+    topic_ops = version >= 8 and request.include_topic_authorized_operations
+    cluster_ops = 8 <= version <= 10 and request.include_cluster_authorized_operations
     entries: list[MetadataResponse.MetadataResponseTopic] = []
     if request.topics is None or (version == 0 and not request.topics):
-        entries = [_topic_entry(broker, t) for t in broker.topics.all()
+        entries = [_topic_entry(broker, t, topic_ops) for t in broker.topics.all()
                    if broker.metadata.partitions_of(t.name)]  # announced by the controller
     else:
         auto_create = broker.config["auto.create.topics.enable"] and (
@@ -169,7 +174,7 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse | N
                     )
                 )
                 continue
-            entries.append(_topic_entry(broker, topic))
+            entries.append(_topic_entry(broker, topic, topic_ops))
     return MetadataResponse(
         brokers=[
             MetadataResponse.MetadataResponseBroker(
@@ -180,11 +185,15 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse | N
         cluster_id=broker.cluster_id,
         controller_id=_controller_id(broker),
         topics=entries,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations(
+            ResourceType.CLUSTER, "kafka-cluster", cluster_ops
+        ),
     )
 
 
 def handle_describe_cluster(broker: Broker, ctx: RequestContext) -> DescribeClusterResponse:
+    request = ctx.request.body
+    assert isinstance(request, DescribeClusterRequest)
     return DescribeClusterResponse(
         cluster_id=broker.cluster_id,
         controller_id=_controller_id(broker),
@@ -194,5 +203,7 @@ def handle_describe_cluster(broker: Broker, ctx: RequestContext) -> DescribeClus
             )
             for b in _brokers(broker, ctx)
         ],
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations(
+            ResourceType.CLUSTER, "kafka-cluster", request.include_cluster_authorized_operations
+        ),
     )

@@ -1,9 +1,11 @@
-"""Offset queries and moves: ListOffsets, OffsetForLeaderEpoch, DeleteRecords.
+"""Offset queries and moves: ListOffsets, OffsetForLeaderEpoch, DeleteRecords (an offset
+below -1, or above the high watermark, answers OFFSET_OUT_OF_RANGE).
 
-ListOffsets answers earliest (-2), latest (-1), max timestamp (-3) and by timestamp (first
-record at or after it, or -1 when none); v0 answers in its old list form. Consumers
-(replica id -1) see offsets only up to the high watermark — with READ_COMMITTED (v2+) up to
-the last stable offset. A new leader learns the high
+ListOffsets answers earliest (-2), latest (-1), max timestamp (-3), earliest local (-4: the
+earliest, riverlog has no tiered storage), latest tiered (-5: -1, nothing is tiered) and by
+timestamp (first record at or after it, or -1 when none); v0 answers in its old list form.
+Consumers (replica id -1) see offsets only up to the high watermark — with READ_COMMITTED
+(v2+) up to the last stable offset. A new leader learns the high
 watermark from its followers' first fetches; until it reaches the start of the leader's epoch,
 consumers asking v2+ for the latest offset, or for a timestamp not found below it, get the
 retriable OFFSET_NOT_AVAILABLE (as Kafka answers), never an end offset that went backwards.
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
     from riverlog.server.replication.partition import HostedPartition
 
 PartitionAnswer = ListOffsetsResponse.ListOffsetsPartitionResponse
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 
 def _list_one(
@@ -69,9 +73,11 @@ def offsets_answer(
     found: tuple[int, int] | None
     if p.timestamp == LATEST_TIMESTAMP:
         found = (visible if consumer else log.log_end_offset, -1)
-    elif p.timestamp == EARLIEST_TIMESTAMP:
-        found = (log.log_start_offset, -1)
+    elif p.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        found = (log.log_start_offset, -1)  # no tiered storage: every record is local
         lagging = False
+    elif p.timestamp == LATEST_TIERED_TIMESTAMP:
+        found, lagging = (-1, -1), False  # no tiered storage: nothing is tiered
     else:
         found = log.offset_for_timestamp(p.timestamp)
         if found is not None and consumer and found[0] >= visible:
@@ -148,6 +154,10 @@ def handle_delete_records(broker: Broker, ctx: RequestContext) -> DeleteRecordsR
             )
             try:
                 log = broker.replicas.leader(topic.name, p.partition_index).log
+                if p.offset < -1:  # -1 means "up to the high watermark"; below is no offset
+                    raise KafkaError(
+                        error_codes.OFFSET_OUT_OF_RANGE, f"No offset {p.offset} to delete before."
+                    )
                 offset = log.high_watermark if p.offset == -1 else p.offset
                 answer.low_watermark = log.delete_records_before(offset)
             except KafkaError as e:
