@@ -146,11 +146,32 @@ def consume_with_kcat(bootstrap: str, topic: str, size: int) -> float:
         return float("nan")
     start = time.perf_counter()
     done = subprocess.run(
-        [kcat, "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
-         "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=10485760",
-         "-X", "queued.max.messages.kbytes=1048576", "-f", "%S\n"],
-        capture_output=True, timeout=300, check=True,
-    )  # fmt: skip
+        [
+            kcat,
+            "-C",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-X",
+            "fetch.max.bytes=52428800",
+            "-X",
+            "max.partition.fetch.bytes=10485760",
+            "-X",
+            "queued.max.messages.kbytes=1048576",
+            "-f",
+            "%S\n",
+        ],
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
     return done.stdout.count(b"\n") * size / (time.perf_counter() - start) / 1e6
 
 

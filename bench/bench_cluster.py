@@ -92,8 +92,10 @@ class Run(NamedTuple):
         return self.cpu_s / (seconds * (os.cpu_count() or 1))
 
     def __str__(self) -> str:
-        return (f"{self.mb_per_s:6.1f} MB/s (CPU: brokers {self.brokers_cpu_s:.1f} s, "
-                f"load generator {self.generator_cpu_s:.1f} s)")  # fmt: skip
+        return (
+            f"{self.mb_per_s:6.1f} MB/s (CPU: brokers {self.brokers_cpu_s:.1f} s, "
+            f"load generator {self.generator_cpu_s:.1f} s)"
+        )
 
 
 def measured_produce(bootstrap: str, topic: str, broker_pids: list[int], idempotent: bool) -> Run:
@@ -108,9 +110,16 @@ def measured_produce(bootstrap: str, topic: str, broker_pids: list[int], idempot
 
 def produce_acks_all(bootstrap: str, topic: str, partitions: int, idempotent: bool) -> float:
     """MB/s of record values, acks=all, records spread over the partitions."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "enable.idempotence": idempotent, "linger.ms": 5, "batch.size": 1 << 20,
-                         "queue.buffering.max.kbytes": 1 << 20})  # fmt: skip
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": idempotent,
+            "linger.ms": 5,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.kbytes": 1 << 20,
+        }
+    )
     value = b"x" * RECORD
     count = PRODUCE_BYTES // RECORD
     start = time.perf_counter()
@@ -150,10 +159,19 @@ def wait_for(check: object, timeout_s: float) -> float:
 def single_broker(directory: Path) -> Iterator[tuple[str, int]]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "riverlog", "server", "--listen", f"127.0.0.1:{port}",
-         "--data-dir", str(directory / "single")],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "riverlog",
+            "server",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--data-dir",
+            str(directory / "single"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -174,20 +192,26 @@ def compare_with_single_broker(directory: Path, cluster: str, cluster_pids: list
                 alone = measured_produce(single, "single", [single_pid], idempotent)
                 rf3 = measured_produce(cluster, "rf3", cluster_pids, idempotent)
                 runs[idempotent].append((alone, rf3))
-                print(f"acks=all, 1 KiB records, {PRODUCERS[idempotent]}, round {round_}: "
-                      f"single broker {alone}; RF=3 on 3 brokers {rf3}: "
-                      f"{100 * rf3.mb_per_s / alone.mb_per_s:.0f}%")  # fmt: skip
+                print(
+                    f"acks=all, 1 KiB records, {PRODUCERS[idempotent]}, round {round_}: "
+                    f"single broker {alone}; RF=3 on 3 brokers {rf3}: "
+                    f"{100 * rf3.mb_per_s / alone.mb_per_s:.0f}%"
+                )
     for idempotent, pairs in runs.items():
         ratio = median([rf3.mb_per_s / alone.mb_per_s for alone, rf3 in pairs])
-        print(f"RF=3 / single broker, {PRODUCERS[idempotent]}, median of {ROUNDS} rounds: "
-              f"{100 * ratio:.0f}% (target >= 50%)")  # fmt: skip
+        print(
+            f"RF=3 / single broker, {PRODUCERS[idempotent]}, median of {ROUNDS} rounds: "
+            f"{100 * ratio:.0f}% (target >= 50%)"
+        )
         # With every core busy in both runs, throughput goes as 1 / (all CPU per byte).
         alone_cpu, rf3_cpu = (median([run[i].cpu_s for run in pairs]) for i in (0, 1))
         alone_busy, rf3_busy = (median([run[i].cores_busy for run in pairs]) for i in (0, 1))
-        print(f"  median CPU per {PRODUCE_BYTES >> 20} MiB, brokers + load generator: single "
-              f"broker {alone_cpu:.2f} s ({100 * alone_busy:.0f}% of {os.cpu_count()} cores "
-              f"busy), RF=3 {rf3_cpu:.2f} s ({100 * rf3_busy:.0f}% busy); CPU ratio "
-              f"{100 * alone_cpu / rf3_cpu:.0f}%")  # fmt: skip
+        print(
+            f"  median CPU per {PRODUCE_BYTES >> 20} MiB, brokers + load generator: single "
+            f"broker {alone_cpu:.2f} s ({100 * alone_busy:.0f}% of {os.cpu_count()} cores "
+            f"busy), RF=3 {rf3_cpu:.2f} s ({100 * rf3_busy:.0f}% busy); CPU ratio "
+            f"{100 * alone_cpu / rf3_cpu:.0f}%"
+        )
 
 
 def main() -> None:
@@ -195,31 +219,34 @@ def main() -> None:
         directory = Path(tmp)
         zookeeper = ZooKeeperServer(directory / "zookeeper").start()
         settings = {"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
-        brokers = {i: BrokerProcess(i, directory, zookeeper.connect, settings)
-                   for i in (1, 2, 3)}  # fmt: skip
+        brokers = {i: BrokerProcess(i, directory, zookeeper.connect, settings) for i in (1, 2, 3)}
         try:
             for b in brokers.values():
                 b.start(60)
             bootstrap = ",".join(b.address for b in brokers.values())
-            create(bootstrap, NewTopic("rf3", 3, replica_assignment=[[1, 2, 3], [2, 3, 1],
-                                                                  [3, 1, 2]]))  # fmt: skip
+            create(
+                bootstrap, NewTopic("rf3", 3, replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+            )
             pids = [b.proc.pid for b in brokers.values() if b.proc is not None]
             compare_with_single_broker(directory, bootstrap, pids)
 
             def all_led(topic: str, avoid: int = -1) -> bool:
                 parts = partitions(bootstrap, topic)
                 return len(parts) == PARTITIONS and all(
-                    leader >= 0 and leader != avoid for leader, _ in parts.values())  # fmt: skip
+                    leader >= 0 and leader != avoid for leader, _ in parts.values()
+                )
 
             def all_in_sync(topic: str) -> bool:
                 return all_led(topic) and all(
-                    isr == 3 for _, isr in partitions(bootstrap, topic).values())  # fmt: skip
+                    isr == 3 for _, isr in partitions(bootstrap, topic).values()
+                )
 
             start = time.perf_counter()
             create(bootstrap, NewTopic("wide", PARTITIONS, 3))
             wait_for(lambda: all_in_sync("wide"), 180)
-            print(f"create {PARTITIONS} partitions x 3 replicas: "
-                  f"{time.perf_counter() - start:.2f} s")  # fmt: skip
+            print(
+                f"create {PARTITIONS} partitions x 3 replicas: {time.perf_counter() - start:.2f} s"
+            )
 
             for how in ("controlled shutdown", "SIGKILL"):
                 topic = f"led-by-1-{uuid.uuid4().hex[:4]}"

@@ -91,8 +91,9 @@ def main() -> int:
     assert isinstance(records, memoryview), "produce decode must not copy records"
 
     _time("ProduceRequest v9 decode, 1 x 1 MiB batch", lambda: decode_request(one_big), 20)
-    _time("ProduceRequest v9 decode, 100 x 10 KiB (10 partitions)",
-          lambda: decode_request(many_small))  # fmt: skip
+    _time(
+        "ProduceRequest v9 decode, 100 x 10 KiB (10 partitions)", lambda: decode_request(many_small)
+    )
 
     with tempfile.TemporaryFile() as segment:
         segment.truncate(10 * MiB)
@@ -106,12 +107,16 @@ def main() -> int:
         blob = memoryview(os.urandom(MiB))
         for p in in_memory.responses[0].partitions:
             p.records = blob
-        _time("FetchResponse v16 encode as chunks, 10 x 1 MiB memoryviews",
-              lambda: encode_response(in_memory, 16, 1))  # fmt: skip
+        _time(
+            "FetchResponse v16 encode as chunks, 10 x 1 MiB memoryviews",
+            lambda: encode_response(in_memory, 16, 1),
+        )
 
     metadata = _metadata_response()
-    _time("MetadataResponse v12 encode, 100 topics x 10 partitions",
-          lambda: encode_response(metadata, 12, 1))  # fmt: skip
+    _time(
+        "MetadataResponse v12 encode, 100 topics x 10 partitions",
+        lambda: encode_response(metadata, 12, 1),
+    )
     return 0
 
 

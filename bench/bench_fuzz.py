@@ -175,9 +175,13 @@ def run_worker(args: argparse.Namespace) -> int:
 
     # Coverage of the codec's readers guides the mutations; the generated message classes
     # are too big to instrument quickly.
-    guided = ["riverlog.protocol.framing", "riverlog.protocol.primitives",
-              "riverlog.protocol.varint", "riverlog.protocol.api",
-              "riverlog.protocol.records"]  # fmt: skip
+    guided = [
+        "riverlog.protocol.framing",
+        "riverlog.protocol.primitives",
+        "riverlog.protocol.varint",
+        "riverlog.protocol.api",
+        "riverlog.protocol.records",
+    ]
     if args.coverage:
         with atheris.instrument_imports(include=guided):
             from riverlog.protocol import framing
@@ -191,8 +195,10 @@ def run_worker(args: argparse.Namespace) -> int:
     calls = 0
 
     def report() -> None:
-        lines = [f"sent={sender.sent} handled={sender.handled} answered={sender.answered} "
-                 f"closed={sender.closed} stalled={sender.stalled}"]  # fmt: skip
+        lines = [
+            f"sent={sender.sent} handled={sender.handled} answered={sender.answered} "
+            f"closed={sender.closed} stalled={sender.stalled}"
+        ]
         lines += [f"codec error: {error}" for error in sender.codec_errors[:20]]
         stats.write_text("\n".join(lines) + "\n")
 
@@ -213,11 +219,19 @@ def run_worker(args: argparse.Namespace) -> int:
             report()
 
     atheris.Setup(
-        [sys.argv[0], f"-runs={args.runs}", f"-seed={args.seed}", "-max_len=65536",
-         "-print_final_stats=0", "-print_pcs=0", "-reload=0", "-keep_seed=1",
-         args.corpus],
+        [
+            sys.argv[0],
+            f"-runs={args.runs}",
+            f"-seed={args.seed}",
+            "-max_len=65536",
+            "-print_final_stats=0",
+            "-print_pcs=0",
+            "-reload=0",
+            "-keep_seed=1",
+            args.corpus,
+        ],
         one_input,
-    )  # fmt: skip
+    )
     atheris.Fuzz()
     return 0
 
@@ -252,11 +266,22 @@ def start_broker(directory: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "riverlog", "server", "--listen", "127.0.0.1:0",
-             "--data-dir", str(directory / "data"),
-             "--override", "group.initial.rebalance.delay.ms=0"],
-            stdout=subprocess.PIPE, stderr=log, env=env,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "riverlog",
+                "server",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+                str(directory / "data"),
+                "--override",
+                "group.initial.rebalance.delay.ms=0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+        )
     assert proc.stdout is not None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -297,14 +322,33 @@ def run(args: argparse.Namespace) -> int:
         for i in range(args.workers):
             corpus = directory / f"corpus-{i}"
             shutil.copytree(CORPUS, corpus)
-            workers.append(subprocess.Popen(
-                [sys.executable, __file__, "--worker", "--bootstrap", bootstrap,
-                 "--runs", str(runs), "--seed", str(args.seed + i), "--pipeline",
-                 str(args.pipeline), "--connections", str(args.connections),
-                 "--corpus", str(corpus), "--stats", str(directory / f"stats-{i}"),
-                 "--coverage" if args.coverage else "--no-coverage"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-            ))  # fmt: skip
+            workers.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--worker",
+                        "--bootstrap",
+                        bootstrap,
+                        "--runs",
+                        str(runs),
+                        "--seed",
+                        str(args.seed + i),
+                        "--pipeline",
+                        str(args.pipeline),
+                        "--connections",
+                        str(args.connections),
+                        "--corpus",
+                        str(corpus),
+                        "--stats",
+                        str(directory / f"stats-{i}"),
+                        "--coverage" if args.coverage else "--no-coverage",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                )
+            )
         peak_rss = baseline.rss_kib
         while any(w.poll() is None for w in workers) and proc.poll() is None:
             peak_rss = max(peak_rss, memory(proc.pid).rss_kib)
@@ -334,15 +378,23 @@ def run(args: argparse.Namespace) -> int:
     exceptions = [line for line in log_text.splitlines() if EXCEPTION_LINE.search(line)]
     handled = totals.get("handled", 0)
     peak_mib = max(end.hwm_kib, peak_rss) / 1024
-    print(f"frames sent {totals.get('sent', 0):,}, handled by the broker {handled:,} "
-          f"(answered {totals.get('answered', 0):,}, connections closed by the broker "
-          f"{totals.get('closed', 0):,}, stalled groups {totals.get('stalled', 0):,})")  # fmt: skip
-    print(f"{elapsed:.1f} s, {handled / elapsed:,.0f} frames/s handled; broker CPU "
-          f"{cpu:.1f} s = {1000 * cpu / max(handled, 1):.3f} s per 1,000 frames")  # fmt: skip
-    print(f"broker RSS: {baseline.rss_kib / 1024:.0f} MiB at start, peak {peak_mib:.0f} MiB "
-          f"(VmHWM), bound {RSS_BOUND_MIB} MiB")  # fmt: skip
-    print(f"broker exceptions: {len(exceptions)}; crashes: {int(crashed)}; "
-          f"codec exceptions in the workers: {len(codec_errors)}")  # fmt: skip
+    print(
+        f"frames sent {totals.get('sent', 0):,}, handled by the broker {handled:,} "
+        f"(answered {totals.get('answered', 0):,}, connections closed by the broker "
+        f"{totals.get('closed', 0):,}, stalled groups {totals.get('stalled', 0):,})"
+    )
+    print(
+        f"{elapsed:.1f} s, {handled / elapsed:,.0f} frames/s handled; broker CPU "
+        f"{cpu:.1f} s = {1000 * cpu / max(handled, 1):.3f} s per 1,000 frames"
+    )
+    print(
+        f"broker RSS: {baseline.rss_kib / 1024:.0f} MiB at start, peak {peak_mib:.0f} MiB "
+        f"(VmHWM), bound {RSS_BOUND_MIB} MiB"
+    )
+    print(
+        f"broker exceptions: {len(exceptions)}; crashes: {int(crashed)}; "
+        f"codec exceptions in the workers: {len(codec_errors)}"
+    )
     for line in (exceptions + codec_errors)[:20]:
         print(f"  {line}")
     if not exceptions and not crashed:
@@ -360,9 +412,13 @@ def main() -> int:
     parser.add_argument("--pipeline", type=int, default=1)
     parser.add_argument("--connections", type=int, default=32, help="per worker")
     parser.add_argument("--seed", type=int, default=20261125)
-    parser.add_argument("--coverage", action=argparse.BooleanOptionalAction, default=True,
-                        help="guide mutations by coverage of the codec (instrumenting it "
-                        "takes the workers ~1 minute to start)")  # fmt: skip
+    parser.add_argument(
+        "--coverage",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="guide mutations by coverage of the codec (instrumenting it "
+        "takes the workers ~1 minute to start)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=int, help=argparse.SUPPRESS)

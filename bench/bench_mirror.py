@@ -49,8 +49,16 @@ def cpu_seconds(pid: int) -> float:
 def broker() -> Iterator[tuple[str, int]]:
     """`riverlog server` on a free loopback port: (bootstrap address, pid)."""
     with tempfile.TemporaryDirectory() as data_dir:
-        args = [sys.executable, "-m", "riverlog", "server", "--listen", "127.0.0.1:0",
-                "--data-dir", data_dir]  # fmt: skip
+        args = [
+            sys.executable,
+            "-m",
+            "riverlog",
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            data_dir,
+        ]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:
             assert proc.stdout is not None
@@ -114,8 +122,9 @@ async def mirrored_in(target: str, topic: str, pid: int) -> tuple[float, float]:
 
 async def latency(source: str, read_from: str, topic: str, read_topic: str) -> list[float]:
     """Milliseconds from send (on `source`) to poll (on `read_from`), RATE records/s."""
-    consumer = AsyncConsumer({"bootstrap.servers": read_from, "auto.offset.reset": "latest",
-                              "fetch.max.wait.ms": 100})  # fmt: skip
+    consumer = AsyncConsumer(
+        {"bootstrap.servers": read_from, "auto.offset.reset": "latest", "fetch.max.wait.ms": 100}
+    )
     consumer.assign([(read_topic, p) for p in range(PARTITIONS)])
     consumer.seek_to_end()
     delays: list[float] = []
@@ -148,14 +157,17 @@ def percentile(values: list[float], q: float) -> float:
 
 def start_mirror(args: list[str], directory: Path) -> subprocess.Popen[bytes]:
     log = open(directory / "mirror.log", "ab")  # noqa: SIM115 (the process keeps it)
-    return subprocess.Popen([sys.executable, "-m", "riverlog", *args], stdout=log,
-                            stderr=subprocess.STDOUT)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "riverlog", *args], stdout=log, stderr=subprocess.STDOUT
+    )
 
 
 def row(label: str, seconds: float, cpu: float) -> None:
     rate = N / seconds
-    print(f"{label:<48} {rate:>9.0f} records/s {rate * SIZE / 1e6:>7.1f} MB/s "
-          f"{cpu * 100_000 / N:>7.2f} CPU s/100k")  # fmt: skip
+    print(
+        f"{label:<48} {rate:>9.0f} records/s {rate * SIZE / 1e6:>7.1f} MB/s "
+        f"{cpu * 100_000 / N:>7.2f} CPU s/100k"
+    )
 
 
 async def main() -> None:
@@ -185,9 +197,17 @@ async def main() -> None:
             )
             (directory / "p.properties").write_text(f"bootstrap.servers={target}\n")
             mm1 = start_mirror(
-                ["mirror-maker", "--consumer.config", str(directory / "c.properties"),
-                 "--producer.config", str(directory / "p.properties"),
-                 "--include", "bench-mm1,bench-latency"], directory)  # fmt: skip
+                [
+                    "mirror-maker",
+                    "--consumer.config",
+                    str(directory / "c.properties"),
+                    "--producer.config",
+                    str(directory / "p.properties"),
+                    "--include",
+                    "bench-mm1,bench-latency",
+                ],
+                directory,
+            )
             try:
                 b0 = brokers()
                 seconds, cpu = await mirrored_in(target, "bench-mm1", mm1.pid)
@@ -204,8 +224,9 @@ async def main() -> None:
                 "offset-syncs.topic.replication.factor = 1\n"
                 "checkpoints.topic.replication.factor = 1\n"
             )
-            mm2 = start_mirror(["connect-mirror-maker", str(directory / "mm2.properties")],
-                               directory)  # fmt: skip
+            mm2 = start_mirror(
+                ["connect-mirror-maker", str(directory / "mm2.properties")], directory
+            )
             try:
                 b0 = brokers()
                 seconds, cpu = await mirrored_in(target, "a.bench-mm2", mm2.pid)
@@ -214,8 +235,10 @@ async def main() -> None:
             finally:
                 mm2.terminate()
                 mm2.wait(30)
-        for label, delays in (("produce -> consume, one cluster", plain),
-                              ("produce -> mirror-maker -> consume", mirrored)):  # fmt: skip
+        for label, delays in (
+            ("produce -> consume, one cluster", plain),
+            ("produce -> mirror-maker -> consume", mirrored),
+        ):
             print(
                 f"latency {label:<40} p50 {percentile(delays, 50):7.1f} ms  "
                 f"p99 {percentile(delays, 99):7.1f} ms  ({len(delays)} records at {RATE}/s)"

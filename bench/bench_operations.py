@@ -51,8 +51,16 @@ def cpu_seconds(pid: int) -> float:
 def broker_process(*overrides: str) -> Iterator[tuple[str, int]]:
     """`riverlog server` on a free loopback port: (bootstrap address, pid)."""
     with tempfile.TemporaryDirectory() as data_dir:
-        args = [sys.executable, "-m", "riverlog", "server", "--listen", "127.0.0.1:0",
-                "--data-dir", data_dir]  # fmt: skip
+        args = [
+            sys.executable,
+            "-m",
+            "riverlog",
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            data_dir,
+        ]
         for o in overrides:
             args += ["--override", o]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -116,23 +124,43 @@ def wait_http(url: str, timeout_s: float) -> None:
 
 
 def console_pages() -> None:
-    pages = ["/", "/topics", "/topics/topic-3", "/topics/topic-3/messages?partition=7",
-             "/groups", "/groups/group-42", "/throughput?topic=topic-3",
-             "/reassignments"]  # fmt: skip
+    pages = [
+        "/",
+        "/topics",
+        "/topics/topic-3",
+        "/topics/topic-3/messages?partition=7",
+        "/groups",
+        "/groups/group-42",
+        "/throughput?topic=topic-3",
+        "/reassignments",
+    ]
     with broker_process() as (bootstrap, _):
         asyncio.run(populate(bootstrap))
         floor = asyncio.run(metadata_floor(bootstrap))
         port = free_port()
         console = subprocess.Popen(
-            [sys.executable, "-m", "riverlog", "console", "--bootstrap-server", bootstrap,
-             "--listen", f"127.0.0.1:{port}", "--sample-interval-seconds", "5"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "riverlog",
+                "console",
+                "--bootstrap-server",
+                bootstrap,
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--sample-interval-seconds",
+                "5",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             base = f"http://127.0.0.1:{port}"
             wait_http(base + "/reassignments", 60)
-            print(f"cluster: {TOPICS * PARTITIONS} partitions, {GROUPS} groups; baseline: "
-                  f"Metadata for all topics {floor * 1000:.1f} ms")  # fmt: skip
+            print(
+                f"cluster: {TOPICS * PARTITIONS} partitions, {GROUPS} groups; baseline: "
+                f"Metadata for all topics {floor * 1000:.1f} ms"
+            )
             for page in pages:
                 urllib.request.urlopen(base + page, timeout=60).read()  # warm-up
                 times = []
@@ -142,8 +170,10 @@ def console_pages() -> None:
                     urllib.request.urlopen(base + page, timeout=60).read()
                     times.append(time.perf_counter() - started)
                 cpu_ms = (cpu_seconds(console.pid) - cpu_before) / 5 * 1000  # 10 ms ticks / 5
-                print(f"  {page:<40} {statistics.median(times) * 1000:8.1f} ms   console CPU "
-                      f"{cpu_ms:5.0f} ms/page   (target < 1000 ms)")  # fmt: skip
+                print(
+                    f"  {page:<40} {statistics.median(times) * 1000:8.1f} ms   console CPU "
+                    f"{cpu_ms:5.0f} ms/page   (target < 1000 ms)"
+                )
         finally:
             console.terminate()
             console.wait(30)
@@ -154,8 +184,15 @@ def console_pages() -> None:
 
 def produce_rate(bootstrap: str, pid: int, topic: str, count: int = 200_000) -> tuple[float, float]:
     """(MB/s of 100-byte values, broker CPU seconds per MB)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1,
-                         "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 20})  # fmt: skip
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "acks": 1,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.kbytes": 1 << 20,
+        }
+    )
     value = b"x" * 100
     before, started = cpu_seconds(pid), time.perf_counter()
     for _ in range(count):
@@ -190,30 +227,40 @@ def metrics_cost() -> None:
     with broker_process() as (off, off_pid), broker_process(listener) as (on, on_pid):
         for b in (off, on):
             asyncio.run(_create(b))
-        rows: dict[str, list[tuple[float, float]]] = {"off produce": [], "on produce": [],
-                                                      "off small": [], "on small": []}  # fmt: skip
+        rows: dict[str, list[tuple[float, float]]] = {
+            "off produce": [],
+            "on produce": [],
+            "off small": [],
+            "on small": [],
+        }
         for _ in range(2):
             for label, bootstrap, pid in (("off", off, off_pid), ("on", on, on_pid)):
                 rows[f"{label} produce"].append(produce_rate(bootstrap, pid, "load"))
                 rows[f"{label} small"].append(asyncio.run(small_requests(bootstrap, pid)))
                 if label == "on":
                     urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read()
-        for kind, unit, cpu_unit in (("produce", "MB/s", "CPU s/MB"),
-                                     ("small", "requests/s", "CPU s/1k requests")):  # fmt: skip
+        for kind, unit, cpu_unit in (
+            ("produce", "MB/s", "CPU s/MB"),
+            ("small", "requests/s", "CPU s/1k requests"),
+        ):
             off_rate = statistics.median(r for r, _ in rows[f"off {kind}"])
             on_rate = statistics.median(r for r, _ in rows[f"on {kind}"])
             off_cpu = statistics.median(c for _, c in rows[f"off {kind}"])
             on_cpu = statistics.median(c for _, c in rows[f"on {kind}"])
-            print(f"  {kind:<8} metrics off {off_rate:9.1f} {unit:<11} ({off_cpu:.4f} {cpu_unit})"
-                  f"   on {on_rate:9.1f} ({on_cpu:.4f})   on/off {on_rate / off_rate:6.1%}"
-                  f"   (target >= 97%)")  # fmt: skip
+            print(
+                f"  {kind:<8} metrics off {off_rate:9.1f} {unit:<11} ({off_cpu:.4f} {cpu_unit})"
+                f"   on {on_rate:9.1f} ({on_cpu:.4f})   on/off {on_rate / off_rate:6.1%}"
+                f"   (target >= 97%)"
+            )
             if kind == "small":
                 per_request_us = off_cpu * 1000  # CPU s per 1,000 requests -> µs per request
                 counting_us = counting_cost_ns() / 1000
                 share = counting_us / per_request_us
-                print(f"  counting one request (RequestMetrics.done, in-process timeit): "
-                      f"{counting_us:.2f} µs = {share:.1%} of the broker's CPU per small "
-                      f"request without metrics ({per_request_us:.1f} µs)")  # fmt: skip
+                print(
+                    f"  counting one request (RequestMetrics.done, in-process timeit): "
+                    f"{counting_us:.2f} µs = {share:.1%} of the broker's CPU per small "
+                    f"request without metrics ({per_request_us:.1f} µs)"
+                )
 
 
 def counting_cost_ns() -> float:
@@ -223,8 +270,9 @@ def counting_cost_ns() -> float:
     body = MetadataRequest(topics=[], allow_auto_topic_creation=False)
     request = decode_request(encode_request(body, 12, 1, "bench")[4:])
     response, now = MetadataResponse(), time.perf_counter
-    counted = timeit.repeat(lambda: metrics.done(request, response, now()), number=100_000,
-                            repeat=7)  # fmt: skip
+    counted = timeit.repeat(
+        lambda: metrics.done(request, response, now()), number=100_000, repeat=7
+    )
     bare = timeit.repeat(lambda: (request, response, now()), number=100_000, repeat=7)
     return (min(counted) - min(bare)) / 100_000 * 1e9
 

@@ -39,8 +39,16 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def broker_process() -> Iterator[tuple[str, int]]:
     """`riverlog server` as a child process on a free loopback port: (bootstrap, pid)."""
     with tempfile.TemporaryDirectory() as data_dir:
-        args = [sys.executable, "-m", "riverlog", "server", "--listen", "127.0.0.1:0",
-                "--data-dir", data_dir]  # fmt: skip
+        args = [
+            sys.executable,
+            "-m",
+            "riverlog",
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            data_dir,
+        ]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:
             assert proc.stdout is not None
@@ -123,10 +131,14 @@ def produce_rate(
 
 def latency(bootstrap: str, transactional: bool, seconds: float, rate: int = 1000) -> list[float]:
     topic = create(bootstrap, 1)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-txn-e2e",
-                         "enable.auto.commit": False,
-                         "isolation.level": "read_committed" if transactional
-                         else "read_uncommitted"})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-txn-e2e",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed" if transactional else "read_uncommitted",
+        }
+    )
     producer = _producer(bootstrap, transactional)
     # Warm up (producer id, connections, the consumer's first fetch) before measuring.
     if transactional:
@@ -184,16 +196,24 @@ def main() -> int:
         committed = latency(bootstrap, True, args.seconds / 2)
     mb = SIZE / 1e6
     print(f"produce 1 KiB, acks=all, {PARTITIONS} partitions, {args.seconds:.0f} s each:")
-    print(f"  idempotent (baseline)        {idem_rate:9.0f} rec/s {idem_rate * mb:7.1f} MB/s "
-          f"broker CPU {idem_cpu:5.2f} s/100 MB")  # fmt: skip
-    print(f"  transactional, 100 ms txns   {txn_rate:9.0f} rec/s {txn_rate * mb:7.1f} MB/s "
-          f"broker CPU {txn_cpu:5.2f} s/100 MB   "
-          f"{txn_rate / idem_rate:.0%} of idempotent (target >= 80%)")  # fmt: skip
+    print(
+        f"  idempotent (baseline)        {idem_rate:9.0f} rec/s {idem_rate * mb:7.1f} MB/s "
+        f"broker CPU {idem_cpu:5.2f} s/100 MB"
+    )
+    print(
+        f"  transactional, 100 ms txns   {txn_rate:9.0f} rec/s {txn_rate * mb:7.1f} MB/s "
+        f"broker CPU {txn_cpu:5.2f} s/100 MB   "
+        f"{txn_rate / idem_rate:.0%} of idempotent (target >= 80%)"
+    )
     print("end-to-end latency at 1,000 rec/s:")
-    print(f"  read_uncommitted, idempotent (baseline)  p50 {_pct(base, 0.5):7.2f} ms  "
-          f"p99 {_pct(base, 0.99):7.2f} ms  ({len(base)} samples)")  # fmt: skip
-    print(f"  read_committed, 100 ms transactions      p50 {_pct(committed, 0.5):7.2f} ms  "
-          f"p99 {_pct(committed, 0.99):7.2f} ms  ({len(committed)} samples)")  # fmt: skip
+    print(
+        f"  read_uncommitted, idempotent (baseline)  p50 {_pct(base, 0.5):7.2f} ms  "
+        f"p99 {_pct(base, 0.99):7.2f} ms  ({len(base)} samples)"
+    )
+    print(
+        f"  read_committed, 100 ms transactions      p50 {_pct(committed, 0.5):7.2f} ms  "
+        f"p99 {_pct(committed, 0.99):7.2f} ms  ({len(committed)} samples)"
+    )
     return 0
 
 

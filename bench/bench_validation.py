@@ -240,10 +240,20 @@ def bench_consume(bootstrap: str) -> None:
 def before_validation() -> str:
     """The parent of the commit that added `records/walk.py`: the broker before validation."""
     added = subprocess.run(
-        ["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--",
-         "src/riverlog/protocol/records/walk.py"],
-        capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
+        [
+            "git",
+            "-C",
+            str(ROOT),
+            "log",
+            "--diff-filter=A",
+            "--format=%H",
+            "--",
+            "src/riverlog/protocol/records/walk.py",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     if not added:
         raise SystemExit("no commit adds records/walk.py here (a shallow clone?): pass --baseline")
     return f"{added[-1]}^"

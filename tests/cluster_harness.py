@@ -106,8 +106,10 @@ def controller_of(cluster: Cluster) -> int:
 
 def isr_full(cluster: Cluster, topic: str) -> bool:
     try:
-        return all(len(isr) == 3 and leader >= 0
-                   for leader, _, isr in partitions_of(cluster, topic).values())  # fmt: skip
+        return all(
+            len(isr) == 3 and leader >= 0
+            for leader, _, isr in partitions_of(cluster, topic).values()
+        )
     except KafkaException:
         return False
 

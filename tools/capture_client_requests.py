@@ -220,16 +220,32 @@ def client_command(client: str, codec: str, bootstrap: str) -> tuple[list[str], 
         if kcat is None:
             raise SystemExit("kcat not found: sudo apt-get install -y kcat")
         argv = [
-            kcat, "-P", "-b", bootstrap, "-t", TOPIC, "-z", codec,
-            "-X", "api.version.request=true",
-            "-X", f"client.id={CLIENT_IDS[client]}",
-            "-X", "linger.ms=50",
-        ]  # fmt: skip
+            kcat,
+            "-P",
+            "-b",
+            bootstrap,
+            "-t",
+            TOPIC,
+            "-z",
+            codec,
+            "-X",
+            "api.version.request=true",
+            "-X",
+            f"client.id={CLIENT_IDS[client]}",
+            "-X",
+            "linger.ms=50",
+        ]
         return argv, b"".join(m + b"\n" for m in MESSAGES)
     argv = [
-        sys.executable, "-c", CONFLUENT_PRODUCER,
-        bootstrap, codec, CLIENT_IDS[client], TOPIC, *(m.decode() for m in MESSAGES),
-    ]  # fmt: skip
+        sys.executable,
+        "-c",
+        CONFLUENT_PRODUCER,
+        bootstrap,
+        codec,
+        CLIENT_IDS[client],
+        TOPIC,
+        *(m.decode() for m in MESSAGES),
+    ]
     return argv, None
 
 

@@ -109,14 +109,30 @@ def _confluent(bootstrap: str) -> None:
     admin.list_groups(timeout=10)
     admin.delete_topics(["c-admin"])["c-admin"].result(10)
     for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
-        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
-                             "enable.idempotence": codec == "zstd", "linger.ms": 5})  # fmt: skip
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "compression.type": codec,
+                "enable.idempotence": codec == "zstd",
+                "linger.ms": 5,
+            }
+        )
         for i in range(20):
-            producer.produce(TOPIC, key=b"k%d" % i, value=b"confluent %s %d " % (codec.encode(), i)
-                             * 4, headers=[("h", b"v")])  # fmt: skip
+            producer.produce(
+                TOPIC,
+                key=b"k%d" % i,
+                value=b"confluent %s %d " % (codec.encode(), i) * 4,
+                headers=[("h", b"v")],
+            )
         producer.flush(10)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "c-group",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "c-group",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([TOPIC])
     got = 0
     for _ in range(40):
@@ -144,8 +160,13 @@ def _kafka_python(bootstrap: str) -> None:
         producer.send(TOPIC, key=b"kp", value=b"kafka-python %d" % i)
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id="kp-group",
-                             auto_offset_reset="earliest", consumer_timeout_ms=3000)  # fmt: skip
+    consumer = KafkaConsumer(
+        TOPIC,
+        bootstrap_servers=bootstrap,
+        group_id="kp-group",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=3000,
+    )
     for i, _ in enumerate(consumer):
         if i > 50:
             break
@@ -162,8 +183,9 @@ def _aiokafka(bootstrap: str) -> None:
         for i in range(10):
             await producer.send_and_wait(TOPIC, b"aiokafka %d" % i, key=b"a")
         await producer.stop()
-        consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id="ak-group",
-                                    auto_offset_reset="earliest")  # fmt: skip
+        consumer = AIOKafkaConsumer(
+            TOPIC, bootstrap_servers=bootstrap, group_id="ak-group", auto_offset_reset="earliest"
+        )
         await consumer.start()
         await consumer.getmany(timeout_ms=3000)
         await consumer.commit()
@@ -175,10 +197,18 @@ def _aiokafka(bootstrap: str) -> None:
 def _kcat(bootstrap: str) -> None:
     if shutil.which("kcat") is None:
         return
-    subprocess.run(["kcat", "-b", bootstrap, "-P", "-t", TOPIC, "-z", "snappy"],
-                   input=b"kcat one\nkcat two\n", timeout=30, check=True)  # fmt: skip
-    subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", TOPIC, "-o", "beginning", "-e",
-                    "-c", "20"], capture_output=True, timeout=30, check=True)  # fmt: skip
+    subprocess.run(
+        ["kcat", "-b", bootstrap, "-P", "-t", TOPIC, "-z", "snappy"],
+        input=b"kcat one\nkcat two\n",
+        timeout=30,
+        check=True,
+    )
+    subprocess.run(
+        ["kcat", "-b", bootstrap, "-C", "-t", TOPIC, "-o", "beginning", "-e", "-c", "20"],
+        capture_output=True,
+        timeout=30,
+        check=True,
+    )
     subprocess.run(["kcat", "-b", bootstrap, "-L"], capture_output=True, timeout=30, check=True)
 
 
@@ -190,8 +220,9 @@ def _riverlog(bootstrap: str) -> None:
         producer.send(TOPIC, b"riverlog %d" % i, key=b"r")
     producer.flush()
     producer.close()
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rl-group",
-                         "auto.offset.reset": "earliest"})  # fmt: skip
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "rl-group", "auto.offset.reset": "earliest"}
+    )
     consumer.subscribe([TOPIC])
     consumer.poll(3000)
     consumer.commit()
@@ -210,8 +241,10 @@ CLIENTS: dict[str, Callable[[str], None]] = {
 def main() -> int:
     proxy = RecordingProxy()
     proxy.tag = "controller"  # its own requests to this broker go through the proxy too
-    overrides = {"group.initial.rebalance.delay.ms": "0",
-                 "advertised.listeners": f"PLAINTEXT://{proxy.bootstrap}"}  # fmt: skip
+    overrides = {
+        "group.initial.rebalance.delay.ms": "0",
+        "advertised.listeners": f"PLAINTEXT://{proxy.bootstrap}",
+    }
     with embedded_broker(overrides=overrides) as running:
         assert running.broker is not None
         host, port = running.broker.network.host, running.broker.network.port

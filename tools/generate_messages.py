@@ -34,12 +34,29 @@ OUTPUT = ROOT / "src" / "riverlog" / "protocol" / "messages.py"
 OUR_SCHEMAS = ROOT / "tools" / "schemas"
 NEVER = 1 << 15
 
-FIXED = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H",
-         "float64": "d", "bool": "?"}
+FIXED = {
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "uint16": "H",
+    "float64": "d",
+    "bool": "?",
+}
 FIXED_SIZE = {"b": 1, "h": 2, "i": 4, "q": 8, "H": 2, "d": 8, "?": 1}
-PY_TYPE = {"int8": "int", "int16": "int", "int32": "int", "int64": "int", "uint16": "int",
-           "float64": "float", "bool": "bool", "string": "str", "bytes": "bytes",
-           "uuid": "uuid.UUID", "records": "RecordsValue"}
+PY_TYPE = {
+    "int8": "int",
+    "int16": "int",
+    "int32": "int",
+    "int64": "int",
+    "uint16": "int",
+    "float64": "float",
+    "bool": "bool",
+    "string": "str",
+    "bytes": "bytes",
+    "uuid": "uuid.UUID",
+    "records": "RecordsValue",
+}
 
 
 # --- schema model --------------------------------------------------------------------------
@@ -170,7 +187,8 @@ def parse_message(doc: dict[str, object]) -> Message:
                 default=str(raw["default"]) if "default" in raw else None,
                 flexible_override=(
                     Versions.parse(str(raw["flexibleVersions"]))
-                    if "flexibleVersions" in raw else None
+                    if "flexibleVersions" in raw
+                    else None
                 ),
             )
             element = f.element
@@ -196,9 +214,18 @@ def parse_message(doc: dict[str, object]) -> Message:
         f.struct = by_name[f.element]
     schema_min = valid.low
     min_version = 0 if kind in ("request", "response", "header") else valid.low
-    return Message(name, kind, doc.get("apiKey"), min_version, schema_min,  # type: ignore[arg-type]
-                   valid.high, flexible, root, order_leaves_first(structs),
-                   bool(doc.get("latestVersionUnstable", False)))
+    return Message(
+        name,
+        kind,
+        doc.get("apiKey"),  # type: ignore[arg-type]
+        min_version,
+        schema_min,
+        valid.high,
+        flexible,
+        root,
+        order_leaves_first(structs),
+        bool(doc.get("latestVersionUnstable", False)),
+    )
 
 
 def order_leaves_first(structs: list[Struct]) -> list[Struct]:
@@ -287,14 +314,18 @@ def is_flexible_field(f: Field, flexible: bool, version: int) -> bool:
 
 READERS = {
     # (type, flexible, nullable) -> reader
-    ("string", False, False): "read_string", ("string", False, True): "read_nullable_string",
+    ("string", False, False): "read_string",
+    ("string", False, True): "read_nullable_string",
     ("string", True, False): "read_compact_string",
     ("string", True, True): "read_compact_nullable_string",
-    ("bytes", False, False): "read_bytes", ("bytes", False, True): "read_nullable_bytes",
+    ("bytes", False, False): "read_bytes",
+    ("bytes", False, True): "read_nullable_bytes",
     ("bytes", True, False): "read_compact_bytes",
     ("bytes", True, True): "read_compact_nullable_bytes",
-    ("records", False, True): "read_records", ("records", True, True): "read_compact_records",
-    ("records", False, False): "read_records", ("records", True, False): "read_compact_records",
+    ("records", False, True): "read_records",
+    ("records", True, True): "read_compact_records",
+    ("records", False, False): "read_records",
+    ("records", True, False): "read_compact_records",
 }
 WRITERS = {k: v.replace("read_", "write_") for k, v in READERS.items()}
 
@@ -306,8 +337,14 @@ def fn_name(prefix: str, struct: Struct, version: int) -> str:
 class StructCode:
     """Encode/decode function bodies of one struct at one version."""
 
-    def __init__(self, em: Emitter, msg: Message, struct: Struct, version: int,
-                 child_fn: dict[tuple[str, str, int], str]) -> None:
+    def __init__(
+        self,
+        em: Emitter,
+        msg: Message,
+        struct: Struct,
+        version: int,
+        child_fn: dict[tuple[str, str, int], str],
+    ) -> None:
         self.em = em
         self.msg = msg
         self.struct = struct
@@ -316,8 +353,9 @@ class StructCode:
         self.child_fn = child_fn
         present = [f for f in struct.fields if version in f.versions]
         self.regular = [f for f in present if not (self.flexible and version in f.tagged)]
-        self.tagged = sorted((f for f in present if self.flexible and version in f.tagged),
-                             key=lambda f: f.tag or 0)
+        self.tagged = sorted(
+            (f for f in present if self.flexible and version in f.tagged), key=lambda f: f.tag or 0
+        )
         self.class_var = "_C_" + struct.class_path.replace(".", "_")
 
     def child(self, kind: str, f: Field) -> str:
@@ -367,8 +405,11 @@ class StructCode:
             ind = "            " if self.tagged else "        "
             if self.tagged:
                 lines.append("        else:")
-            lines += [f"{ind}if unknown is None:", f"{ind}    unknown = {{}}",
-                      f"{ind}unknown[tag] = bytes(raw)"]
+            lines += [
+                f"{ind}if unknown is None:",
+                f"{ind}    unknown = {{}}",
+                f"{ind}unknown[tag] = bytes(raw)",
+            ]
             names += [f.attr for f in self.tagged]
         args = ", ".join(f"{n}=f_{n}" for n in names)
         if self.flexible:
@@ -376,23 +417,28 @@ class StructCode:
         lines.append(f"return {self.class_var}({args}), pos")
         return lines
 
-    def decode_field(self, f: Field, buf: str, pos: str, target: str,
-                     declare: bool = True) -> list[str]:
+    def decode_field(
+        self, f: Field, buf: str, pos: str, target: str, declare: bool = True
+    ) -> list[str]:
         v = self.version
         flex = is_flexible_field(f, self.flexible, v)
         nullable = v in f.nullable
         ann = f": {annotation(f, self.msg)}" if declare else ""
         if f.is_array:
             lines = [f"{target}{ann}"] if declare else []
-            lines += [f"n, {pos} = read_{'compact_' if flex else ''}array_length({buf}, {pos})",
-                      "if n < 0:",
-                      f"    {target} = None" if nullable else f"    check_null_array({f.name!r})",
-                      "else:"]
+            lines += [
+                f"n, {pos} = read_{'compact_' if flex else ''}array_length({buf}, {pos})",
+                "if n < 0:",
+                f"    {target} = None" if nullable else f"    check_null_array({f.name!r})",
+                "else:",
+            ]
             elem = f.element
             if elem in FIXED and elem != "bool":
                 code = FIXED[elem]
-                lines.append(f"    {target}, {pos} = read_fixed_array({buf}, {pos}, n, "
-                             f"{code!r}, {FIXED_SIZE[code]})")
+                lines.append(
+                    f"    {target}, {pos} = read_fixed_array({buf}, {pos}, n, "
+                    f"{code!r}, {FIXED_SIZE[code]})"
+                )
                 return lines
             item = f"e_{f.attr}"
             lines += [f"    {target} = []", "    for _ in range(n):"]
@@ -408,16 +454,20 @@ class StructCode:
         if f.struct is not None:
             call = f"{self.child('d', f)}({buf}, {pos})"
             if nullable:
-                return [f"{target}{ann} = None",
-                        f"({'marker'},) = _S_b.unpack_from({buf}, {pos})",
-                        f"{pos} += 1",
-                        "if marker >= 0:",
-                        f"    {target}, {pos} = {call}"]
+                return [
+                    f"{target}{ann} = None",
+                    f"({'marker'},) = _S_b.unpack_from({buf}, {pos})",
+                    f"{pos} += 1",
+                    "if marker >= 0:",
+                    f"    {target}, {pos} = {call}",
+                ]
             return [f"{target}, {pos} = {call}"]
         if f.type in FIXED:
             var = self.em.struct_var(FIXED[f.type])
-            return [f"({target},) = {var}.unpack_from({buf}, {pos})",
-                    f"{pos} += {FIXED_SIZE[FIXED[f.type]]}"]
+            return [
+                f"({target},) = {var}.unpack_from({buf}, {pos})",
+                f"{pos} += {FIXED_SIZE[FIXED[f.type]]}",
+            ]
         if f.type == "uuid":
             return [f"{target}, {pos} = read_uuid({buf}, {pos})"]
         reader = READERS[(f.type, flex, nullable)]
@@ -481,12 +531,16 @@ class StructCode:
         flex = is_flexible_field(f, self.flexible, v)
         nullable = v in f.nullable
         if f.is_array:
-            lines = [f"{out}.append(write_{'compact_' if flex else ''}array_length("
-                     f"o.{f.attr}, {nullable}))"]
+            lines = [
+                f"{out}.append(write_{'compact_' if flex else ''}array_length("
+                f"o.{f.attr}, {nullable}))"
+            ]
             elem = f.element
             if elem in FIXED and elem != "bool":
-                lines += [f"if o.{f.attr}:",
-                          f"    {out}.append(write_fixed_array(o.{f.attr}, {FIXED[elem]!r}))"]
+                lines += [
+                    f"if o.{f.attr}:",
+                    f"    {out}.append(write_fixed_array(o.{f.attr}, {FIXED[elem]!r}))",
+                ]
                 return lines
             item = f"e_{f.attr}"
             lines.append(f"for {item} in o.{f.attr} or ():")
@@ -500,13 +554,18 @@ class StructCode:
         if f.struct is not None:
             call = self.child("e", f)
             if nullable:
-                return [f"if o.{f.attr} is None:",
-                        f"    {out}.append(b'\\xff')",
-                        "else:",
-                        f"    {out}.append(b'\\x01')",
-                        f"    {call}(o.{f.attr}, {out})"]
-            return [f"{call}(require(o.{f.attr}), {out})"
-                    if f.nullable.low <= f.nullable.high else f"{call}(o.{f.attr}, {out})"]
+                return [
+                    f"if o.{f.attr} is None:",
+                    f"    {out}.append(b'\\xff')",
+                    "else:",
+                    f"    {out}.append(b'\\x01')",
+                    f"    {call}(o.{f.attr}, {out})",
+                ]
+            return [
+                f"{call}(require(o.{f.attr}), {out})"
+                if f.nullable.low <= f.nullable.high
+                else f"{call}(o.{f.attr}, {out})"
+            ]
         if f.type in FIXED:
             var = self.em.struct_var(FIXED[f.type])
             return [f"{out}.append({var}.pack(o.{f.attr}))"]
@@ -548,8 +607,11 @@ def emit_class(msg: Message, s: Struct, base: str, indent: str, nested: list[Str
     inner = indent + "    "
     body = inner + "    "
     if s is msg.root:
-        doc = (f"{msg.name}" + (f" (API key {msg.api_key})" if msg.api_key is not None else "")
-               + f", versions {msg.min_version}-{msg.max_version}")
+        doc = (
+            f"{msg.name}"
+            + (f" (API key {msg.api_key})" if msg.api_key is not None else "")
+            + f", versions {msg.min_version}-{msg.max_version}"
+        )
         if msg.flexible.low < NEVER:
             doc += f", flexible from v{msg.flexible.low}"
         out.append(f'{inner}"""{doc}."""')
@@ -645,8 +707,11 @@ def emit_message(em: Emitter, msg: Message) -> list[str]:
         for v in sorted(reach[s.class_path]):
             code = StructCode(em, msg, s, v, child_fn)
             for kind, body, sig in (
-                ("d", code.decode_body(),
-                 f"(buf: memoryview, pos: int) -> tuple[{s.class_path}, int]"),
+                (
+                    "d",
+                    code.decode_body(),
+                    f"(buf: memoryview, pos: int) -> tuple[{s.class_path}, int]",
+                ),
                 ("e", code.encode_body(), f"(o: {s.class_path}, out: list[Chunk]) -> None"),
             ):
                 text = "\n".join("    " + b for b in body)
@@ -698,7 +763,7 @@ def generate() -> str:
         "",
         "import struct",
         "import uuid",
-                "from typing import Any, NoReturn",
+        "from typing import Any, NoReturn",
         "",
         "from riverlog.protocol.api import DEFAULT, ApiMessage, Struct",
         "from riverlog.protocol.exceptions import EncodeError",
@@ -736,8 +801,10 @@ def main() -> int:
     text = generate()
     if args.check:
         if not OUTPUT.exists() or OUTPUT.read_text() != text:
-            print(f"{OUTPUT.relative_to(ROOT)} is stale: run tools/generate_messages.py",
-                  file=sys.stderr)
+            print(
+                f"{OUTPUT.relative_to(ROOT)} is stale: run tools/generate_messages.py",
+                file=sys.stderr,
+            )
             return 1
         print(f"{OUTPUT.relative_to(ROOT)} is current")
         return 0

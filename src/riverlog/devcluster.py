@@ -125,9 +125,11 @@ class ZooKeeperServer:
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(
                 [*self.prefix, "java", "-Xmx256m", "-cp", CLASSPATH, ZOOKEEPER_MAIN, str(config)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=detached,
-            )  # fmt: skip
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -187,18 +189,33 @@ class BrokerProcess:
         return self.proc is not None
 
     def start(self, timeout_s: float = 30.0, *, detached: bool = False) -> None:
-        args = [*self.prefix, sys.executable, "-m", "riverlog", "server", "--listen", self.address,
-                "--data-dir", str(self.data_dir), "--zookeeper", self.zk_connect,
-                "--broker-id", str(self.broker_id)]  # fmt: skip
+        args = [
+            *self.prefix,
+            sys.executable,
+            "-m",
+            "riverlog",
+            "server",
+            "--listen",
+            self.address,
+            "--data-dir",
+            str(self.data_dir),
+            "--zookeeper",
+            self.zk_connect,
+            "--broker-id",
+            str(self.broker_id),
+        ]
         for key, value in self.settings.items():
             args += ["--override", f"{key}={value}"]
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:
             start_offset = log.tell()
             self.proc = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=detached,
-            )  # fmt: skip
+            )
         ready = f"riverlog broker {self.broker_id} listening on".encode()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -10,12 +10,17 @@ from riverlog.client.admin_requests import BrokerInfo, ClusterView, PartitionInf
 
 
 def test_report() -> None:
-    topic = TopicInfo("t", uuid.uuid4(), False, [
-        PartitionInfo(0, 1, [1, 2, 3], [1, 2, 3]),
-        PartitionInfo(1, 3, [2, 3, 1], [3, 1]),  # 2 is down: led by 3, under-replicated
-        PartitionInfo(2, 3, [3, 1, 2], [3, 1]),
-        PartitionInfo(3, -1, [2], [2]),  # offline
-    ])  # fmt: skip
+    topic = TopicInfo(
+        "t",
+        uuid.uuid4(),
+        False,
+        [
+            PartitionInfo(0, 1, [1, 2, 3], [1, 2, 3]),
+            PartitionInfo(1, 3, [2, 3, 1], [3, 1]),  # 2 is down: led by 3, under-replicated
+            PartitionInfo(2, 3, [3, 1, 2], [3, 1]),
+            PartitionInfo(3, -1, [2], [2]),  # offline
+        ],
+    )
     brokers = [BrokerInfo(1, "127.0.0.1", 9092, "r1"), BrokerInfo(3, "127.0.0.1", 9094, None)]
     assert describe_lines(ClusterView("abc", 3, brokers, [topic])) == [
         "Cluster: abc",

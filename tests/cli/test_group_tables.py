@@ -37,9 +37,16 @@ def test_offsets_table_shows_lag_and_dashes_for_unknowns_sorted_by_partition() -
     ]
     lines = offsets_table(rows).splitlines()
     assert lines[0].split() == [
-        "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-        "CONSUMER-ID", "HOST", "CLIENT-ID",
-    ]  # fmt: skip
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
     assert lines[1].split() == ["g", "t", "0", "3", "10", "7", "member-1", "/127.0.0.1", "client"]
     assert lines[2].split() == ["g", "t", "1", "-", "7", "-", "-", "-", "-"]
     assert lines[0].index("PARTITION") == 32  # GROUP and TOPIC are at least 15 wide

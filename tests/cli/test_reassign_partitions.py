@@ -21,8 +21,10 @@ from riverlog.cli.reassign_partitions import (
 
 
 def test_plans_read_and_write_kafkas_json() -> None:
-    text = ('{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[5,6],'
-            '"log_dirs":["any","any"]},{"topic":"t","partition":0,"replicas":[4,5]}]}')
+    text = (
+        '{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[5,6],'
+        '"log_dirs":["any","any"]},{"topic":"t","partition":0,"replicas":[4,5]}]}'
+    )
     plan = parse_plan(json.loads(text))
     assert plan == {("t", 1): [5, 6], ("t", 0): [4, 5]}
     assert plan_json(plan) == (
@@ -40,12 +42,18 @@ def test_plans_read_and_write_kafkas_json() -> None:
         ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1]}] * 2}, "duplicate topic"),
         ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}, "duplicate entries"),
         ({"partitions": [{"topic": "t", "partition": 0, "replicas": []}]}, "cannot be empty"),
-        ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1],
-                          "log_dirs": ["/data"]}]}, "log directories"),
+        (
+            {
+                "partitions": [
+                    {"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/data"]}
+                ]
+            },
+            "log directories",
+        ),
         ({"partitions": [{"topic": "t"}]}, "expected"),
         ([1, 2], "expected"),
     ],
-)  # fmt: skip
+)
 def test_bad_plans_are_refused_with_kafkas_messages(raw: object, message: str) -> None:
     with pytest.raises(ReassignError, match=message):
         parse_plan(raw)
@@ -53,7 +61,9 @@ def test_bad_plans_are_refused_with_kafkas_messages(raw: object, message: str) -
 
 def test_topics_to_move_and_broker_lists() -> None:
     assert parse_topics_to_move({"version": 1, "topics": [{"topic": "a"}, {"topic": "b"}]}) == [
-        "a", "b"]  # fmt: skip
+        "a",
+        "b",
+    ]
     with pytest.raises(ReassignError, match="duplicate"):
         parse_topics_to_move({"topics": [{"topic": "a"}, {"topic": "a"}]})
     with pytest.raises(ReassignError, match="no topics"):
@@ -80,6 +90,8 @@ def test_throttles_name_current_replicas_as_leaders_and_new_ones_as_followers() 
     current = {("t", 0): [1, 2], ("t", 1): [2, 3], ("u", 0): [1]}
     plan = {("t", 0): [2, 4], ("t", 1): [2, 3], ("u", 0): [1]}
     assert throttle_configs(current, plan) == {
-        "t": {"leader.replication.throttled.replicas": "0:1,0:2",
-              "follower.replication.throttled.replicas": "0:4"},
-    }  # fmt: skip
+        "t": {
+            "leader.replication.throttled.replicas": "0:1,0:2",
+            "follower.replication.throttled.replicas": "0:4",
+        },
+    }

@@ -58,8 +58,10 @@ def test_rolled_hourly_to_kafkas_names_and_merged_with_the_live_file(
 def test_rolled_files_past_the_hours_kept_are_deleted(
     tmp_path: Path, handler: logging.handlers.TimedRotatingFileHandler
 ) -> None:
-    old = [tmp_path / f"state-change.log.2025-01-{1 + h // 24:02d}-{h % 24:02d}"
-           for h in range(state_change_log.HOURS_KEPT + 2)]  # fmt: skip
+    old = [
+        tmp_path / f"state-change.log.2025-01-{1 + h // 24:02d}-{h % 24:02d}"
+        for h in range(state_change_log.HOURS_KEPT + 2)
+    ]
     for path in old:
         path.write_text("")
     (tmp_path / "state-change.log.keep-me").write_text("")  # not a rolled file's name

@@ -63,10 +63,16 @@ def test_partition_filter_takes_whole_numbers_and_kafkas_old_format() -> None:
 
 
 def test_time_range_is_inclusive() -> None:
-    merged = list(merger.merge([BROKER_1, BROKER_2], start="2026-11-23 10:00:00,300",
-                               end="2026-11-23 10:00:01,000"))  # fmt: skip
-    assert stamps(iter(merged)) == ["2026-11-23 10:00:00,300", "2026-11-23 10:00:00,300",
-                                    "2026-11-23 10:00:01,000"]  # fmt: skip
+    merged = list(
+        merger.merge(
+            [BROKER_1, BROKER_2], start="2026-11-23 10:00:00,300", end="2026-11-23 10:00:01,000"
+        )
+    )
+    assert stamps(iter(merged)) == [
+        "2026-11-23 10:00:00,300",
+        "2026-11-23 10:00:00,300",
+        "2026-11-23 10:00:01,000",
+    ]
 
 
 def test_partition_pattern_edges() -> None:
@@ -92,8 +98,9 @@ def test_merge_streams_without_reading_whole_files() -> None:
     assert len(read) <= 6
 
 
-def test_arguments_checked_as_kafkas_tool_checks_them(tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_arguments_checked_as_kafkas_tool_checks_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = tmp_path / "state-change.log"
     log.write_text("\n".join(BROKER_1) + "\n")
     parser = argparse.ArgumentParser()
@@ -114,6 +121,14 @@ def test_arguments_checked_as_kafkas_tool_checks_them(tmp_path: Path,
     assert code == 1 and "YYYY-MM-DD HH:MM:SS,mmm" in err
     code, _, err = run("--logs", str(tmp_path / "missing.log"))
     assert code == 1 and "no such file" in err
-    code, out, _ = run("--logs-regex", f"{tmp_path}/state-change\\.log$", "--topic", "t",
-                       "--partitions", "0", "--end-time", '"2026-11-23 10:00:01,000"')
+    code, out, _ = run(
+        "--logs-regex",
+        f"{tmp_path}/state-change\\.log$",
+        "--topic",
+        "t",
+        "--partitions",
+        "0",
+        "--end-time",
+        '"2026-11-23 10:00:01,000"',
+    )
     assert code == 0 and out.splitlines() == [BROKER_1[0]]

@@ -61,8 +61,13 @@ def test_kafka_rack_aware_example() -> None:
     racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
     assert rack_alternated(racks) == [0, 3, 1, 5, 4, 2]
     assert assign_replicas_rack_aware(racks, 6, 3) == {
-        0: [0, 3, 1], 1: [3, 1, 5], 2: [1, 5, 4], 3: [5, 4, 2], 4: [4, 2, 0], 5: [2, 0, 3],
-    }  # fmt: skip
+        0: [0, 3, 1],
+        1: [3, 1, 5],
+        2: [1, 5, 4],
+        3: [5, 4, 2],
+        4: [4, 2, 0],
+        5: [2, 0, 3],
+    }
 
 
 def test_the_shift_counts_from_the_first_partition_assigned() -> None:

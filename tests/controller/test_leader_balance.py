@@ -68,8 +68,9 @@ def leaders(ctx: ControllerContext) -> list[int]:
     return [ctx.state(tp).leader for tp in ctx.partitions()]  # type: ignore[union-attr]
 
 
-def elect(ctx: ControllerContext, partitions: list[tuple[str, int]] | None,
-          election_type: int = PREFERRED) -> dict[tuple[str, int], Outcome]:  # fmt: skip
+def elect(
+    ctx: ControllerContext, partitions: list[tuple[str, int]] | None, election_type: int = PREFERRED
+) -> dict[tuple[str, int], Outcome]:
     """What the controller does for ElectLeaders: plan, decide, write, read back."""
     electable, answered = plan(ctx, partitions, election_type)
     apply(ctx, decide(ctx, electable, election_type))

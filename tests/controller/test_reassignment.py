@@ -36,8 +36,9 @@ class World:
     started: bool = False
 
     def step(self, target: list[int]) -> Step:
-        step = next_step(self.assignment, target, self.state, self.live, EPOCH,
-                         started=self.started)  # fmt: skip
+        step = next_step(
+            self.assignment, target, self.state, self.live, EPOCH, started=self.started
+        )
         if isinstance(step, Start):
             self.assignment, self.state, self.started = step.assignment, step.state, True
         elif isinstance(step, Elect):
@@ -51,8 +52,9 @@ class World:
     def catch_up(self, *replicas: int) -> None:
         """The leader adds caught-up followers to the ISR (its own write, same epoch)."""
         s = self.state
-        self.state = PartitionState(s.leader, s.leader_epoch, [*s.isr, *replicas],
-                                    s.controller_epoch)  # fmt: skip
+        self.state = PartitionState(
+            s.leader, s.leader_epoch, [*s.isr, *replicas], s.controller_epoch
+        )
 
     def view(self) -> tuple[set[int], int, set[int]]:
         return set(self.assignment.replicas), self.state.leader, set(self.state.isr)
@@ -198,7 +200,6 @@ def test_moves_keep_leaders_in_the_isr_and_finish_at_the_target(
             break
         if isinstance(step, Wait):
             lagging = [r for r in world.assignment.replicas if r not in state.isr]
-            world.catch_up(*data.draw(st.lists(st.sampled_from(lagging), min_size=1,
-                                               unique=True)))  # fmt: skip
+            world.catch_up(*data.draw(st.lists(st.sampled_from(lagging), min_size=1, unique=True)))
     assert world.assignment == Assignment(target)
     assert set(world.state.isr) == set(target) and world.state.leader in target

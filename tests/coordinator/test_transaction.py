@@ -85,8 +85,9 @@ def test_init_new_id_timeout_and_exhausted_epoch() -> None:
     for bad in (0, 60_001):
         d = t.init_producer_id(None, "tx", bad, -1, -1, new_id, NOW, LIMITS)
         assert d.error is ec.INVALID_TRANSACTION_TIMEOUT
-    d = t.init_producer_id(entry(S.EMPTY, epoch=t.MAX_EPOCH - 1), "tx", 1, -1, -1, new_id, NOW,
-                           LIMITS)  # fmt: skip
+    d = t.init_producer_id(
+        entry(S.EMPTY, epoch=t.MAX_EPOCH - 1), "tx", 1, -1, -1, new_id, NOW, LIMITS
+    )
     assert d.answer is not None and (d.answer.producer_id, d.answer.producer_epoch) == (99, 0)
 
 
@@ -210,8 +211,9 @@ def test_listing_filters() -> None:
 
 @pytest.mark.parametrize(("state", "parts"), list(itertools.product(list(S), [0, 1, 3])))
 def test_records_round_trip(state: S, parts: int) -> None:
-    m = TxnMetadata("tx-é", 42, 7, 60_000, state,
-                    frozenset((f"t{i % 2}", i) for i in range(parts)), 5, 6)  # fmt: skip
+    m = TxnMetadata(
+        "tx-é", 42, 7, 60_000, state, frozenset((f"t{i % 2}", i) for i in range(parts)), 5, 6
+    )
     key = encode_key("tx-é")
     assert key[:2] == b"\x00\x00" and decode_key(key) == "tx-é"
     value = encode_value(m)
@@ -234,20 +236,26 @@ def test_offsets_replay_holds_transactional_commits_until_their_marker() -> None
     def batch(pid: int, key: bytes, *, txn: bool = True, control: int | None = None) -> object:
         if control is not None:
             rec = Record(0, 1, b"\x00\x00\x00" + bytes([control]), b"\x00\x00\x00\x00\x00\x00")
-            raw = encode_batch([rec], producer_id=pid, producer_epoch=0, is_transactional=True,
-                               is_control=True)  # fmt: skip
+            raw = encode_batch(
+                [rec], producer_id=pid, producer_epoch=0, is_transactional=True, is_control=True
+            )
         else:
-            raw = encode_batch([Record(0, 1, key, b"v")], producer_id=pid, producer_epoch=0,
-                               is_transactional=txn)  # fmt: skip
+            raw = encode_batch(
+                [Record(0, 1, key, b"v")], producer_id=pid, producer_epoch=0, is_transactional=txn
+            )
         return decode_batch(raw)[0]
 
     replay_ = TxnReplay()
     fed = [
         replay_.feed(b)  # type: ignore[arg-type]
         for b in (
-            batch(1, b"a"), batch(2, b"b"), batch(-1, b"plain", txn=False),
-            batch(1, b"", control=1), batch(2, b"", control=0), batch(3, b"c"),
+            batch(1, b"a"),
+            batch(2, b"b"),
+            batch(-1, b"plain", txn=False),
+            batch(1, b"", control=1),
+            batch(2, b"", control=0),
+            batch(3, b"c"),
         )
-    ]  # fmt: skip
+    ]
     assert fed == [[], [], [(b"plain", b"v")], [(b"a", b"v")], [], []]
     assert replay_.open == {3: [(b"c", b"v")]}

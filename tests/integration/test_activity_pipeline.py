@@ -68,8 +68,11 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 def diagnostics(work: Path, done_before_kill: list[int]) -> str:
     """What a failure needs: the batches' offsets, what ran before the kill, the job's log."""
     folder = work / "ck" / "pageview_counts" / "offsets"
-    batches = [f"{p.name}: {p.read_text().splitlines()[-1]}" for p in sorted(folder.iterdir())
-               if p.name.isdigit()]  # fmt: skip
+    batches = [
+        f"{p.name}: {p.read_text().splitlines()[-1]}"
+        for p in sorted(folder.iterdir())
+        if p.name.isdigit()
+    ]
     log = (work / "streaming.log").read_text()[-4000:]
     return f"committed before the kill: {done_before_kill}\n" + "\n".join(batches) + "\n" + log
 

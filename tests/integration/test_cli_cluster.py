@@ -17,8 +17,9 @@ pytestmark = pytest.mark.timeout(240)
 
 
 def riverlog(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "riverlog", *args], capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "riverlog", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def describe(bootstrap: str, *args: str) -> list[str]:
@@ -29,8 +30,7 @@ def describe(bootstrap: str, *args: str) -> list[str]:
 
 def test_cluster_up_describe_and_down(tmp_path: Path) -> None:
     where = ["--dir", str(tmp_path)]
-    up = riverlog("cluster", "up", "--brokers", "3", "--port", "0", "--zookeeper-port", "0",
-                  *where)  # fmt: skip
+    up = riverlog("cluster", "up", "--brokers", "3", "--port", "0", "--zookeeper-port", "0", *where)
     state = json.loads((tmp_path / "cluster.json").read_text()) if up.returncode == 0 else {}
     try:
         assert up.returncode == 0, up.stderr
@@ -40,8 +40,18 @@ def test_cluster_up_describe_and_down(tmp_path: Path) -> None:
         again = riverlog("cluster", "up", *where)
         assert again.returncode == 1 and "already running" in again.stderr
 
-        created = riverlog("topics", "--bootstrap-server", bootstrap, "--create", "--topic",
-                           "spread", "--partitions", "3", "--replication-factor", "3")  # fmt: skip
+        created = riverlog(
+            "topics",
+            "--bootstrap-server",
+            bootstrap,
+            "--create",
+            "--topic",
+            "spread",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
+        )
         assert created.returncode == 0, created.stderr
         lines = describe(bootstrap, "--topic", "spread")
         assert "\tPartitionCount: 3\tReplicationFactor: 3\t" in lines[0]
@@ -57,8 +67,11 @@ def test_cluster_up_describe_and_down(tmp_path: Path) -> None:
         third = int(state["brokers"]["3"]["pid"])
         assert signal_pid(third, "riverlog", signal.SIGTERM)
         assert wait_gone(third, "riverlog", 60)
-        wait_until(lambda: len(describe(bootstrap, "--under-replicated-partitions")) >= 3, 30,
-                   "under-replicated partitions listed")  # fmt: skip
+        wait_until(
+            lambda: len(describe(bootstrap, "--under-replicated-partitions")) >= 3,
+            30,
+            "under-replicated partitions listed",
+        )
         for line in describe(bootstrap, "--topic", "spread", "--under-replicated-partitions"):
             assert "\tLeader: 3\t" not in line and "3" not in line.split("Isr: ")[1]
     finally:

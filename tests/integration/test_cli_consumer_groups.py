@@ -121,9 +121,16 @@ def test_describe_reset_and_delete_a_group(broker_process: BrokerProcess) -> Non
     )
     assert rows(shifted.stdout) == [[group, topic, "0", "4"]]
     by_time = groups_cli(
-        bs, "--reset-offsets", "--group", group, "--topic", f"{topic}:0",
-        "--to-datetime", moment(base + 3), "--execute",
-    )  # fmt: skip
+        bs,
+        "--reset-offsets",
+        "--group",
+        group,
+        "--topic",
+        f"{topic}:0",
+        "--to-datetime",
+        moment(base + 3),
+        "--execute",
+    )
     assert rows(by_time.stdout) == [[group, topic, "0", "3"]]
     resumed = consumer(bs, group)
     resumed.subscribe([topic])

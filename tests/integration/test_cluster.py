@@ -65,8 +65,12 @@ class Load:
         i = 0
         while not self.stop.is_set():
             try:
-                self.producer.produce(self.topic, str(i).encode(), partition=i % self.partitions,
-                                      on_delivery=self._delivered)  # fmt: skip
+                self.producer.produce(
+                    self.topic,
+                    str(i).encode(),
+                    partition=i % self.partitions,
+                    on_delivery=self._delivered,
+                )
                 i += 1
             except BufferError:
                 pass
@@ -82,11 +86,18 @@ class Load:
 
 
 def consume_all(cluster: Cluster, topic: str, partitions: int) -> dict[int, list[int]]:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "check",
-                         "enable.auto.commit": False})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "check",
+            "enable.auto.commit": False,
+        }
+    )
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
-                for p in range(partitions)}  # fmt: skip
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+            for p in range(partitions)
+        }
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         got: dict[int, list[int]] = defaultdict(list)
         deadline = time.monotonic() + 60
@@ -128,8 +139,11 @@ def test_a_replicated_topic_is_led_spread_and_copied_byte_for_byte(cluster: Clus
     load.finish()
     check_nothing_lost(load, consume_all(cluster, topic, 3))
     for p in range(3):
-        wait_until(lambda p=p: len(set(segment_bytes(cluster, topic, p).values())) == 1, 20,
-                   f"replicas of partition {p} identical")  # fmt: skip
+        wait_until(
+            lambda p=p: len(set(segment_bytes(cluster, topic, p).values())) == 1,
+            20,
+            f"replicas of partition {p} identical",
+        )
 
 
 @pytest.mark.parametrize("victim", ["leader", "controller"])
@@ -140,14 +154,16 @@ def test_acks_all_survives_a_broker_killed_repeatedly(cluster: Cluster, victim: 
         wait_until(lambda: isr_full(cluster, topic), 60, "a full ISR")
         before = load.count()
         wait_until(lambda b=before: load.count() >= b + 300, 60, "progress before the kill")
-        target = (partitions_of(cluster, topic)[0][0] if victim == "leader"
-                  else controller_of(cluster))  # fmt: skip
+        target = (
+            partitions_of(cluster, topic)[0][0] if victim == "leader" else controller_of(cluster)
+        )
         cluster.brokers[target].kill()
         after = load.count()
         wait_until(lambda a=after: load.count() >= a + 300, 60, "progress after the kill")
         if victim == "controller":
-            wait_until(lambda t=target: controller_of(cluster) not in (t, -1), 30,
-                       "a new controller")  # fmt: skip
+            wait_until(
+                lambda t=target: controller_of(cluster) not in (t, -1), 30, "a new controller"
+            )
         cluster.brokers[target].start()
     load.finish()
     assert not load.errors
@@ -179,8 +195,14 @@ def test_too_few_in_sync_replicas_refuse_acks_all(cluster: Cluster) -> None:
             cluster.brokers[broker_id].kill()
     wait_until(lambda: len(partitions_of(cluster, topic)[0][2]) == 1, 30, "ISR of one")
     errors: list[KafkaError] = []
-    producer = Producer({"bootstrap.servers": cluster.brokers[leader].address, "acks": "all",
-                         "retries": 0, "message.timeout.ms": 5000})  # fmt: skip
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.brokers[leader].address,
+            "acks": "all",
+            "retries": 0,
+            "message.timeout.ms": 5000,
+        }
+    )
     producer.produce(topic, b"x", on_delivery=lambda err, _msg: errors.append(err))
     producer.flush(20)
     assert [e.code() for e in errors] == [KafkaError.NOT_ENOUGH_REPLICAS]
@@ -225,8 +247,11 @@ def test_a_cut_off_leader_truncates_what_never_replicated(cluster: Cluster) -> N
     assert producer.flush(30) == 0
     cluster.brokers[old_leader].start()
     wait_until(lambda: isr_full(cluster, topic), 60, "the old leader back in the ISR")
-    wait_until(lambda: len(set(segment_bytes(cluster, topic, 0).values())) == 1, 20,
-               "byte-identical replicas")  # fmt: skip
+    wait_until(
+        lambda: len(set(segment_bytes(cluster, topic, 0).values())) == 1,
+        20,
+        "byte-identical replicas",
+    )
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "c"})
     consumer.assign([TopicPartition(topic, 0, 0)])
     values = []
@@ -255,8 +280,12 @@ def test_group_offsets_move_with_their_coordinator(cluster: Cluster) -> None:
     load = Load(cluster, topic, 3)
     wait_until(lambda: load.count() >= 600, 60, "records to consume")
     load.finish()
-    settings = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "movers",
-                "enable.auto.commit": False, "auto.offset.reset": "earliest"}  # fmt: skip
+    settings = {
+        "bootstrap.servers": cluster.bootstrap_servers,
+        "group.id": "movers",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    }
     consumer = Consumer(settings)
     consumer.subscribe([topic])
     seen = 0
@@ -264,8 +293,11 @@ def test_group_offsets_move_with_their_coordinator(cluster: Cluster) -> None:
     while seen < 300:
         assert time.monotonic() < deadline, "the group did not consume"
         seen += sum(1 for m in consumer.consume(100, 1.0) if m.error() is None)
-    committed = {tp.partition: tp.offset for tp in consumer.commit(asynchronous=False) or []
-                 if tp.offset >= 0}  # fmt: skip
+    committed = {
+        tp.partition: tp.offset
+        for tp in consumer.commit(asynchronous=False) or []
+        if tp.offset >= 0
+    }
     consumer.close()
     assert sum(committed.values()) >= 300
     checker = Consumer(settings)
@@ -273,8 +305,11 @@ def test_group_offsets_move_with_their_coordinator(cluster: Cluster) -> None:
     # __consumer_offsets partition) can die at once.
     group_coordinator = _coordinator_of(cluster, "movers")
     cluster.brokers[group_coordinator].kill()
-    wait_until(lambda: _coordinator_of(cluster, "movers") not in (group_coordinator, -1), 30,
-               "a new coordinator")  # fmt: skip
+    wait_until(
+        lambda: _coordinator_of(cluster, "movers") not in (group_coordinator, -1),
+        30,
+        "a new coordinator",
+    )
     tps = [TopicPartition(topic, p) for p in range(3)]
 
     def committed_now() -> dict[int, int] | None:
@@ -284,8 +319,9 @@ def test_group_offsets_move_with_their_coordinator(cluster: Cluster) -> None:
             return None
         return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
 
-    wait_until(lambda: committed_now() == committed, 30,
-               "the committed offsets from the new coordinator")  # fmt: skip
+    wait_until(
+        lambda: committed_now() == committed, 30, "the committed offsets from the new coordinator"
+    )
     checker.close()
 
 

@@ -100,17 +100,25 @@ def test_a_topic_config_change_reaches_every_leader(cluster: Cluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     spread = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
     admin.create_topics([NewTopic(topic, 3, replica_assignment=spread)])[topic].result(30)
-    change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-        ConfigEntry("max.message.bytes", "1000",
-                    incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+    change = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("max.message.bytes", "1000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     admin.incremental_alter_configs([change])[change].result(30)
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0})
 
     def refused_everywhere() -> bool:
         errors: list[object] = []
         for partition in range(3):
-            producer.produce(topic, b"x" * 5000, partition=partition,
-                             on_delivery=lambda err, _msg: errors.append(err))  # fmt: skip
+            producer.produce(
+                topic,
+                b"x" * 5000,
+                partition=partition,
+                on_delivery=lambda err, _msg: errors.append(err),
+            )
         assert producer.flush(30) == 0
         return all(e is not None and e.code() == ClientError.MSG_SIZE_TOO_LARGE for e in errors)
 

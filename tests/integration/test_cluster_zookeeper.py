@@ -46,8 +46,14 @@ def registered(cluster: Cluster) -> list[int]:
 
 
 def produce_acked(cluster: Cluster, topic: str, count: int) -> None:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                         "enable.idempotence": True, "message.timeout.ms": 60000})  # fmt: skip
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "message.timeout.ms": 60000,
+        }
+    )
     errors: list[object] = []
 
     def delivered(err: object, _msg: object) -> None:
@@ -65,19 +71,27 @@ def test_a_killed_controller_is_replaced_within_the_session_timeout(cluster: Clu
     cluster.brokers[first].kill()
     killed_at = time.monotonic()
     # The ephemeral /controller goes when the session times out; the election follows.
-    wait_until(lambda: controller_of(cluster) not in (first, -1), 2 * SESSION_TIMEOUT_S + 5,
-               "a new controller")  # fmt: skip
+    wait_until(
+        lambda: controller_of(cluster) not in (first, -1),
+        2 * SESSION_TIMEOUT_S + 5,
+        "a new controller",
+    )
     took = time.monotonic() - killed_at
-    print(f"controller failover after SIGKILL: {took:.1f} s (session timeout "
-          f"{SESSION_TIMEOUT_S:.0f} s)")  # fmt: skip
+    print(
+        f"controller failover after SIGKILL: {took:.1f} s (session timeout "
+        f"{SESSION_TIMEOUT_S:.0f} s)"
+    )
     second = controller_of(cluster)
     cluster.brokers[first].start()
     topic = create_topic(cluster)  # the new controller does a controller's work
     wait_until(lambda: isr_full(cluster, topic), 30, "a full ISR")
     stopped_at = time.monotonic()
     assert cluster.brokers[second].stop() == 0  # a clean stop resigns at once
-    wait_until(lambda: controller_of(cluster) not in (second, -1), SESSION_TIMEOUT_S,
-               "a controller after a clean stop")  # fmt: skip
+    wait_until(
+        lambda: controller_of(cluster) not in (second, -1),
+        SESSION_TIMEOUT_S,
+        "a controller after a clean stop",
+    )
     print(f"controller failover after a clean stop: {time.monotonic() - stopped_at:.1f} s")
 
 
@@ -97,8 +111,11 @@ def test_brokers_that_died_with_the_controller_leave_every_isr(
         follower, survivor = (b for b in cluster.brokers if b != controller)
         cluster.brokers[controller].kill()
         cluster.brokers[follower].kill()
-        wait_until(lambda: controller_of(cluster) == survivor, 2 * SESSION_TIMEOUT_S + 5,
-                   "the survivor to be the controller")  # fmt: skip
+        wait_until(
+            lambda: controller_of(cluster) == survivor,
+            2 * SESSION_TIMEOUT_S + 5,
+            "the survivor to be the controller",
+        )
 
         def only_the_survivor() -> bool:
             shown = partitions_of(cluster, topic).values()
@@ -116,8 +133,11 @@ def test_a_broker_whose_session_expired_registers_again(cluster: Cluster) -> Non
     victim = next(b for b in cluster.brokers if b != controller)
     produce_acked(cluster, topic, 100)
     cluster.brokers[victim].freeze()
-    wait_until(lambda: victim not in registered(cluster), 3 * SESSION_TIMEOUT_S,
-               "the frozen broker's registration to expire")  # fmt: skip
+    wait_until(
+        lambda: victim not in registered(cluster),
+        3 * SESSION_TIMEOUT_S,
+        "the frozen broker's registration to expire",
+    )
     produce_acked(cluster, topic, 100)  # the ISR shrank around it
     cluster.brokers[victim].thaw()
     wait_until(lambda: victim in registered(cluster), 30, "the broker registered again")
@@ -140,9 +160,14 @@ def test_the_cluster_recovers_when_zookeeper_restarts(tmp_path: Path) -> None:
         # The controller's watches were re-armed: a broker failure is still handled.
         leader = admin(cluster).list_topics(topic, timeout=10).topics[topic].partitions[0].leader
         cluster.brokers[leader].kill()
-        wait_until(lambda: admin(cluster).list_topics(topic, timeout=10).topics[topic]
-                   .partitions[0].leader not in (leader, -1), 3 * SESSION_TIMEOUT_S + 10,
-                   "a new leader after the restart")  # fmt: skip
+        wait_until(
+            lambda: (
+                admin(cluster).list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+                not in (leader, -1)
+            ),
+            3 * SESSION_TIMEOUT_S + 10,
+            "a new leader after the restart",
+        )
         produce_acked(cluster, topic, 300)
     finally:
         cluster.stop()

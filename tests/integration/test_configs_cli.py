@@ -24,9 +24,20 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def configs(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "riverlog", "configs", "--bootstrap-server",
-                           cluster.bootstrap_servers, *args], capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "riverlog",
+            "configs",
+            "--bootstrap-server",
+            cluster.bootstrap_servers,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def ok(cluster: Cluster, *args: str) -> list[str]:
@@ -36,8 +47,10 @@ def ok(cluster: Cluster, *args: str) -> list[str]:
 
 
 def segments(cluster: Cluster, topic: str) -> dict[int, int]:
-    return {b: len(list((broker.data_dir / f"{topic}-0").glob("*.log")))
-            for b, broker in cluster.brokers.items()}  # fmt: skip
+    return {
+        b: len(list((broker.data_dir / f"{topic}-0").glob("*.log")))
+        for b, broker in cluster.brokers.items()
+    }
 
 
 def low_watermark(cluster: Cluster, topic: str) -> int:
@@ -65,8 +78,9 @@ def test_dynamic_broker_configs(quick_retention_cluster: Cluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 3, config={"segment.bytes": "1024"})])[topic].result(30)
     wait_until(lambda: isr_full(cluster, topic), 30, "a full ISR")
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                         "linger.ms": 0})  # fmt: skip
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0}
+    )
     for i in range(60):
         producer.produce(topic, b"x" * 200 + str(i).encode(), partition=0)
         producer.flush(10)  # one small batch each: many 1 KiB segments
@@ -79,11 +93,20 @@ def test_dynamic_broker_configs(quick_retention_cluster: Cluster) -> None:
     ]
 
     # The cluster-wide default retention: every broker deletes its old segments, no restart.
-    assert ok(cluster, "--entity-type", "brokers", "--entity-default", "--alter",
-              "--add-config", "log.retention.ms=1000") == [
-        "Completed updating default config for brokers in the cluster."]  # fmt: skip
-    wait_until(lambda: set(segments(cluster, topic).values()) == {1}, 30,
-               "retention deleting all but the active segment on every broker")  # fmt: skip
+    assert ok(
+        cluster,
+        "--entity-type",
+        "brokers",
+        "--entity-default",
+        "--alter",
+        "--add-config",
+        "log.retention.ms=1000",
+    ) == ["Completed updating default config for brokers in the cluster."]
+    wait_until(
+        lambda: set(segments(cluster, topic).values()) == {1},
+        30,
+        "retention deleting all but the active segment on every broker",
+    )
     assert low_watermark(cluster, topic) > 0
     assert ok(cluster, "--broker-defaults", "--describe") == [
         "Default configs for brokers in the cluster are:",
@@ -93,18 +116,31 @@ def test_dynamic_broker_configs(quick_retention_cluster: Cluster) -> None:
     store = ZooKeeperStore(cluster.zk_connect)
     try:
         assert json.loads(store.get(layout.broker_config_path("<default>")).data) == {
-            "version": 1, "config": {"log.retention.ms": "1000"}}
-        notices = [json.loads(n.data) for n in store.get_many(
-            [f"{layout.CONFIG_CHANGES}/{c}" for c in store.children(layout.CONFIG_CHANGES)]
-        ).values()]  # fmt: skip
+            "version": 1,
+            "config": {"log.retention.ms": "1000"},
+        }
+        notices = [
+            json.loads(n.data)
+            for n in store.get_many(
+                [f"{layout.CONFIG_CHANGES}/{c}" for c in store.children(layout.CONFIG_CHANGES)]
+            ).values()
+        ]
         assert {"brokers/<default>"} <= {n["entity_path"] for n in notices}
     finally:
         store.close()
 
     # One broker's own config: its source, other brokers unaffected, kept over a restart.
-    ok(cluster, "--entity-type", "brokers", "--entity-name", "2", "--alter", "--add-config",
-       "min.insync.replicas=2,follower.replication.throttled.rate=1048576,"
-       "log.cleanup.policy=[compact,delete]")  # fmt: skip
+    ok(
+        cluster,
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "2",
+        "--alter",
+        "--add-config",
+        "min.insync.replicas=2,follower.replication.throttled.rate=1048576,"
+        "log.cleanup.policy=[compact,delete]",
+    )
     expected = [
         "Dynamic configs for broker 2 are:",
         "  follower.replication.throttled.rate=1048576 sensitive=false synonyms={"
@@ -118,10 +154,14 @@ def test_dynamic_broker_configs(quick_retention_cluster: Cluster) -> None:
     assert ok(cluster, "--broker", "2", "--describe") == expected
     every = ok(cluster, "--entity-type", "brokers", "--entity-name", "1", "--describe", "--all")
     assert every[0] == "All configs for broker 1 are:"
-    assert "  min.insync.replicas=1 sensitive=false synonyms={DEFAULT_CONFIG:" \
-           "min.insync.replicas=1}" in every  # fmt: skip
-    assert "  log.retention.ms=1000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:" \
-           "log.retention.ms=1000, DEFAULT_CONFIG:log.retention.hours=168}" in every  # fmt: skip
+    assert (
+        "  min.insync.replicas=1 sensitive=false synonyms={DEFAULT_CONFIG:"
+        "min.insync.replicas=1}" in every
+    )
+    assert (
+        "  log.retention.ms=1000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+        "log.retention.ms=1000, DEFAULT_CONFIG:log.retention.hours=168}" in every
+    )
     all_on_2 = ok(cluster, "--broker", "2", "--describe", "--all")
     assert any(line.startswith("  min.insync.replicas=2 ") for line in all_on_2)
 
@@ -134,6 +174,12 @@ def test_dynamic_broker_configs(quick_retention_cluster: Cluster) -> None:
     assert "Cannot update these configs dynamically: Set(log.retention.hours)" in refused.stderr
     missing = configs(cluster, "--broker", "2", "--alter", "--delete-config", "log.retention.ms")
     assert missing.returncode == 1 and "Invalid config(s): log.retention.ms" in missing.stderr
-    ok(cluster, "--broker", "2", "--alter", "--delete-config",
-       "min.insync.replicas,follower.replication.throttled.rate,log.cleanup.policy")
+    ok(
+        cluster,
+        "--broker",
+        "2",
+        "--alter",
+        "--delete-config",
+        "min.insync.replicas,follower.replication.throttled.rate,log.cleanup.policy",
+    )
     assert ok(cluster, "--broker", "2", "--describe") == ["Dynamic configs for broker 2 are:"]

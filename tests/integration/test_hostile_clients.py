@@ -104,11 +104,18 @@ def test_huge_creates_are_refused_before_any_work(
     violation = error_codes.POLICY_VIOLATION.code
     for validate_only in (True, False):
         for topics in (
-            [m.CreateTopicsRequest.CreatableTopic(name="huge", num_partitions=HUGE,
-                                                  replication_factor=1)],
-            [m.CreateTopicsRequest.CreatableTopic(name=f"many-{i}", num_partitions=5000,
-                                                  replication_factor=1) for i in range(3)],
-        ):  # fmt: skip
+            [
+                m.CreateTopicsRequest.CreatableTopic(
+                    name="huge", num_partitions=HUGE, replication_factor=1
+                )
+            ],
+            [
+                m.CreateTopicsRequest.CreatableTopic(
+                    name=f"many-{i}", num_partitions=5000, replication_factor=1
+                )
+                for i in range(3)
+            ],
+        ):
             request = m.CreateTopicsRequest(
                 topics=topics, timeout_ms=5000, validate_only=validate_only
             )
@@ -137,17 +144,32 @@ def test_huge_creates_are_refused_before_any_work(
 
 @pytest.mark.parametrize(
     ("partitions", "message"),
-    [("0", "The partitions must be greater than 0"),
-     (str(HUGE), "Unable to perform excessively large batch operation.")],
-)  # fmt: skip
+    [
+        ("0", "The partitions must be greater than 0"),
+        (str(HUGE), "Unable to perform excessively large batch operation."),
+    ],
+)
 def test_topics_cli_refuses_bad_partition_counts(
     broker: BrokerProcess, partitions: str, message: str
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "riverlog", "topics", "--bootstrap-server",
-         broker.bootstrap_servers, "--create", "--topic", "typo", "--partitions", partitions],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "riverlog",
+            "topics",
+            "--bootstrap-server",
+            broker.bootstrap_servers,
+            "--create",
+            "--topic",
+            "typo",
+            "--partitions",
+            partitions,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert message in done.stderr
     assert "Traceback" not in done.stderr
@@ -262,8 +284,9 @@ def test_produce_to_consumer_offsets_is_refused(
     broker: BrokerProcess, steady: SteadyProducer
 ) -> None:
     bootstrap = broker.bootstrap_servers
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "victims",
-                         "enable.auto.commit": False})  # fmt: skip
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "victims", "enable.auto.commit": False}
+    )
     consumer.commit(offsets=[CkTopicPartition(STEADY_TOPIC, 0, 3)], asynchronous=False)
     response = call(bootstrap, _produce_request("__consumer_offsets", [b"garbage"]), 9)
     assert isinstance(response, m.ProduceResponse)
@@ -321,22 +344,39 @@ def test_forged_controller_requests_change_nothing(
         assert isinstance(response, m.StopReplicaResponse)
         assert response.error_code == expected
     old = m.StopReplicaRequest(  # v0 carries no broker epoch: refused too
-        controller_id=0, controller_epoch=epoch, delete_partitions=True,
-        ungrouped_partitions=[m.StopReplicaRequest.StopReplicaPartitionV0(
-            topic_name="precious", partition_index=0)],
-    )  # fmt: skip
+        controller_id=0,
+        controller_epoch=epoch,
+        delete_partitions=True,
+        ungrouped_partitions=[
+            m.StopReplicaRequest.StopReplicaPartitionV0(topic_name="precious", partition_index=0)
+        ],
+    )
     response = call(bootstrap, old, 0)
     assert isinstance(response, m.StopReplicaResponse) and response.error_code == stale_broker
     follow = m.LeaderAndIsrRequest(
-        controller_id=7, controller_epoch=epoch + 1, broker_epoch=1,
-        topic_states=[m.LeaderAndIsrRequest.LeaderAndIsrTopicState(
-            topic_name="precious",
-            partition_states=[m.LeaderAndIsrRequest.LeaderAndIsrPartitionState(
-                topic_name="precious", partition_index=0, controller_epoch=epoch + 1,
-                leader=7, leader_epoch=1000, isr=[7], replicas=[0, 7])])],
-        live_leaders=[m.LeaderAndIsrRequest.LeaderAndIsrLiveLeader(
-            broker_id=7, host_name="127.0.0.1", port=1)],
-    )  # fmt: skip
+        controller_id=7,
+        controller_epoch=epoch + 1,
+        broker_epoch=1,
+        topic_states=[
+            m.LeaderAndIsrRequest.LeaderAndIsrTopicState(
+                topic_name="precious",
+                partition_states=[
+                    m.LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+                        topic_name="precious",
+                        partition_index=0,
+                        controller_epoch=epoch + 1,
+                        leader=7,
+                        leader_epoch=1000,
+                        isr=[7],
+                        replicas=[0, 7],
+                    )
+                ],
+            )
+        ],
+        live_leaders=[
+            m.LeaderAndIsrRequest.LeaderAndIsrLiveLeader(broker_id=7, host_name="127.0.0.1", port=1)
+        ],
+    )
     response = call(bootstrap, follow, 4)
     assert isinstance(response, m.LeaderAndIsrResponse) and response.error_code == stale
     wipe = m.UpdateMetadataRequest(controller_id=0, controller_epoch=epoch + 1, broker_epoch=1)
@@ -363,8 +403,12 @@ def test_forged_controller_requests_change_nothing(
 
 
 def _server(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "riverlog", "server", *args],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "riverlog", "server", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_second_broker_on_the_same_data_dir_refuses_to_start(broker: BrokerProcess) -> None:
@@ -381,17 +425,30 @@ def test_a_second_broker_on_the_same_data_dir_refuses_to_start(broker: BrokerPro
     ("overrides", "status", "message"),
     [
         (["listeners=SSL://127.0.0.1:0"], 1, "a TLS listener needs ssl.keystore.location"),
-        (["listeners=SSL://127.0.0.1:0", "ssl.keystore.type=JKS",
-          "ssl.keystore.location=/etc/ks.jks"], 1, "riverlog reads PEM stores only"),
-        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=GSSAPI"], 1,
-         "SASL mechanism GSSAPI is not supported"),
+        (
+            [
+                "listeners=SSL://127.0.0.1:0",
+                "ssl.keystore.type=JKS",
+                "ssl.keystore.location=/etc/ks.jks",
+            ],
+            1,
+            "riverlog reads PEM stores only",
+        ),
+        (
+            ["listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=GSSAPI"],
+            1,
+            "SASL mechanism GSSAPI is not supported",
+        ),
         (["authorizer.class.name=com.example.Other"], 1, "is not available in riverlog"),
         (["num.partitions=many"], 2, "num.partitions: expected an integer"),
         (["max.connections.per.ip.overrides=10.0.0.1"], 2, "expected host:count"),
-        (["zookeeper.connect=127.0.0.1:1", "zookeeper.connection.timeout.ms=300"], 1,
-         "cannot connect to ZooKeeper at 127.0.0.1:1"),
+        (
+            ["zookeeper.connect=127.0.0.1:1", "zookeeper.connection.timeout.ms=300"],
+            1,
+            "cannot connect to ZooKeeper at 127.0.0.1:1",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_configs_stop_start_up_with_one_line(
     tmp_path: Path, overrides: list[str], status: int, message: str
 ) -> None:

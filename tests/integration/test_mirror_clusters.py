@@ -43,8 +43,10 @@ class MirrorProcess:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "riverlog", "connect-mirror-maker", str(self.config)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -66,24 +68,26 @@ def two_clusters(
     directory = tmp_path_factory.mktemp("mirror")
     config = directory / "mm2.properties"
     config.write_text(
-        "\n".join([
-            "clusters = a, b",
-            f"a.bootstrap.servers = {a.bootstrap_servers}",
-            f"b.bootstrap.servers = {b.bootstrap_servers}",
-            "a->b.enabled = true",
-            "a->b.topics = events-.*",
-            "replication.factor = 3",
-            "refresh.topics.interval.seconds = 1",
-            "emit.checkpoints.interval.seconds = 1",
-            "offset.flush.interval.ms = 500",
-            f"offset.lag.max = {LAG_MAX}",
-            "a.consumer.session.timeout.ms = 6000",
-            "a.consumer.heartbeat.interval.ms = 1000",
-            "b.producer.request.timeout.ms = 5000",
-            "b.producer.retry.backoff.ms = 200",
-            "",
-        ])
-    )  # fmt: skip
+        "\n".join(
+            [
+                "clusters = a, b",
+                f"a.bootstrap.servers = {a.bootstrap_servers}",
+                f"b.bootstrap.servers = {b.bootstrap_servers}",
+                "a->b.enabled = true",
+                "a->b.topics = events-.*",
+                "replication.factor = 3",
+                "refresh.topics.interval.seconds = 1",
+                "emit.checkpoints.interval.seconds = 1",
+                "offset.flush.interval.ms = 500",
+                f"offset.lag.max = {LAG_MAX}",
+                "a.consumer.session.timeout.ms = 6000",
+                "a.consumer.heartbeat.interval.ms = 1000",
+                "b.producer.request.timeout.ms = 5000",
+                "b.producer.retry.backoff.ms = 200",
+                "",
+            ]
+        )
+    )
     mirror = MirrorProcess(config, directory / "mirror.log")
     mirror.start()
     try:
@@ -204,8 +208,9 @@ async def test_the_target_holds_every_record_through_kills(
             await asyncio.sleep(0.5)
         assert first_copies(target) == source, f"partition {p}: not every record, in order"
         duplicates += len(target) - len(source)
-    print(f"\nmirrored {sent[0]} records through three kills; at-least-once duplicates: "
-          f"{duplicates}")  # fmt: skip
+    print(
+        f"\nmirrored {sent[0]} records through three kills; at-least-once duplicates: {duplicates}"
+    )
 
 
 async def test_a_group_fails_over_at_translated_offsets(
@@ -224,8 +229,12 @@ async def test_a_group_fails_over_at_translated_offsets(
     # The application reads part of the topic on the source and commits as it goes.
     consumed: set[bytes] = set()
     committed: dict[tuple[str, int], int] = {}
-    group = {**source_config, "group.id": "app", "enable.auto.commit": "false",
-             "auto.offset.reset": "earliest"}  # fmt: skip
+    group = {
+        **source_config,
+        "group.id": "app",
+        "enable.auto.commit": "false",
+        "auto.offset.reset": "earliest",
+    }
     consumer = AsyncConsumer(group)
     consumer.subscribe([topic])
     async with consumer:
@@ -251,11 +260,26 @@ async def test_a_group_fails_over_at_translated_offsets(
         await asyncio.sleep(0.5)
     reset = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "riverlog", "consumer-groups", "--bootstrap-server",
-         b.bootstrap_servers, "--reset-offsets", "--group", "app", "--all-topics",
-         "--from-checkpoints", "a", "--execute"],
-        capture_output=True, text=True, timeout=60, env={**os.environ},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "riverlog",
+            "consumer-groups",
+            "--bootstrap-server",
+            b.bootstrap_servers,
+            "--reset-offsets",
+            "--group",
+            "app",
+            "--all-topics",
+            "--from-checkpoints",
+            "a",
+            "--execute",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ},
+    )
     assert reset.returncode == 0, reset.stderr
     assert remote in reset.stdout
 

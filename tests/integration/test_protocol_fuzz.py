@@ -14,10 +14,21 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 def test_a_short_fuzz_run_finds_no_broker_exception() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_fuzz.py"), "--frames", "2000",
-         "--workers", "1", "--no-coverage", "--seed", "7"],
-        capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_fuzz.py"),
+            "--frames",
+            "2000",
+            "--workers",
+            "1",
+            "--no-coverage",
+            "--seed",
+            "7",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert "broker exceptions: 0; crashes: 0; codec exceptions in the workers: 0" in done.stdout, (
         done.stdout + done.stderr[-2000:]
     )

@@ -44,10 +44,13 @@ BEFORE = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
 @pytest.fixture(scope="module")
 def six(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Six brokers, shared by this module's tests (each uses its own topics)."""
-    settings = {"leader.replication.throttled.rate": "400000",
-                "follower.replication.throttled.rate": "400000"}  # fmt: skip
-    cluster = Cluster(zookeeper, tmp_path_factory.mktemp("six"), brokers=6,
-                      settings=settings).start()  # fmt: skip
+    settings = {
+        "leader.replication.throttled.rate": "400000",
+        "follower.replication.throttled.rate": "400000",
+    }
+    cluster = Cluster(
+        zookeeper, tmp_path_factory.mktemp("six"), brokers=6, settings=settings
+    ).start()
     try:
         yield cluster
     finally:
@@ -88,9 +91,11 @@ def stored(
     store: ZooKeeperStore, topic: str
 ) -> tuple[layout.TopicAssignment, dict[int, layout.PartitionState]]:
     assignment = layout.TopicAssignment.from_json(store.get(layout.topic_path(topic)).data)
-    states = {p: layout.PartitionState.from_json(
-        store.get(layout.partition_state_path(topic, p)).data) for p in assignment.partitions}
-    return assignment, states  # fmt: skip
+    states = {
+        p: layout.PartitionState.from_json(store.get(layout.partition_state_path(topic, p)).data)
+        for p in assignment.partitions
+    }
+    return assignment, states
 
 
 def assert_moved(
@@ -109,9 +114,11 @@ def assert_moved(
         assert sorted(states[p].isr) == sorted(target)
 
     def metadata_shows_plan() -> bool:
-        shown = {p: (leader, replicas, sorted(isr))
-                 for p, (leader, replicas, isr) in partitions_of(cluster, topic).items()}
-        return shown == {p: (expected[p], t, sorted(t)) for p, t in PLAN.items()}  # fmt: skip
+        shown = {
+            p: (leader, replicas, sorted(isr))
+            for p, (leader, replicas, isr) in partitions_of(cluster, topic).items()
+        }
+        return shown == {p: (expected[p], t, sorted(t)) for p, t in PLAN.items()}
 
     wait_until(metadata_shows_plan, 20, "Metadata showing the plan")
 
@@ -127,9 +134,14 @@ class Reader:
         self.errors: list[KafkaError] = []
         self.count = 0
         self.stop = threading.Event()
-        self.consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
-                                  "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-        self.consumer.subscribe([topic])  # fmt: skip
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": f"g-{topic}",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        self.consumer.subscribe([topic])
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -145,8 +157,9 @@ class Reader:
         self.stop.set()
         self.thread.join(10)
         self.consumer.close()
-        return [e for e in self.errors
-                if not e.retriable() and e.code() != KafkaError._PARTITION_EOF]  # fmt: skip
+        return [
+            e for e in self.errors if not e.retriable() and e.code() != KafkaError._PARTITION_EOF
+        ]
 
 
 def test_moving_every_partition_to_other_brokers_under_load(
@@ -176,8 +189,9 @@ def test_moving_every_partition_to_other_brokers_under_load(
 
 
 def preload(cluster: Cluster, topic: str, records: int, size: int) -> None:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                         "linger.ms": 20})  # fmt: skip
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 20}
+    )
     for i in range(records):
         while True:
             try:  # values consume_all reads back as numbers
@@ -193,8 +207,13 @@ def test_a_killed_controller_leaves_the_move_to_the_next_one(
 ) -> None:
     """The topic throttles replicas that catch up (400 kB/s per broker and side): the move
     of ~3 MB is under way when the controller is SIGKILLed; its successor finishes it."""
-    topic = new_topic(six, **{"leader.replication.throttled.replicas": "*",
-                              "follower.replication.throttled.replicas": "*"})  # fmt: skip
+    topic = new_topic(
+        six,
+        **{
+            "leader.replication.throttled.replicas": "*",
+            "follower.replication.throttled.replicas": "*",
+        },
+    )
     preload(six, topic, 3000, 1000)
     started = time.monotonic()
     alter(six, {(topic, p): r for p, r in PLAN.items()})
@@ -207,8 +226,10 @@ def test_a_killed_controller_leaves_the_move_to_the_next_one(
     new = controller_of(six)
     six.brokers[old].start()
     wait_until(lambda: moves_done(six, store), 120, "the moves to finish")
-    print(f"controller {old} killed, {new} finished the move; "
-          f"{time.monotonic() - started:.1f} s in all")
+    print(
+        f"controller {old} killed, {new} finished the move; "
+        f"{time.monotonic() - started:.1f} s in all"
+    )
     elected = {p: state.leader for p, state in stored(store, topic)[1].items()}
     assert_moved(six, store, topic, leaders=elected)  # a failover may have picked others
     assert b"reassignment of" in six.brokers[new].log_file.read_bytes()
@@ -219,8 +240,13 @@ def test_a_killed_controller_leaves_the_move_to_the_next_one(
 def throttled_topic(cluster: Cluster) -> str:
     """A topic whose catching-up replicas are throttled (400 kB/s per broker and side), with
     ~3 MB in it: a move takes seconds."""
-    topic = new_topic(cluster, **{"leader.replication.throttled.replicas": "*",
-                                  "follower.replication.throttled.replicas": "*"})  # fmt: skip
+    topic = new_topic(
+        cluster,
+        **{
+            "leader.replication.throttled.replicas": "*",
+            "follower.replication.throttled.replicas": "*",
+        },
+    )
     preload(cluster, topic, 3000, 1000)
     return topic
 
@@ -272,10 +298,19 @@ def test_kafka_python_admin_changes_the_replication_factor(
 
 def reassign(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "riverlog", "reassign-partitions", "--bootstrap-server",
-         cluster.bootstrap_servers, *args],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "riverlog",
+            "reassign-partitions",
+            "--bootstrap-server",
+            cluster.bootstrap_servers,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def topic_configs(cluster: Cluster, topic: str) -> dict[str, str | None]:
@@ -292,8 +327,9 @@ def test_the_cli_generates_executes_verifies_and_cancels(
     topic = throttled_topic(six)
     to_move = tmp_path / "topics-to-move.json"
     to_move.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
-    generated = reassign(six, "--generate", "--topics-to-move-json-file", str(to_move),
-                         "--broker-list", "4,5,6")  # fmt: skip
+    generated = reassign(
+        six, "--generate", "--topics-to-move-json-file", str(to_move), "--broker-list", "4,5,6"
+    )
     assert generated.returncode == 0, generated.stderr
     lines = generated.stdout.splitlines()
     assert lines[0] == "Current partition replica assignment"
@@ -307,17 +343,21 @@ def test_the_cli_generates_executes_verifies_and_cancels(
 
     plan = tmp_path / "plan.json"
     plan.write_text(lines[4])
-    executed = reassign(six, "--execute", "--reassignment-json-file", str(plan),
-                        "--throttle", "400000")  # fmt: skip
+    executed = reassign(
+        six, "--execute", "--reassignment-json-file", str(plan), "--throttle", "400000"
+    )
     assert executed.returncode == 0, executed.stderr
     assert "Save this to use as the --reassignment-json-file option during rollback" in (
-        executed.stdout)  # fmt: skip
+        executed.stdout
+    )
     assert executed.stdout.splitlines()[-1] == (
-        f"Successfully started partition reassignments for {topic}-0,{topic}-1,{topic}-2")
+        f"Successfully started partition reassignments for {topic}-0,{topic}-1,{topic}-2"
+    )
     assert "The inter-broker throttle limit was set to 400000 B/s" in executed.stdout
     configs = topic_configs(six, topic)
     assert configs["follower.replication.throttled.replicas"] == ",".join(
-        f"{p}:{b}" for p in range(3) for b in replicas[p])  # fmt: skip
+        f"{p}:{b}" for p in range(3) for b in replicas[p]
+    )
     again = reassign(six, "--execute", "--reassignment-json-file", str(plan))  # throttled:
     assert again.returncode == 1 and "--additional" in again.stderr  # still moving
     verified = reassign(six, "--verify", "--reassignment-json-file", str(plan))
@@ -327,7 +367,8 @@ def test_the_cli_generates_executes_verifies_and_cancels(
         time.sleep(0.5)
         verified = reassign(six, "--verify", "--reassignment-json-file", str(plan))
     assert verified.stdout.splitlines()[:4] == ["Status of partition reassignment:"] + [
-        f"Reassignment of partition {topic}-{p} is completed." for p in range(3)]
+        f"Reassignment of partition {topic}-{p} is completed." for p in range(3)
+    ]
     assert f"Clearing topic-level throttles on topic {topic}" in verified.stdout
     configs = topic_configs(six, topic)
     assert configs["leader.replication.throttled.replicas"] == ""
@@ -337,19 +378,27 @@ def test_the_cli_generates_executes_verifies_and_cancels(
     rollback.write_text(executed.stdout.splitlines()[2])
     stale = reassign(six, "--verify", "--reassignment-json-file", str(rollback))
     assert stale.returncode == 1
-    assert (f"There is no active reassignment of partition {topic}-0, but replica set is "
-            f"{','.join(map(str, replicas[0]))} rather than 1,2,3.") in stale.stdout
+    assert (
+        f"There is no active reassignment of partition {topic}-0, but replica set is "
+        f"{','.join(map(str, replicas[0]))} rather than 1,2,3."
+    ) in stale.stdout
 
-    assert reassign(six, "--execute", "--reassignment-json-file", str(rollback),
-                    "--throttle", "400000").returncode == 0  # fmt: skip
+    assert (
+        reassign(
+            six, "--execute", "--reassignment-json-file", str(rollback), "--throttle", "400000"
+        ).returncode
+        == 0
+    )
     listed = reassign(six, "--list")
     cancelled = reassign(six, "--cancel", "--reassignment-json-file", str(rollback))
     assert cancelled.returncode == 0, cancelled.stderr
     assert cancelled.stdout.splitlines()[0] == (  # the throttled move was under way
-        f"Successfully cancelled partition reassignments for: {topic}-0,{topic}-1,{topic}-2")
+        f"Successfully cancelled partition reassignments for: {topic}-0,{topic}-1,{topic}-2"
+    )
     assert listed.stdout.splitlines()[1] == (
         f"{topic}-0: replicas: 1,2,3,{','.join(map(str, replicas[0]))}. adding: 1,2,3. "
-        f"removing: {','.join(map(str, replicas[0]))}.")  # fmt: skip
+        f"removing: {','.join(map(str, replicas[0]))}."
+    )
     wait_until(lambda: moves_done(six, store), 60, "the cancellation to finish")
     assert stored(store, topic)[0].partitions == replicas
     assert reassign(six, "--list").stdout == "No partition reassignments found.\n"
@@ -362,11 +411,24 @@ def test_a_plan_written_to_zookeeper_is_carried_out_and_bad_entries_dropped(
 ) -> None:
     """The pre-API way: a tool writes Kafka's JSON to `/admin/reassign_partitions` itself."""
     topic = new_topic(six)
-    store.create(layout.REASSIGN_PARTITIONS, json.dumps({"version": 1, "partitions": [
-        {"topic": topic, "partition": 0, "replicas": [3, 4, 5], "log_dirs": ["any"] * 3},
-        {"topic": topic, "partition": 1, "replicas": [2, 99]},
-        {"topic": "no-such-topic", "partition": 0, "replicas": [1]},
-    ]}).encode())  # fmt: skip
+    store.create(
+        layout.REASSIGN_PARTITIONS,
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {
+                        "topic": topic,
+                        "partition": 0,
+                        "replicas": [3, 4, 5],
+                        "log_dirs": ["any"] * 3,
+                    },
+                    {"topic": topic, "partition": 1, "replicas": [2, 99]},
+                    {"topic": "no-such-topic", "partition": 0, "replicas": [1]},
+                ],
+            }
+        ).encode(),
+    )
     wait_until(lambda: not store.exists(layout.REASSIGN_PARTITIONS), 30, "the node to go")
     assignment, states = stored(store, topic)
     assert assignment.partitions == {0: [3, 4, 5], 1: BEFORE[1], 2: BEFORE[2]}

@@ -35,22 +35,42 @@ from tests.cluster_harness import (
 )
 
 pytestmark = pytest.mark.timeout(180)
-LAG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}: max lag is (-?\d+) for partition "
-                 r"(\S+) at offset (-?\d+) among (\d+) partitions$")  # fmt: skip
+LAG = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}: max lag is (-?\d+) for partition "
+    r"(\S+) at offset (-?\d+) among (\d+) partitions$"
+)
 
 
 def verify(cluster: Cluster, topic: str, run_ms: int) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "riverlog", "replica-verification", "--broker-list",
-         cluster.bootstrap_servers, "--topic-white-list", topic, "--time", "-2",
-         "--time-ms", str(run_ms), "--report-interval-ms", "300", "--max-wait-ms", "100"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "riverlog",
+            "replica-verification",
+            "--broker-list",
+            cluster.bootstrap_servers,
+            "--topic-white-list",
+            topic,
+            "--time",
+            "-2",
+            "--time-ms",
+            str(run_ms),
+            "--report-interval-ms",
+            "300",
+            "--max-wait-ms",
+            "100",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def produce(cluster: Cluster, topic: str, partition: int, count: int, tag: str) -> None:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                         "linger.ms": 20})  # fmt: skip
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 20}
+    )
     for i in range(count):
         producer.produce(topic, f"{tag}-{i}".encode(), partition=partition)
     assert producer.flush(30) == 0
@@ -63,11 +83,24 @@ def leader_batches(address: str, topic: str, offset: int) -> list[tuple[BatchHea
         host, port = address.split(":")
         conn = await Connection.open(host, int(port))
         try:
-            request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
-                                   session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
-                                       topic=topic, partitions=[FetchRequest.FetchPartition(
-                                           partition=0, fetch_offset=offset,
-                                           partition_max_bytes=1 << 20)])])  # fmt: skip
+            request = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=1 << 20,
+                session_id=0,
+                session_epoch=-1,
+                topics=[
+                    FetchRequest.FetchTopic(
+                        topic=topic,
+                        partitions=[
+                            FetchRequest.FetchPartition(
+                                partition=0, fetch_offset=offset, partition_max_bytes=1 << 20
+                            )
+                        ],
+                    )
+                ],
+            )
             response = await conn.send(request, 12)
         finally:
             await conn.close()
@@ -88,11 +121,13 @@ def forge_into(data_dir: Path, topic: str, originals: list[tuple[BatchHeader, in
         assert plog is not None
         for header, count in originals:
             forged = encode_batch(
-                [Record(header.base_offset + i, header.base_timestamp, None, b"forged")
-                 for i in range(count)],
+                [
+                    Record(header.base_offset + i, header.base_timestamp, None, b"forged")
+                    for i in range(count)
+                ],
                 base_offset=header.base_offset,
                 partition_leader_epoch=header.partition_leader_epoch,
-            )  # fmt: skip
+            )
             plog.append_as_follower(forged)
     finally:
         manager.shutdown()
@@ -135,9 +170,11 @@ def test_zero_divergence_when_healthy_lag_and_a_forged_replica_found(cluster: Cl
 
     diverged = verify(cluster, topic, 2000)
     assert diverged.returncode == 1, diverged.stdout + diverged.stderr
-    found = re.findall(rf": partition {re.escape(topic)}-0 has unmatched checksum at offset "
-                       rf"(\d+); replica (\d+)'s checksum \d+; replica (\d+)'s checksum \d+",
-                       diverged.stdout)  # fmt: skip
+    found = re.findall(
+        rf": partition {re.escape(topic)}-0 has unmatched checksum at offset "
+        rf"(\d+); replica (\d+)'s checksum \d+; replica (\d+)'s checksum \d+",
+        diverged.stdout,
+    )
     assert {int(offset) for offset, _, _ in found} == {h.last_offset for h, _ in originals}
     assert all(follower in (int(a), int(b)) for _, a, b in found)
     assert f"{topic}-1 has unmatched" not in diverged.stdout

@@ -30,9 +30,12 @@ pytestmark = pytest.mark.timeout(180)
 
 def merger(cluster: Cluster, *args: str) -> list[str]:
     logs = ",".join(str(b.data_dir / "state-change.log") for b in cluster.brokers.values())
-    out = subprocess.run([sys.executable, "-m", "riverlog", "state-change-log-merger",
-                          "--logs", logs, *args], capture_output=True, text=True,
-                         timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "riverlog", "state-change-log-merger", "--logs", logs, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
 
@@ -68,24 +71,49 @@ def test_a_failover_reads_as_one_ordered_story(cluster: Cluster) -> None:
     }, "every broker's log is in the merge"
     p0 = re.escape(f"{topic}-0")
     c = f"Controller id={controller} epoch=\\d+"
-    created = first(story, rf"{c}\] Changed partition {p0} from NewPartition to "
-                           rf"OnlinePartition with state LeaderAndIsr\(leader={victim}, "
-                           r"leaderEpoch=0, ")  # fmt: skip
-    led = first(story, rf"\[Broker id={victim}\] Handled LeaderAndIsr .* partition {p0}: "
-                       r"became leader with leader epoch 0", created)  # fmt: skip
-    failed_over = first(story, rf"{c}\] Changed partition {p0} from OnlinePartition to "
-                               rf"OnlinePartition with state LeaderAndIsr\(leader={survivor}, "
-                               r"leaderEpoch=1, ", led)  # fmt: skip
-    sent = first(story, rf"{c}\] Sending become-leader LeaderAndIsr request .*leader={survivor}, "
-                        rf"leaderEpoch=1.* to broker {survivor} for partition {p0}",
-                 failed_over)  # fmt: skip
-    took_over = first(story, rf"\[Broker id={survivor}\] Handled LeaderAndIsr .* partition "
-                             rf"{p0}: became leader with leader epoch 1", sent)  # fmt: skip
-    back = first(story, rf"\[Broker id={victim}\] Handled LeaderAndIsr .* partition {p0}: "
-                        rf"became follower of broker {survivor} with leader epoch 1",
-                 took_over)  # fmt: skip
-    first(story, rf"\[Broker id={survivor}\] Expanded ISR of partition {p0} from \[.*\] to "
-                 rf"\[.*{victim}.*\]", back)  # fmt: skip
+    created = first(
+        story,
+        rf"{c}\] Changed partition {p0} from NewPartition to "
+        rf"OnlinePartition with state LeaderAndIsr\(leader={victim}, "
+        r"leaderEpoch=0, ",
+    )
+    led = first(
+        story,
+        rf"\[Broker id={victim}\] Handled LeaderAndIsr .* partition {p0}: "
+        r"became leader with leader epoch 0",
+        created,
+    )
+    failed_over = first(
+        story,
+        rf"{c}\] Changed partition {p0} from OnlinePartition to "
+        rf"OnlinePartition with state LeaderAndIsr\(leader={survivor}, "
+        r"leaderEpoch=1, ",
+        led,
+    )
+    sent = first(
+        story,
+        rf"{c}\] Sending become-leader LeaderAndIsr request .*leader={survivor}, "
+        rf"leaderEpoch=1.* to broker {survivor} for partition {p0}",
+        failed_over,
+    )
+    took_over = first(
+        story,
+        rf"\[Broker id={survivor}\] Handled LeaderAndIsr .* partition "
+        rf"{p0}: became leader with leader epoch 1",
+        sent,
+    )
+    back = first(
+        story,
+        rf"\[Broker id={victim}\] Handled LeaderAndIsr .* partition {p0}: "
+        rf"became follower of broker {survivor} with leader epoch 1",
+        took_over,
+    )
+    first(
+        story,
+        rf"\[Broker id={survivor}\] Expanded ISR of partition {p0} from \[.*\] to "
+        rf"\[.*{victim}.*\]",
+        back,
+    )
 
     others = merger(cluster, "--topic", topic, "--partitions", "1")
     assert others and all(f"{topic}-1" in line and f"{topic}-0" not in line for line in others)

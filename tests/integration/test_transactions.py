@@ -62,8 +62,14 @@ def _confluent_read(
     bootstrap: str, topic: str, isolation: str, until: int, partitions: int = PARTITIONS
 ) -> dict[int, list[bytes]]:
     """Values per partition, read from the start until `until` records or the deadline."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False, "isolation.level": isolation})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     deadline = time.monotonic() + DEADLINE_S
@@ -79,8 +85,12 @@ def _confluent_read(
 
 
 def _kafka_python_read(bootstrap: str, topic: str, until: int) -> dict[int, list[bytes]]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
-                             enable_auto_commit=False, consumer_timeout_ms=500)  # fmt: skip
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        consumer_timeout_ms=500,
+    )
     consumer.assign([KTopicPartition(topic, p) for p in range(PARTITIONS)])
     consumer.seek_to_beginning()
     got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
@@ -96,8 +106,9 @@ def _kafka_python_read(bootstrap: str, topic: str, until: int) -> dict[int, list
 
 def _read_to_lso(bootstrap: str, topic: str, partitions: int = 1) -> dict[int, list[bytes]]:
     """Everything a read_committed consumer sees up to the current last stable offsets."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
-                             enable_auto_commit=False)  # fmt: skip
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
     tps = [KTopicPartition(topic, p) for p in range(partitions)]
     got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     try:
@@ -115,8 +126,12 @@ def _read_to_lso(bootstrap: str, topic: str, partitions: int = 1) -> dict[int, l
 
 
 async def _aiokafka_read(bootstrap: str, topic: str, until: int) -> dict[int, list[bytes]]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
-                                enable_auto_commit=False, auto_offset_reset="earliest")  # fmt: skip
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
     await consumer.start()
     got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     try:
@@ -163,8 +178,9 @@ def _expected(values: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
 
 def test_confluent_commit_and_abort_read_by_every_client(bootstrap: str) -> None:
     topic = _topic(bootstrap, "txn")
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}",
-                         "linger.ms": 5})  # fmt: skip
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}", "linger.ms": 5}
+    )
     producer.init_transactions(DEADLINE_S)
     committed: list[tuple[int, bytes]] = []
     aborted: list[tuple[int, bytes]] = []
@@ -203,8 +219,9 @@ def test_open_transaction_holds_back_read_committed(bootstrap: str) -> None:
     producer.flush(DEADLINE_S)
     plain.produce(topic, value=b"after", partition=0)
     plain.flush(DEADLINE_S)
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
-                             enable_auto_commit=False)  # fmt: skip
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
     tp = KTopicPartition(topic, 0)
     try:
         assert consumer.end_offsets([tp])[tp] == 1  # the LSO: the open transaction's start
@@ -233,9 +250,15 @@ def test_confluent_send_offsets_to_transaction(bootstrap: str) -> None:
     for i in range(10):
         plain.produce(source, value=b"%d" % i, partition=0)
     plain.flush(DEADLINE_S)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed"})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
     consumer.subscribe([source])
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{sink}"})
     producer.init_transactions(DEADLINE_S)
@@ -327,8 +350,13 @@ def test_zombie_with_an_old_epoch_is_fenced(bootstrap: str) -> None:
 
 def test_timed_out_transaction_is_aborted_by_the_coordinator(bootstrap: str) -> None:
     topic = _topic(bootstrap, "timeout", partitions=1)
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}",
-                         "transaction.timeout.ms": 1000})  # fmt: skip
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"tx-{topic}",
+            "transaction.timeout.ms": 1000,
+        }
+    )
     producer.init_transactions(DEADLINE_S)
     producer.begin_transaction()
     producer.produce(topic, value=b"abandoned", partition=0)
@@ -349,10 +377,12 @@ def test_timed_out_transaction_is_aborted_by_the_coordinator(bootstrap: str) -> 
 
 def _tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "riverlog", "transactions", "--bootstrap-server", bootstrap,
-         *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "riverlog", "transactions", "--bootstrap-server", bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 async def _hang(bootstrap: str, topic: str) -> None:
@@ -360,15 +390,28 @@ async def _hang(bootstrap: str, topic: str) -> None:
     host, port = bootstrap.split(":")
     conn = await Connection.open(host, int(port))
     try:
-        init = await conn.send(m.InitProducerIdRequest(transactional_id=None,
-                                                       transaction_timeout_ms=60000))  # fmt: skip
+        init = await conn.send(
+            m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
+        )
         assert isinstance(init, m.InitProducerIdResponse) and init.error_code == 0
-        batch = encode_batch([Record(0, int(time.time() * 1000), b"k", b"ghost")],
-                             producer_id=init.producer_id, producer_epoch=init.producer_epoch,
-                             base_sequence=0, is_transactional=True)  # fmt: skip
-        produce = m.ProduceRequest(acks=-1, timeout_ms=10000, transactional_id="ghost", topic_data=[
-            m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
-                m.ProduceRequest.PartitionProduceData(index=0, records=batch)])])  # fmt: skip
+        batch = encode_batch(
+            [Record(0, int(time.time() * 1000), b"k", b"ghost")],
+            producer_id=init.producer_id,
+            producer_epoch=init.producer_epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        produce = m.ProduceRequest(
+            acks=-1,
+            timeout_ms=10000,
+            transactional_id="ghost",
+            topic_data=[
+                m.ProduceRequest.TopicProduceData(
+                    name=topic,
+                    partition_data=[m.ProduceRequest.PartitionProduceData(index=0, records=batch)],
+                )
+            ],
+        )
         answer = await conn.send(produce)
         assert isinstance(answer, m.ProduceResponse)
         assert answer.responses[0].partition_responses[0].error_code == 0
@@ -406,18 +449,25 @@ def test_transactions_tool_lists_describes_finds_and_aborts(bootstrap: str) -> N
         producers = _tool(bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
         assert producers.returncode == 0, producers.stderr
         assert producers.stdout.splitlines()[0].split() == [
-            "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
-            "LastTimestamp", "CurrentTransactionStartOffset"]  # fmt: skip
+            "ProducerId",
+            "ProducerEpoch",
+            "LatestCoordinatorEpoch",
+            "LastSequence",
+            "LastTimestamp",
+            "CurrentTransactionStartOffset",
+        ]
         starts = [line.split()[5] for line in producers.stdout.splitlines()[1:]]
         assert sorted(starts) == ["2", "None"]
-        hanging = _tool(bootstrap, "find-hanging", "--topic", topic,
-                        "--max-transaction-timeout", "0")  # fmt: skip
+        hanging = _tool(
+            bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0"
+        )
         assert hanging.returncode == 0, hanging.stderr
         rows = hanging.stdout.splitlines()[1:]
         assert len(rows) == 1 and rows[0].split()[:2] == [topic, "0"]
         assert rows[0].split()[5] == "2"
-        aborted = _tool(bootstrap, "abort", "--topic", topic, "--partition", "0",
-                        "--start-offset", "2")  # fmt: skip
+        aborted = _tool(
+            bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "2"
+        )
         assert aborted.returncode == 0, aborted.stderr
         _wait_until(lambda: consumer.end_offsets([tp])[tp] == 4)  # stable again
     finally:
@@ -425,11 +475,26 @@ def test_transactions_tool_lists_describes_finds_and_aborts(bootstrap: str) -> N
     assert _read_to_lso(bootstrap, topic) == {0: [b"open"]}
     for isolation, shown in (("read_committed", "open\n"), ("read_uncommitted", "open\nghost\n")):
         console = subprocess.run(
-            [sys.executable, "-m", "riverlog", "console-consumer", "--bootstrap-server",
-             bootstrap, "--topic", topic, "--from-beginning", "--isolation-level", isolation,
-             "--timeout-ms", "1500"],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "riverlog",
+                "console-consumer",
+                "--bootstrap-server",
+                bootstrap,
+                "--topic",
+                topic,
+                "--from-beginning",
+                "--isolation-level",
+                isolation,
+                "--timeout-ms",
+                "1500",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert console.stdout == shown, console.stderr
 
 
@@ -444,8 +509,10 @@ async def _riverlog_transactions(bootstrap: str, topic: str, group: str) -> list
         for round_, commit in enumerate((True, False, True)):
             await producer.begin_transaction()
             values = [b"rl%d-%d" % (round_, i) for i in range(PARTITIONS * 2)]
-            futures = [await producer.send(topic, v, partition=i % PARTITIONS)
-                       for i, v in enumerate(values)]  # fmt: skip
+            futures = [
+                await producer.send(topic, v, partition=i % PARTITIONS)
+                for i, v in enumerate(values)
+            ]
             await producer.send_offsets_to_transaction({(topic, 0): round_ + 1}, group)
             if commit:
                 await producer.commit_transaction()
@@ -486,12 +553,31 @@ def test_riverlog_transactional_producer(bootstrap: str) -> None:
 def test_producer_perf_test_in_transactions(bootstrap: str) -> None:
     topic = _topic(bootstrap, "perf", partitions=1)
     produced = subprocess.run(
-        [sys.executable, "-m", "riverlog", "producer-perf-test", "--topic", topic,
-         "--num-records", "3000", "--record-size", "100", "--throughput", "-1",
-         "--producer-props", f"bootstrap.servers={bootstrap}",
-         "--transactional-id", f"perf-{topic}", "--transaction-duration-ms", "50"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "riverlog",
+            "producer-perf-test",
+            "--topic",
+            topic,
+            "--num-records",
+            "3000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            f"bootstrap.servers={bootstrap}",
+            "--transactional-id",
+            f"perf-{topic}",
+            "--transaction-duration-ms",
+            "50",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert produced.returncode == 0, produced.stderr
     assert produced.stdout.strip().splitlines()[-1].startswith("3000 records sent, ")
     tp = KTopicPartition(topic, 0)

@@ -40,8 +40,14 @@ TRANSACTIONAL_ID = "copier"
 
 
 def _fill(cluster: Cluster, topic: str) -> None:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 5})  # fmt: skip
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
+    )
     for i in range(RECORDS):
         producer.produce(topic, str(i).encode(), partition=i % PARTITIONS)
         producer.poll(0)
@@ -63,25 +69,40 @@ class Copier:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _producer(self) -> Producer:
-        producer = Producer({"bootstrap.servers": self.cluster.bootstrap_servers,
-                             "transactional.id": TRANSACTIONAL_ID, "linger.ms": 5,
-                             "transaction.timeout.ms": 30000, "debug": "eos"})  # fmt: skip
+        producer = Producer(
+            {
+                "bootstrap.servers": self.cluster.bootstrap_servers,
+                "transactional.id": TRANSACTIONAL_ID,
+                "linger.ms": 5,
+                "transaction.timeout.ms": 30000,
+                "debug": "eos",
+            }
+        )
         producer.init_transactions(60)
         return producer
 
     def _consumer(self) -> Consumer:
-        consumer = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers,
-                             "group.id": "copier", "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest",
-                             "isolation.level": "read_committed"})  # fmt: skip
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.cluster.bootstrap_servers,
+                "group.id": "copier",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
+        )
         consumer.assign([TopicPartition(self.source, p) for p in range(PARTITIONS)])
         return consumer
 
     def _rewind(self, consumer: Consumer) -> None:
         """Back to the committed offsets (assign with offsets: no fetch state needed)."""
         tps = [TopicPartition(self.source, p) for p in range(PARTITIONS)]
-        consumer.assign([TopicPartition(self.source, tp.partition, max(tp.offset, 0))
-                         for tp in consumer.committed(tps, 60)])  # fmt: skip
+        consumer.assign(
+            [
+                TopicPartition(self.source, tp.partition, max(tp.offset, 0))
+                for tp in consumer.committed(tps, 60)
+            ]
+        )
 
     def _committed_total(self, consumer: Consumer) -> int:
         tps = [TopicPartition(self.source, p) for p in range(PARTITIONS)]
@@ -111,8 +132,9 @@ class Copier:
                             producer.produce(self.sink, msg.value(), partition=msg.partition())
                     producer.send_offsets_to_transaction(
                         consumer.position(consumer.assignment()),
-                        consumer.consumer_group_metadata(), 60,
-                    )  # fmt: skip
+                        consumer.consumer_group_metadata(),
+                        60,
+                    )
                     self._commit(producer)
                     self.transactions += 1
                 except KafkaException as e:
@@ -217,8 +239,11 @@ def test_transactional_copy_is_exactly_once_under_sigkill(
         sink = create_topic(cluster, PARTITIONS)
         _fill(cluster, source)
         copiers = Copiers(cluster, source, sink)
-        wait_until(lambda: copiers.transactions >= 3 or copiers.current.done.is_set(), 60,
-                   "the first transactions")  # fmt: skip
+        wait_until(
+            lambda: copiers.transactions >= 3 or copiers.current.done.is_set(),
+            60,
+            "the first transactions",
+        )
         victims = [
             ("sink leader", lambda: partitions_of(cluster, sink)[0][0]),
             ("coordinator", lambda: _coordinator_broker(cluster)),
@@ -258,10 +283,16 @@ def test_transactional_copy_is_exactly_once_under_sigkill(
 
 
 def _read_committed(cluster: Cluster, topic: str) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "check",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed",
-                         "enable.partition.eof": True})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "check",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got: list[bytes] = []
     at_end: set[int] = set()

@@ -17,8 +17,9 @@ def test_offset_sync_and_checkpoint_bytes_are_kafkas() -> None:
     assert OffsetSync.decode(sync.key(), sync.value()) == sync
     point = Checkpoint("billing", "a.orders", 1, 30, 31, "")
     assert point.key() == b"\x00\x07billing\x00\x08a.orders\x00\x00\x00\x01"
-    assert point.value() == (b"\x00\x00" + (30).to_bytes(8, "big") + (31).to_bytes(8, "big")
-                             + b"\x00\x00")  # fmt: skip
+    assert point.value() == (
+        b"\x00\x00" + (30).to_bytes(8, "big") + (31).to_bytes(8, "big") + b"\x00\x00"
+    )
     assert Checkpoint.decode(point.key(), point.value()) == point
     with pytest.raises(ValueError):
         Checkpoint.decode(point.key(), b"\x00\x01" + point.value()[2:])  # unknown version
@@ -66,16 +67,29 @@ def test_topic_filters() -> None:
 
 
 def props(**extra: str) -> dict[str, str]:
-    return {"clusters": "a, b", "a.bootstrap.servers": "h:1", "b.bootstrap.servers": "h:2",
-            "a->b.enabled": "true", **extra}  # fmt: skip
+    return {
+        "clusters": "a, b",
+        "a.bootstrap.servers": "h:1",
+        "b.bootstrap.servers": "h:2",
+        "a->b.enabled": "true",
+        **extra,
+    }
 
 
 def test_mm2_properties_resolve_flow_then_top_level_then_defaults() -> None:
-    flows = mm2_config.parse(props(**{
-        "topics": "x.*", "a->b.topics": "orders", "emit.checkpoints.interval.seconds": "5",
-        "a.consumer.max.poll.records": "100", "b.client.id": "mirror",
-        "offset.storage.replication.factor": "1", "topics.blacklist": "secret.*",
-    }))  # fmt: skip
+    flows = mm2_config.parse(
+        props(
+            **{
+                "topics": "x.*",
+                "a->b.topics": "orders",
+                "emit.checkpoints.interval.seconds": "5",
+                "a.consumer.max.poll.records": "100",
+                "b.client.id": "mirror",
+                "offset.storage.replication.factor": "1",
+                "topics.blacklist": "secret.*",
+            }
+        )
+    )
     (flow,) = flows
     assert flow.name == "a->b"
     assert flow.settings["topics"] == "orders"

@@ -121,16 +121,24 @@ def test_bad_flags_and_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     producer = tmp_path / "p.properties"
     consumer.write_text("bootstrap.servers=127.0.0.1:1\n")  # no group.id
     producer.write_text("bootstrap.servers=127.0.0.1:1\nno.such.key=1\n")
-    args = ["mirror-maker", "--consumer.config", str(consumer), "--producer.config",
-            str(producer), "--whitelist", "x"]  # fmt: skip
+    args = [
+        "mirror-maker",
+        "--consumer.config",
+        str(consumer),
+        "--producer.config",
+        str(producer),
+        "--whitelist",
+        "x",
+    ]
     assert main(args) == 2
     assert "group.id" in capsys.readouterr().err
     consumer.write_text("bootstrap.servers=127.0.0.1:1\ngroup.id=g\n")
     assert main(args) == 2
     assert "no.such.key" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["mirror-maker", "--consumer.config", str(consumer), "--producer.config",
-              str(producer)])  # fmt: skip
+        main(
+            ["mirror-maker", "--consumer.config", str(consumer), "--producer.config", str(producer)]
+        )
 
 
 @pytest.mark.parametrize("abort", [True, False])
@@ -151,11 +159,16 @@ async def test_a_record_the_target_refuses(
         await producer.send(topic, b"after", partition=0)
     group = f"mm1-refused-{abort}"
     options = mm1.MirrorMakerOptions(
-        consumer={"bootstrap.servers": source.bootstrap_servers, "group.id": group,
-                  "auto.offset.reset": "earliest"},
+        consumer={
+            "bootstrap.servers": source.bootstrap_servers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+        },
         producer={"bootstrap.servers": target.bootstrap_servers, "linger.ms": "0"},
-        include=topic, offset_commit_interval_ms=100, abort_on_send_failure=abort,
-    )  # fmt: skip
+        include=topic,
+        offset_commit_interval_ms=100,
+        abort_on_send_failure=abort,
+    )
     stop = asyncio.Event()
     task = asyncio.create_task(mm1.run(options, stop))
     if abort:
@@ -196,10 +209,19 @@ async def test_the_command_mirrors_until_sigterm_then_commits(
     producer_file = tmp_path / "producer.properties"
     producer_file.write_text(f"bootstrap.servers={target.bootstrap_servers}\n")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "riverlog", "mirror-maker", "--consumer.config", str(consumer),
-        "--producer.config", str(producer_file), "--whitelist", topic,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "riverlog",
+        "mirror-maker",
+        "--consumer.config",
+        str(consumer),
+        "--producer.config",
+        str(producer_file),
+        "--whitelist",
+        topic,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         assert len(await read_all(target.bootstrap_servers, topic, 50)) == 50
     finally:

@@ -70,13 +70,19 @@ async def test_a_flow_mirrors_topics_configs_and_group_offsets(
     a = {"bootstrap.servers": source.bootstrap_servers}
     b = {"bootstrap.servers": target.bootstrap_servers}
     async with AsyncAdmin(a) as admin:
-        await admin.create_topic("orders", 2, 1, {"retention.ms": "3600000",
-                                                  "min.insync.replicas": "1"})  # fmt: skip
+        await admin.create_topic(
+            "orders", 2, 1, {"retention.ms": "3600000", "min.insync.replicas": "1"}
+        )
         await admin.create_topic("b.orders", 1, 1)  # a remote topic of b: never back to b
     async with AsyncProducer(a) as producer:
         for i in range(100):
-            await producer.send("orders", f"o{i}".encode(), key=b"k", partition=i % 2,
-                                headers=[("n", str(i).encode())])  # fmt: skip
+            await producer.send(
+                "orders",
+                f"o{i}".encode(),
+                key=b"k",
+                partition=i % 2,
+                headers=[("n", str(i).encode())],
+            )
             await producer.send("b.orders", b"loop", partition=0)
     # A group that read 30 + 20 records of orders on the source.
     consumer = AsyncConsumer({**a, "group.id": "billing", "enable.auto.commit": "false"})
@@ -102,7 +108,9 @@ async def test_a_flow_mirrors_topics_configs_and_group_offsets(
             # Group offsets: translated, checkpointed, and committed for the idle group on b.
             async def synced() -> bool:
                 return await target_admin.group_offsets("billing") == {
-                    ("a.orders", 0): 30, ("a.orders", 1): 20}  # fmt: skip
+                    ("a.orders", 0): 30,
+                    ("a.orders", 1): 20,
+                }
 
             await eventually(synced, "billing's offsets on b")
 
@@ -110,8 +118,9 @@ async def test_a_flow_mirrors_topics_configs_and_group_offsets(
             async with AsyncAdmin(a) as admin:
                 await admin.create_topic("payments", 1, 1)
                 await admin.create_partitions("orders", 3)
-                await admin.alter_configs(admin_ops.TOPIC_RESOURCE, "orders",
-                                          set={"retention.ms": "7200000"})  # fmt: skip
+                await admin.alter_configs(
+                    admin_ops.TOPIC_RESOURCE, "orders", set={"retention.ms": "7200000"}
+                )
             async with AsyncProducer(a) as producer:
                 await producer.send("payments", b"p0")
                 await producer.send("orders", b"o-new", partition=2)
@@ -121,8 +130,9 @@ async def test_a_flow_mirrors_topics_configs_and_group_offsets(
                 return topics.get("a.payments") == 1 and topics.get("a.orders") == 3
 
             await eventually(picked_up, "a.payments and a grown a.orders")
-            assert [r.value for r in await read_all(target.bootstrap_servers, "a.payments", 1)
-                    ] == [b"p0"]  # fmt: skip
+            assert [r.value for r in await read_all(target.bootstrap_servers, "a.payments", 1)] == [
+                b"p0"
+            ]
             grown = await read_all(target.bootstrap_servers, "a.orders", 101)
             assert [(r.partition, r.value) for r in grown if r.partition == 2] == [(2, b"o-new")]
 
@@ -149,17 +159,39 @@ async def test_a_flow_mirrors_topics_configs_and_group_offsets(
 
     # The tool shows the translation, and applies it with --execute.
     code = await asyncio.to_thread(
-        main, ["consumer-groups", "--bootstrap-server", target.bootstrap_servers,
-               "--reset-offsets", "--group", "audit", "--all-topics",
-               "--from-checkpoints", "a", "--dry-run"])  # fmt: skip
+        main,
+        [
+            "consumer-groups",
+            "--bootstrap-server",
+            target.bootstrap_servers,
+            "--reset-offsets",
+            "--group",
+            "audit",
+            "--all-topics",
+            "--from-checkpoints",
+            "a",
+            "--dry-run",
+        ],
+    )
     assert code == 0
     assert "audit" not in capsys.readouterr().out  # no checkpoint for audit: nothing planned
     async with AsyncAdmin(b) as target_admin:
         await target_admin.reset_group_offsets("billing", {("a.orders", 0): 0})
     code = await asyncio.to_thread(
-        main, ["consumer-groups", "--bootstrap-server", target.bootstrap_servers,
-               "--reset-offsets", "--group", "billing", "--all-topics",
-               "--from-checkpoints", "a", "--execute"])  # fmt: skip
+        main,
+        [
+            "consumer-groups",
+            "--bootstrap-server",
+            target.bootstrap_servers,
+            "--reset-offsets",
+            "--group",
+            "billing",
+            "--all-topics",
+            "--from-checkpoints",
+            "a",
+            "--execute",
+        ],
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "a.orders" in out and "30" in out
@@ -175,10 +207,14 @@ async def test_the_identity_policy_keeps_names(
         await admin.create_topic("orders-identity", 1, 1)
     async with AsyncProducer({"bootstrap.servers": source.bootstrap_servers}) as producer:
         await producer.send("orders-identity", b"same name")
-    chosen = flows(source, target, **{
-        "a->b.topics": "orders-identity",
-        "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
-    })  # fmt: skip
+    chosen = flows(
+        source,
+        target,
+        **{
+            "a->b.topics": "orders-identity",
+            "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+        },
+    )
     stop = asyncio.Event()
     task = asyncio.create_task(mm2.run(chosen, stop))
     try:
@@ -195,8 +231,11 @@ async def test_active_active_flows_do_not_loop(
     """a->b and b->a both on: a's `ring` goes to b as `a.ring`, b's `ring` to a as `b.ring`,
     and `a.ring` never comes back to a as `b.a.ring`."""
     source, target = clusters
-    both = {"a->b.topics": "ring.*, a\\.ring.*, b\\.ring.*", "b->a.enabled": "true",
-            "b->a.topics": ".*ring.*"}  # fmt: skip
+    both = {
+        "a->b.topics": "ring.*, a\\.ring.*, b\\.ring.*",
+        "b->a.enabled": "true",
+        "b->a.topics": ".*ring.*",
+    }
     chosen = flows(source, target, **both)
     assert [f.name for f in chosen] == ["a->b", "b->a"]
     a = {"bootstrap.servers": source.bootstrap_servers}

@@ -41,9 +41,15 @@ def with_payload(codec: int, payload: bytes, count: int = 1) -> bytes:
     """A batch of `count` records whose (compressed) body is exactly `payload`."""
     stamp = now_ms()
     raw = bytearray(
-        assemble_batch(payload, count, base_offset=0, base_timestamp=stamp,
-                       max_timestamp=stamp, last_offset_delta=count - 1)
-    )  # fmt: skip
+        assemble_batch(
+            payload,
+            count,
+            base_offset=0,
+            base_timestamp=stamp,
+            max_timestamp=stamp,
+            last_offset_delta=count - 1,
+        )
+    )
     (attributes,) = _ATTRIBUTES.unpack_from(raw, 21)
     _ATTRIBUTES.pack_into(raw, 21, (attributes & ~0x07) | codec)
     return fix_crc(raw)

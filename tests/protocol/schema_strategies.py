@@ -76,9 +76,7 @@ def struct_strategy(
 ) -> st.SearchStrategy[Any]:
     cls = generated_class(struct.class_path)
     present = {
-        f.attr: field_strategy(msg, f, version)
-        for f in struct.fields
-        if version in f.versions
+        f.attr: field_strategy(msg, f, version) for f in struct.fields if version in f.versions
     }
     return st.builds(cls, **present)
 
@@ -89,6 +87,4 @@ def message_strategy(msg: schema.Message, version: int) -> st.SearchStrategy[Any
 
 def cases() -> list[tuple[schema.Message, int]]:
     """Every (message, version) pair the generated module implements."""
-    return [
-        (m, v) for m in all_messages() for v in range(m.min_version, m.max_version + 1)
-    ]
+    return [(m, v) for m in all_messages() for v in range(m.min_version, m.max_version + 1)]

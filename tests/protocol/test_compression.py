@@ -23,8 +23,12 @@ def test_round_trip(data: bytes, codec: int) -> None:
 
 def test_names_are_kafkas_compression_type_values() -> None:
     assert [compression.codec_by_name(n) for n in ("none", "gzip", "snappy", "lz4", "zstd")] == [
-        0, 1, 2, 3, 4
-    ]  # fmt: skip
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]
     assert compression.codec_by_name("GZIP") == compression.GZIP
     with pytest.raises(ValueError, match="unknown compression type 'brotli'"):
         compression.codec_by_name("brotli")

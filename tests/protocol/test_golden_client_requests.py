@@ -113,9 +113,10 @@ def test_each_capture_asks_metadata_for_golden_then_produces(directory: Path) ->
     kinds = [type(r.body) for r in requests]
     assert kinds[0] is ApiVersionsRequest
     asked = [
-        r for r in requests
+        r
+        for r in requests
         if isinstance(r.body, MetadataRequest) and [t.name for t in r.body.topics or []] == [TOPIC]
-    ]  # fmt: skip
+    ]
     assert asked, "no Metadata request for topic 'golden'"
     assert ProduceRequest in kinds
     assert kinds.index(MetadataRequest) < kinds.index(ProduceRequest)

@@ -79,8 +79,10 @@ def test_old_versions_below_the_schema_minimum_follow_field_ranges() -> None:
     assert req.encode(0) == (
         b"\x00\x01"  # acks
         b"\x00\x00\x03\xe8"  # timeout
-        b"\x00\x00\x00\x01" b"\x00\x01t"  # one topic "t"
-        b"\x00\x00\x00\x01" b"\x00\x00\x00\x00"  # one partition, index 0
+        b"\x00\x00\x00\x01"
+        b"\x00\x01t"  # one topic "t"
+        b"\x00\x00\x00\x01"
+        b"\x00\x00\x00\x00"  # one partition, index 0
         b"\x00\x00\x00\x03xyz"  # records
     )
 
@@ -103,7 +105,7 @@ def test_tagged_fields_at_their_default_are_not_written() -> None:
     # default; SupportedFeatures etc. of ApiVersionsResponse v3 must not appear when empty.
     resp = messages.ApiVersionsResponse(error_code=0, api_keys=[])
     encoded = resp.encode(3)
-    assert encoded == b"\x00\x00" b"\x01" b"\x00\x00\x00\x00" b"\x00"
+    assert encoded == b"\x00\x00\x01\x00\x00\x00\x00\x00"
     with_features = messages.ApiVersionsResponse(finalized_features_epoch=5)
     assert len(with_features.encode(3)) > len(encoded)
 

@@ -57,8 +57,14 @@ def record_lists(draw: st.DrawFn, base_offset: int = 0) -> list[Record]:
 def test_round_trip_every_codec(records: list[Record], codec: int, base: int) -> None:
     for r in records:
         r.offset += base
-    raw = encode_batch(records, base_offset=base, compression_type=codec,
-                       producer_id=7, producer_epoch=1, base_sequence=3)  # fmt: skip
+    raw = encode_batch(
+        records,
+        base_offset=base,
+        compression_type=codec,
+        producer_id=7,
+        producer_epoch=1,
+        base_sequence=3,
+    )
     batch, end = decode_batch(raw)
     assert end == len(raw)
     assert batch.records == records
@@ -71,9 +77,10 @@ def test_round_trip_every_codec(records: list[Record], codec: int, base: int) ->
 
 @settings(max_examples=40, deadline=None)
 @given(
-    items=st.lists(st.tuples(blobs, blobs, headers, st.integers(0, 2**40)), min_size=1,
-                   max_size=10),
-)  # fmt: skip
+    items=st.lists(
+        st.tuples(blobs, blobs, headers, st.integers(0, 2**40)), min_size=1, max_size=10
+    ),
+)
 def test_bytes_equal_kafka_pythons_builder(
     items: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
 ) -> None:
@@ -87,15 +94,22 @@ def test_bytes_equal_kafka_pythons_builder(
     assert decode_batch(theirs)[0].records == records
     oracle = DefaultRecordBatch(ours)
     assert oracle.validate_crc()
-    assert [(r.offset, r.key, r.value) for r in oracle] == [(r.offset, r.key, r.value)
-                                                            for r in records]  # fmt: skip
+    assert [(r.offset, r.key, r.value) for r in oracle] == [
+        (r.offset, r.key, r.value) for r in records
+    ]
 
 
 def test_flags_and_control_records() -> None:
     key = struct.pack(">hh", 0, CONTROL_COMMIT)
     marker = [Record(5, 1000, key, struct.pack(">hi", 0, 3))]
-    raw = encode_batch(marker, base_offset=5, producer_id=9, producer_epoch=2,
-                       is_transactional=True, is_control=True)  # fmt: skip
+    raw = encode_batch(
+        marker,
+        base_offset=5,
+        producer_id=9,
+        producer_epoch=2,
+        is_transactional=True,
+        is_control=True,
+    )
     batch, _ = decode_batch(raw)
     assert batch.header.is_transactional and batch.header.is_control
     assert control_record_type(batch.records[0]) == CONTROL_COMMIT

@@ -97,17 +97,31 @@ def test_leader_and_isr_request_v0() -> None:
         controller_id=1,
         controller_epoch=2,
         ungrouped_partition_states=[
-            PS(topic_name="t", partition_index=0, controller_epoch=2, leader=1, leader_epoch=5,
-               isr=[1, 2], partition_epoch=7, replicas=[1, 2, 3]),
+            PS(
+                topic_name="t",
+                partition_index=0,
+                controller_epoch=2,
+                leader=1,
+                leader_epoch=5,
+                isr=[1, 2],
+                partition_epoch=7,
+                replicas=[1, 2, 3],
+            ),
         ],
         live_leaders=[LL(broker_id=1, host_name="h1", port=9092)],
     )
     expected = (
         i32(1, 2)
         + i32(1)  # ungrouped partition states
-        + string("t") + i32(0, 2, 1, 5) + int32_array(1, 2) + i32(7) + int32_array(1, 2, 3)
+        + string("t")
+        + i32(0, 2, 1, 5)
+        + int32_array(1, 2)
+        + i32(7)
+        + int32_array(1, 2, 3)
         + i32(1)  # live leaders
-        + i32(1) + string("h1") + i32(9092)
+        + i32(1)
+        + string("h1")
+        + i32(9092)
     )
     assert msg.encode(0) == expected
     assert LeaderAndIsrRequest.decode(expected, 0) == msg
@@ -119,20 +133,39 @@ def test_leader_and_isr_request_v2_groups_by_topic() -> None:
         controller_epoch=2,
         broker_epoch=100,
         topic_states=[
-            TS(topic_name="orders", partition_states=[
-                PS(partition_index=3, controller_epoch=2, leader=2, leader_epoch=9, isr=[2],
-                   partition_epoch=4, replicas=[2, 1], is_new=True),
-            ]),
+            TS(
+                topic_name="orders",
+                partition_states=[
+                    PS(
+                        partition_index=3,
+                        controller_epoch=2,
+                        leader=2,
+                        leader_epoch=9,
+                        isr=[2],
+                        partition_epoch=4,
+                        replicas=[2, 1],
+                        is_new=True,
+                    ),
+                ],
+            ),
         ],
         live_leaders=[LL(broker_id=2, host_name="b2", port=9093)],
     )
     expected = (
-        i32(1, 2) + i64(100)
+        i32(1, 2)
+        + i64(100)
         + i32(1)  # topic states
         + string("orders")
         + i32(1)  # partition states (no topic name from v2 on)
-        + i32(3, 2, 2, 9) + int32_array(2) + i32(4) + int32_array(2, 1) + boolean(True)
-        + i32(1) + i32(2) + string("b2") + i32(9093)
+        + i32(3, 2, 2, 9)
+        + int32_array(2)
+        + i32(4)
+        + int32_array(2, 1)
+        + boolean(True)
+        + i32(1)
+        + i32(2)
+        + string("b2")
+        + i32(9093)
     )
     assert msg.encode(2) == expected
     assert LeaderAndIsrRequest.decode(expected, 2) == msg
@@ -146,28 +179,56 @@ def _leader_and_isr_v5_plus(version: int) -> tuple[LeaderAndIsrRequest, bytes]:
         broker_epoch=100,
         type=1,
         topic_states=[
-            TS(topic_name="orders", topic_id=TOPIC_ID, partition_states=[
-                PS(partition_index=0, controller_epoch=2, leader=1, leader_epoch=3, isr=[1, 2],
-                   partition_epoch=5, replicas=[1, 2], adding_replicas=[3],
-                   removing_replicas=[], is_new=False,
-                   leader_recovery_state=1 if version >= 6 else 0),
-            ]),
+            TS(
+                topic_name="orders",
+                topic_id=TOPIC_ID,
+                partition_states=[
+                    PS(
+                        partition_index=0,
+                        controller_epoch=2,
+                        leader=1,
+                        leader_epoch=3,
+                        isr=[1, 2],
+                        partition_epoch=5,
+                        replicas=[1, 2],
+                        adding_replicas=[3],
+                        removing_replicas=[],
+                        is_new=False,
+                        leader_recovery_state=1 if version >= 6 else 0,
+                    ),
+                ],
+            ),
         ],
         live_leaders=[LL(broker_id=1, host_name="h1", port=9092)],
     )
     partition = (
-        i32(0, 2, 1, 3) + cint32_array(1, 2) + i32(5) + cint32_array(1, 2)
-        + cint32_array(3) + cint32_array() + boolean(False)
+        i32(0, 2, 1, 3)
+        + cint32_array(1, 2)
+        + i32(5)
+        + cint32_array(1, 2)
+        + cint32_array(3)
+        + cint32_array()
+        + boolean(False)
         + (i8(1) if version >= 6 else b"")
         + NO_TAGS
     )
     expected = (
         i32(1)
         + (boolean(True) if version >= 7 else b"")
-        + i32(2) + i64(100) + i8(1)
+        + i32(2)
+        + i64(100)
+        + i8(1)
         + uvarint(2)  # one topic state
-        + cstring("orders") + TOPIC_ID.bytes + uvarint(2) + partition + NO_TAGS
-        + uvarint(2) + i32(1) + cstring("h1") + i32(9092) + NO_TAGS
+        + cstring("orders")
+        + TOPIC_ID.bytes
+        + uvarint(2)
+        + partition
+        + NO_TAGS
+        + uvarint(2)
+        + i32(1)
+        + cstring("h1")
+        + i32(9092)
+        + NO_TAGS
         + NO_TAGS
     )
     return msg, expected
@@ -182,21 +243,37 @@ def test_leader_and_isr_request_v5_v6_v7_flexible() -> None:
 
 def test_leader_and_isr_response_v0_and_v5() -> None:
     PE = LeaderAndIsrResponse.LeaderAndIsrPartitionError
-    v0 = LeaderAndIsrResponse(error_code=0, partition_errors=[
-        PE(topic_name="t", partition_index=1, error_code=6),
-    ])
+    v0 = LeaderAndIsrResponse(
+        error_code=0,
+        partition_errors=[
+            PE(topic_name="t", partition_index=1, error_code=6),
+        ],
+    )
     v0_bytes = i16(0) + i32(1) + string("t") + i32(1) + i16(6)
     assert v0.encode(0) == v0_bytes
     assert LeaderAndIsrResponse.decode(v0_bytes, 0) == v0
 
-    v5 = LeaderAndIsrResponse(error_code=0, topics=[
-        LeaderAndIsrResponse.LeaderAndIsrTopicError(topic_id=TOPIC_ID, partition_errors=[
-            PE(partition_index=1, error_code=6),
-        ]),
-    ])
+    v5 = LeaderAndIsrResponse(
+        error_code=0,
+        topics=[
+            LeaderAndIsrResponse.LeaderAndIsrTopicError(
+                topic_id=TOPIC_ID,
+                partition_errors=[
+                    PE(partition_index=1, error_code=6),
+                ],
+            ),
+        ],
+    )
     v5_bytes = (
-        i16(0) + uvarint(2) + TOPIC_ID.bytes + uvarint(2) + i32(1) + i16(6) + NO_TAGS
-        + NO_TAGS + NO_TAGS
+        i16(0)
+        + uvarint(2)
+        + TOPIC_ID.bytes
+        + uvarint(2)
+        + i32(1)
+        + i16(6)
+        + NO_TAGS
+        + NO_TAGS
+        + NO_TAGS
     )
     assert v5.encode(5) == v5_bytes
     assert LeaderAndIsrResponse.decode(v5_bytes, 5) == v5
@@ -215,15 +292,31 @@ def test_update_metadata_request_v0_single_host_port() -> None:
         controller_id=1,
         controller_epoch=4,
         ungrouped_partition_states=[
-            UPS(topic_name="t", partition_index=2, controller_epoch=4, leader=1, leader_epoch=8,
-                isr=[1], zk_version=11, replicas=[1, 2]),
+            UPS(
+                topic_name="t",
+                partition_index=2,
+                controller_epoch=4,
+                leader=1,
+                leader_epoch=8,
+                isr=[1],
+                zk_version=11,
+                replicas=[1, 2],
+            ),
         ],
         live_brokers=[UB(id=1, v0_host="h1", v0_port=9092)],
     )
     expected = (
         i32(1, 4)
-        + i32(1) + string("t") + i32(2, 4, 1, 8) + int32_array(1) + i32(11) + int32_array(1, 2)
-        + i32(1) + i32(1) + string("h1") + i32(9092)
+        + i32(1)
+        + string("t")
+        + i32(2, 4, 1, 8)
+        + int32_array(1)
+        + i32(11)
+        + int32_array(1, 2)
+        + i32(1)
+        + i32(1)
+        + string("h1")
+        + i32(9092)
     )
     assert msg.encode(0) == expected
     assert UpdateMetadataRequest.decode(expected, 0) == msg
@@ -235,26 +328,61 @@ def test_update_metadata_request_v5_grouped_by_topic() -> None:
         controller_epoch=4,
         broker_epoch=77,
         topic_states=[
-            UTS(topic_name="orders", partition_states=[
-                UPS(partition_index=0, controller_epoch=4, leader=2, leader_epoch=1, isr=[2, 1],
-                    zk_version=3, replicas=[2, 1], offline_replicas=[1]),
-            ]),
+            UTS(
+                topic_name="orders",
+                partition_states=[
+                    UPS(
+                        partition_index=0,
+                        controller_epoch=4,
+                        leader=2,
+                        leader_epoch=1,
+                        isr=[2, 1],
+                        zk_version=3,
+                        replicas=[2, 1],
+                        offline_replicas=[1],
+                    ),
+                ],
+            ),
         ],
         live_brokers=[
-            UB(id=1, endpoints=[UE(port=9092, host="h1", listener="PLAINTEXT",
-                                   security_protocol=0)], rack=None),
-            UB(id=2, endpoints=[UE(port=9093, host="h2", listener="SSL", security_protocol=1)],
-               rack="r2"),
+            UB(
+                id=1,
+                endpoints=[UE(port=9092, host="h1", listener="PLAINTEXT", security_protocol=0)],
+                rack=None,
+            ),
+            UB(
+                id=2,
+                endpoints=[UE(port=9093, host="h2", listener="SSL", security_protocol=1)],
+                rack="r2",
+            ),
         ],
     )
     expected = (
-        i32(1, 4) + i64(77)
-        + i32(1) + string("orders")
-        + i32(1) + i32(0, 4, 2, 1) + int32_array(2, 1) + i32(3) + int32_array(2, 1)
+        i32(1, 4)
+        + i64(77)
+        + i32(1)
+        + string("orders")
+        + i32(1)
+        + i32(0, 4, 2, 1)
+        + int32_array(2, 1)
+        + i32(3)
+        + int32_array(2, 1)
         + int32_array(1)
         + i32(2)
-        + i32(1) + i32(1) + i32(9092) + string("h1") + string("PLAINTEXT") + i16(0) + string(None)
-        + i32(2) + i32(1) + i32(9093) + string("h2") + string("SSL") + i16(1) + string("r2")
+        + i32(1)
+        + i32(1)
+        + i32(9092)
+        + string("h1")
+        + string("PLAINTEXT")
+        + i16(0)
+        + string(None)
+        + i32(2)
+        + i32(1)
+        + i32(9093)
+        + string("h2")
+        + string("SSL")
+        + i16(1)
+        + string("r2")
     )
     assert msg.encode(5) == expected
     assert UpdateMetadataRequest.decode(expected, 5) == msg
@@ -271,10 +399,20 @@ def test_update_metadata_request_v8_kraft_controller_and_tagged_type() -> None:
         live_brokers=[],
     )
     expected = (
-        i32(3000) + boolean(True) + i32(1) + i64(5)
-        + uvarint(2) + cstring("t") + TOPIC_ID.bytes + uvarint(1) + NO_TAGS
+        i32(3000)
+        + boolean(True)
+        + i32(1)
+        + i64(5)
+        + uvarint(2)
+        + cstring("t")
+        + TOPIC_ID.bytes
         + uvarint(1)
-        + uvarint(1) + uvarint(0) + uvarint(1) + i8(2)  # tagged field 0 (Type), 1 byte
+        + NO_TAGS
+        + uvarint(1)
+        + uvarint(1)
+        + uvarint(0)
+        + uvarint(1)
+        + i8(2)  # tagged field 0 (Type), 1 byte
     )
     assert msg.encode(8) == expected
     assert UpdateMetadataRequest.decode(expected, 8) == msg
@@ -296,10 +434,7 @@ def test_stop_replica_request_v0() -> None:
             StopReplicaRequest.StopReplicaPartitionV0(topic_name="u", partition_index=4),
         ],
     )
-    expected = (
-        i32(1, 2) + boolean(True)
-        + i32(2) + string("t") + i32(0) + string("u") + i32(4)
-    )
+    expected = i32(1, 2) + boolean(True) + i32(2) + string("t") + i32(0) + string("u") + i32(4)
     assert msg.encode(0) == expected
     assert StopReplicaRequest.decode(expected, 0) == msg
 
@@ -324,18 +459,27 @@ def test_stop_replica_request_v3_partition_states() -> None:
         controller_epoch=2,
         broker_epoch=9,
         topic_states=[
-            StopReplicaRequest.StopReplicaTopicState(topic_name="t", partition_states=[
-                SPS(partition_index=0, leader_epoch=6, delete_partition=True),
-                SPS(partition_index=1, leader_epoch=-1, delete_partition=False),
-            ]),
+            StopReplicaRequest.StopReplicaTopicState(
+                topic_name="t",
+                partition_states=[
+                    SPS(partition_index=0, leader_epoch=6, delete_partition=True),
+                    SPS(partition_index=1, leader_epoch=-1, delete_partition=False),
+                ],
+            ),
         ],
     )
     expected = (
-        i32(1, 2) + i64(9)
-        + uvarint(2) + cstring("t")
+        i32(1, 2)
+        + i64(9)
+        + uvarint(2)
+        + cstring("t")
         + uvarint(3)
-        + i32(0, 6) + boolean(True) + NO_TAGS
-        + i32(1, -1) + boolean(False) + NO_TAGS
+        + i32(0, 6)
+        + boolean(True)
+        + NO_TAGS
+        + i32(1, -1)
+        + boolean(False)
+        + NO_TAGS
         + NO_TAGS
         + NO_TAGS
     )
@@ -363,9 +507,12 @@ def test_controlled_shutdown_request_v0_and_v2() -> None:
 
 def test_controlled_shutdown_response_v0() -> None:
     RP = ControlledShutdownResponse.RemainingPartition
-    msg = ControlledShutdownResponse(error_code=0, remaining_partitions=[
-        RP(topic_name="t", partition_index=1),
-    ])
+    msg = ControlledShutdownResponse(
+        error_code=0,
+        remaining_partitions=[
+            RP(topic_name="t", partition_index=1),
+        ],
+    )
     expected = i16(0) + i32(1) + string("t") + i32(1)
     assert msg.encode(0) == expected
     assert ControlledShutdownResponse.decode(expected, 0) == msg

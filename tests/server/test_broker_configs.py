@@ -17,8 +17,9 @@ from riverlog.server.config import BrokerConfig
 
 def test_precedence_per_broker_then_cluster_default_then_static(tmp_path: Path) -> None:
     store = EmbeddedStore(tmp_path / "meta.json")
-    static = BrokerConfig.from_properties({"broker.id": "2", "log.retention.hours": "5",
-                                           "min.insync.replicas": "2"})  # fmt: skip
+    static = BrokerConfig.from_properties(
+        {"broker.id": "2", "log.retention.hours": "5", "min.insync.replicas": "2"}
+    )
     dynamic = bc.DynamicBrokerConfigs(static, store)
     assert dynamic.reload().topic_defaults()["retention.ms"] == str(5 * 3_600_000)
     dynamic.write(bc.DEFAULT_ENTITY, {"log.retention.ms": "1000", "min.insync.replicas": "3"})
@@ -28,7 +29,9 @@ def test_precedence_per_broker_then_cluster_default_then_static(tmp_path: Path) 
     assert config.topic_defaults()["retention.ms"] == "1000"
     assert config["min.insync.replicas"] == 1 and config["log.retention.hours"] == 5
     assert json.loads(store.get(layout.broker_config_path("2")).data) == {
-        "version": 1, "config": {"min.insync.replicas": "1"}}
+        "version": 1,
+        "config": {"min.insync.replicas": "1"},
+    }
     assert bc.broker_synonyms("min.insync.replicas", dynamic.layers) == [
         bc.Synonym(bc.DYNAMIC_BROKER_CONFIG, "min.insync.replicas", "1"),
         bc.Synonym(bc.DYNAMIC_DEFAULT_BROKER_CONFIG, "min.insync.replicas", "3"),
@@ -38,12 +41,15 @@ def test_precedence_per_broker_then_cluster_default_then_static(tmp_path: Path) 
 
 
 def test_only_dynamic_keys_with_good_values(tmp_path: Path) -> None:
-    dynamic = bc.DynamicBrokerConfigs(BrokerConfig.from_properties({"broker.id": "1"}),
-                                      EmbeddedStore(None))  # fmt: skip
-    for bad, message in (({"log.retention.hours": "1"}, "Cannot update these configs dynamically"),
-                         ({"log.segment.bytes": "x"}, "Invalid value x"),
-                         ({"log.segment.bytes": "10"}, "Invalid value 10"),
-                         ({"log.cleanup.policy": "sometimes"}, "Invalid config value")):
+    dynamic = bc.DynamicBrokerConfigs(
+        BrokerConfig.from_properties({"broker.id": "1"}), EmbeddedStore(None)
+    )
+    for bad, message in (
+        ({"log.retention.hours": "1"}, "Cannot update these configs dynamically"),
+        ({"log.segment.bytes": "x"}, "Invalid value x"),
+        ({"log.segment.bytes": "10"}, "Invalid value 10"),
+        ({"log.cleanup.policy": "sometimes"}, "Invalid config value"),
+    ):
         with pytest.raises(KafkaError, match=message) as e:
             dynamic.validate("1", bad)
         assert e.value.error is error_codes.INVALID_REQUEST
@@ -52,9 +58,12 @@ def test_only_dynamic_keys_with_good_values(tmp_path: Path) -> None:
 
 def test_unusable_stored_values_are_left_out(tmp_path: Path) -> None:
     store = EmbeddedStore(None)
-    store.create(layout.broker_config_path("1"),
-                 layout.topic_config_json({"log.segment.bytes": "lots", "log.dirs": "/x",
-                                           "log.retention.bytes": "10"}))  # fmt: skip
+    store.create(
+        layout.broker_config_path("1"),
+        layout.topic_config_json(
+            {"log.segment.bytes": "lots", "log.dirs": "/x", "log.retention.bytes": "10"}
+        ),
+    )
     dynamic = bc.DynamicBrokerConfigs(BrokerConfig.from_properties({"broker.id": "1"}), store)
     config = dynamic.reload()
     assert dynamic.per_broker == {"log.retention.bytes": "10"}
@@ -62,14 +71,21 @@ def test_unusable_stored_values_are_left_out(tmp_path: Path) -> None:
 
 
 def test_synonyms_start_at_the_key_itself_as_kafka_lists_them() -> None:
-    layers = bc.Layers(per_broker={"log.retention.ms": "7"}, cluster_default={},
-                       static={"log.retention.hours": "5"})  # fmt: skip
+    layers = bc.Layers(
+        per_broker={"log.retention.ms": "7"},
+        cluster_default={},
+        static={"log.retention.hours": "5"},
+    )
     assert [str(s) for s in bc.broker_synonyms("log.retention.ms", layers)] == [
-        "DYNAMIC_BROKER_CONFIG:log.retention.ms=7", "STATIC_BROKER_CONFIG:log.retention.hours=5",
-        "DEFAULT_CONFIG:log.retention.hours=168"]  # fmt: skip
+        "DYNAMIC_BROKER_CONFIG:log.retention.ms=7",
+        "STATIC_BROKER_CONFIG:log.retention.hours=5",
+        "DEFAULT_CONFIG:log.retention.hours=168",
+    ]
     hours = bc.broker_synonyms("log.retention.hours", layers)
-    assert [str(s) for s in hours] == ["STATIC_BROKER_CONFIG:log.retention.hours=5",
-                                       "DEFAULT_CONFIG:log.retention.hours=168"]  # fmt: skip
+    assert [str(s) for s in hours] == [
+        "STATIC_BROKER_CONFIG:log.retention.hours=5",
+        "DEFAULT_CONFIG:log.retention.hours=168",
+    ]
     assert bc.source_of(hours) == bc.STATIC_BROKER_CONFIG
     empty = bc.Layers({}, {}, {})
     topic = bc.topic_synonyms("retention.ms", {"retention.ms": "1"}, empty)

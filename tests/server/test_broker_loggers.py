@@ -105,8 +105,10 @@ def test_configs_tool_for_broker_loggers(
 ) -> None:
     logging.getLogger().setLevel(logging.INFO)
     entity = ["--entity-type", "broker-loggers", "--entity-name", "0"]
-    assert _configs(running.bootstrap_servers, *entity, "--alter",
-                    "--add-config", f"{NETWORK}=TRACE") == 0  # fmt: skip
+    assert (
+        _configs(running.bootstrap_servers, *entity, "--alter", "--add-config", f"{NETWORK}=TRACE")
+        == 0
+    )
     assert capsys.readouterr().out == "Completed updating config for broker-logger 0.\n"
     assert logging.getLogger(NETWORK).level == broker_loggers.LEVELS["TRACE"]
 
@@ -116,17 +118,29 @@ def test_configs_tool_for_broker_loggers(
     assert "  root=INFO sensitive=false synonyms={}" in out
     assert f"  {NETWORK}=TRACE sensitive=false synonyms={{}}" in out
 
-    assert _configs(running.bootstrap_servers, *entity, "--alter",
-                    "--add-config", "kafka.nothing=DEBUG") == 1  # fmt: skip
+    assert (
+        _configs(
+            running.bootstrap_servers, *entity, "--alter", "--add-config", "kafka.nothing=DEBUG"
+        )
+        == 1
+    )
     assert "Invalid broker logger(s): kafka.nothing" in capsys.readouterr().err
-    assert _configs(running.bootstrap_servers, *entity, "--alter",
-                    "--delete-config", NETWORK) == 0  # fmt: skip
+    assert _configs(running.bootstrap_servers, *entity, "--alter", "--delete-config", NETWORK) == 0
     assert logging.getLogger(NETWORK).level == logging.NOTSET
 
 
-@pytest.mark.parametrize(("level", "name"), [(5, "TRACE"), (10, "DEBUG"), (25, "INFO"),
-                                             (30, "WARN"), (50, "FATAL"), (60, "OFF"),
-                                             (1, "ALL")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("level", "name"),
+    [
+        (5, "TRACE"),
+        (10, "DEBUG"),
+        (25, "INFO"),
+        (30, "WARN"),
+        (50, "FATAL"),
+        (60, "OFF"),
+        (1, "ALL"),
+    ],
+)
 def test_level_names(level: int, name: str) -> None:
     assert broker_loggers.level_name(level) == name
     assert broker_loggers.parse_level("warning") == logging.WARNING

@@ -27,9 +27,11 @@ def test_unknown_keys_are_reported_in_kafkas_words() -> None:
 
 def test_connection_limits_parse() -> None:
     config = BrokerConfig.from_properties(
-        {"max.connections.per.ip": "10",
-         "max.connections.per.ip.overrides": "127.0.0.1:200, [::1]:0,hostA:5"}
-    )  # fmt: skip
+        {
+            "max.connections.per.ip": "10",
+            "max.connections.per.ip.overrides": "127.0.0.1:200, [::1]:0,hostA:5",
+        }
+    )
     assert config["max.connections.per.ip"] == 10
     assert config.connection_overrides() == {"127.0.0.1": 200, "::1": 0, "hostA": 5}
     assert config["queued.max.request.bytes"] == -1  # Kafka's default: unbounded

@@ -151,8 +151,11 @@ def test_find_coordinator_at_every_version_creates_the_offsets_topic(
             response = one(bootstrap, m.FindCoordinatorRequest(key="a"), version)
             assert isinstance(response, m.FindCoordinatorResponse)
             assert (response.error_code, response.node_id, response.host, response.port) == (
-                0, 0, host, port,
-            )  # fmt: skip
+                0,
+                0,
+                host,
+                port,
+            )
     broker_side = riverlog_broker.broker
     assert broker_side is not None
     topic = broker_side.topics.get(OFFSETS_TOPIC)
@@ -304,8 +307,9 @@ def test_group_state_and_offsets_survive_a_restart(tmp_path: Path) -> None:
     with broker(data) as first:
         bootstrap = first.bootstrap_servers
         create_topic(bootstrap, "kept", 1)
-        _, needs_id = call(bootstrap, (m.FindCoordinatorRequest(key="persisted"), 0),
-                           (join_request(), 9))  # fmt: skip
+        _, needs_id = call(
+            bootstrap, (m.FindCoordinatorRequest(key="persisted"), 0), (join_request(), 9)
+        )
         assert isinstance(needs_id, m.JoinGroupResponse)
         assert needs_id.error_code == error_codes.MEMBER_ID_REQUIRED.code
         joined = one(bootstrap, join_request(needs_id.member_id), 9)
@@ -335,9 +339,13 @@ def test_group_state_and_offsets_survive_a_restart(tmp_path: Path) -> None:
             bootstrap,
             (m.DescribeGroupsRequest(groups=["persisted"]), 5),
             (fetch_request("persisted", {"kept": [0]}, 8), 8),
-            (m.HeartbeatRequest(group_id="persisted", generation_id=1,
-                                member_id=joined.member_id), 4),
-        )  # fmt: skip
+            (
+                m.HeartbeatRequest(
+                    group_id="persisted", generation_id=1, member_id=joined.member_id
+                ),
+                4,
+            ),
+        )
         assert isinstance(described, m.DescribeGroupsResponse)
         group = described.groups[0]
         assert (group.group_state, group.protocol_data) == ("Stable", "range")
@@ -350,8 +358,7 @@ def test_group_state_and_offsets_survive_a_restart(tmp_path: Path) -> None:
 
 def test_leave_group_single_and_batched(riverlog_broker: EmbeddedBroker) -> None:
     bootstrap = riverlog_broker.bootstrap_servers
-    _, joined = call(bootstrap, (m.FindCoordinatorRequest(key="persisted"), 0),
-                     (join_request(), 0))  # fmt: skip
+    _, joined = call(bootstrap, (m.FindCoordinatorRequest(key="persisted"), 0), (join_request(), 0))
     assert isinstance(joined, m.JoinGroupResponse) and joined.error_code == 0
     single = one(bootstrap, m.LeaveGroupRequest(group_id="persisted", member_id="ghost"), 0)
     assert isinstance(single, m.LeaveGroupResponse)

@@ -41,8 +41,14 @@ log4j.additivity.riverlog.server.network=false
 @pytest.fixture
 def restored() -> Iterator[None]:
     names = ["", "riverlog.server.network"]
-    saved = {n: (logging.getLogger(n).level, list(logging.getLogger(n).handlers),
-                 logging.getLogger(n).propagate) for n in names}  # fmt: skip
+    saved = {
+        n: (
+            logging.getLogger(n).level,
+            list(logging.getLogger(n).handlers),
+            logging.getLogger(n).propagate,
+        )
+        for n in names
+    }
     yield
     for name, (level, handlers, propagate) in saved.items():
         logger = logging.getLogger(name)
@@ -79,21 +85,33 @@ def test_patterns() -> None:
     )
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("log4j.rootLogger=LOUD", "not a supported log level"),
-    ("log4j.rootLogger=INFO, nowhere", "appender nowhere is not defined"),
-    ("log4j.appender.x=org.apache.log4j.net.SyslogAppender\nlog4j.rootLogger=INFO, x",
-     "SyslogAppender is not supported"),
-    ("log4j.appender.x=org.apache.log4j.ConsoleAppender\n"
-     "log4j.appender.x.layout.ConversionPattern=%c{1} %m\nlog4j.rootLogger=INFO, x",
-     r"conversion %c\{1\} is not supported"),
-    ("log4j.appender.x.File=/tmp/x", "used before its class"),
-    ("log4j.appender.f=org.apache.log4j.FileAppender\nlog4j.appender.f.File=${nope.dir}/x",
-     r"\$\{nope.dir\} is not defined"),
-    ("log4j.threshold=INFO", "unknown key log4j.threshold"),
-    ("log4j.appender.x=org.apache.log4j.ConsoleAppender\nlog4j.appender.x.Encoding=UTF-8\n"
-     "log4j.rootLogger=INFO, x", "unknown settings Encoding"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("log4j.rootLogger=LOUD", "not a supported log level"),
+        ("log4j.rootLogger=INFO, nowhere", "appender nowhere is not defined"),
+        (
+            "log4j.appender.x=org.apache.log4j.net.SyslogAppender\nlog4j.rootLogger=INFO, x",
+            "SyslogAppender is not supported",
+        ),
+        (
+            "log4j.appender.x=org.apache.log4j.ConsoleAppender\n"
+            "log4j.appender.x.layout.ConversionPattern=%c{1} %m\nlog4j.rootLogger=INFO, x",
+            r"conversion %c\{1\} is not supported",
+        ),
+        ("log4j.appender.x.File=/tmp/x", "used before its class"),
+        (
+            "log4j.appender.f=org.apache.log4j.FileAppender\nlog4j.appender.f.File=${nope.dir}/x",
+            r"\$\{nope.dir\} is not defined",
+        ),
+        ("log4j.threshold=INFO", "unknown key log4j.threshold"),
+        (
+            "log4j.appender.x=org.apache.log4j.ConsoleAppender\nlog4j.appender.x.Encoding=UTF-8\n"
+            "log4j.rootLogger=INFO, x",
+            "unknown settings Encoding",
+        ),
+    ],
+)
 def test_what_cannot_be_honoured_is_refused(text: str, message: str, tmp_path: Path) -> None:
     with pytest.raises(log4j_config.LogConfigError, match=message):
         log4j_config.apply(log4j_config.parse(text, {"kafka.logs.dir": str(tmp_path)}))
@@ -102,10 +120,23 @@ def test_what_cannot_be_honoured_is_refused(text: str, message: str, tmp_path: P
 def _server(tmp_path: Path, log_config: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
     return subprocess.Popen(
-        [sys.executable, "-m", "riverlog.cli.main", "server", "--listen", "127.0.0.1:0",
-         "--data-dir", str(tmp_path / "data"), "--log-config", str(log_config)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "riverlog.cli.main",
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--log-config",
+            str(log_config),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def test_server_logs_as_the_file_says(tmp_path: Path) -> None:

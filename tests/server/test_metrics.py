@@ -43,8 +43,9 @@ def one(samples: Samples, name: str, **labels: str) -> float:
 
 
 def total(samples: Samples, name: str, **labels: str) -> float:
-    return sum(v for (n, ls), v in samples.items()
-               if n == name and labels.items() <= dict(ls).items())  # fmt: skip
+    return sum(
+        v for (n, ls), v in samples.items() if n == name and labels.items() <= dict(ls).items()
+    )
 
 
 @pytest.fixture
@@ -72,21 +73,33 @@ def test_scraped_metrics_equal_the_load(running: EmbeddedBroker, tmp_path: Path)
     assert producer.flush(30) == 0
 
     # a group consumes 100 records of alpha and commits; another reads beta whole
-    group = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "billing",
-                                      "auto.offset.reset": "earliest",
-                                      "enable.auto.commit": False})  # fmt: skip
+    group = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "billing",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     group.subscribe(["alpha"])
     taken = {0: 0, 1: 0}  # every partition gets a committed offset
     while sum(taken.values()) < 100:
         m = group.poll(10)
         assert m is not None and m.error() is None
         taken[m.partition()] = m.offset() + 1
-    group.commit(offsets=[confluent_kafka.TopicPartition("alpha", p, n)
-                          for p, n in taken.items()], asynchronous=False)  # fmt: skip
+    group.commit(
+        offsets=[confluent_kafka.TopicPartition("alpha", p, n) for p, n in taken.items()],
+        asynchronous=False,
+    )
     group.close()
-    reader = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
-                                       "auto.offset.reset": "earliest",
-                                       "enable.auto.commit": False})  # fmt: skip
+    reader = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     reader.assign([confluent_kafka.TopicPartition("beta", 0, 0)])
     read = 0
     while read < 120:
@@ -145,9 +158,18 @@ async def _known_requests(bootstrap: str, metadata: int) -> None:
     try:
         for _ in range(metadata):
             await conn.send(MetadataRequest(topics=[], allow_auto_topic_creation=False))
-        await conn.send(ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
-            ProduceRequest.TopicProduceData(name="no-such-topic", partition_data=[
-                ProduceRequest.PartitionProduceData(index=0, records=b"")])]))  # fmt: skip
+        await conn.send(
+            ProduceRequest(
+                acks=1,
+                timeout_ms=1000,
+                topic_data=[
+                    ProduceRequest.TopicProduceData(
+                        name="no-such-topic",
+                        partition_data=[ProduceRequest.PartitionProduceData(index=0, records=b"")],
+                    )
+                ],
+            )
+        )
     finally:
         await conn.close()
 
@@ -172,8 +194,15 @@ def test_metrics_are_off_when_unset(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_stopped_follower_shows_as_under_replicated(zookeeper: object, tmp_path: Path) -> None:
-    cluster = Cluster(zookeeper, tmp_path, brokers=2, settings={  # type: ignore[arg-type]
-        "offsets.topic.replication.factor": "1", "replica.lag.time.max.ms": "2000"})  # fmt: skip
+    cluster = Cluster(
+        zookeeper,
+        tmp_path,
+        brokers=2,
+        settings={  # type: ignore[arg-type]
+            "offsets.topic.replication.factor": "1",
+            "replica.lag.time.max.ms": "2000",
+        },
+    )
     ports = {}
     for i, b in cluster.brokers.items():
         ports[i] = free_port()
@@ -185,8 +214,11 @@ def test_a_stopped_follower_shows_as_under_replicated(zookeeper: object, tmp_pat
         admin.create_topics([NewTopic(topic, 2, replica_assignment=[[1, 2], [1, 2]])])[
             topic
         ].result(30)
-        wait_until(lambda: all(len(isr) == 2 for _, _, isr in partitions_of(cluster, topic)
-                               .values()), 30, "the ISRs full")  # fmt: skip
+        wait_until(
+            lambda: all(len(isr) == 2 for _, _, isr in partitions_of(cluster, topic).values()),
+            30,
+            "the ISRs full",
+        )
         gauge = "kafka_server_replicamanager_underreplicatedpartitions"
         assert one(scrape(ports[1]), gauge) == 0
         cluster.brokers[2].stop()

@@ -40,8 +40,9 @@ async def _closed(reader: asyncio.StreamReader) -> bool:
 @pytest.fixture
 async def quota_server() -> AsyncIterator[NetworkServer]:
     quotas = ConnectionQuotas(3, 2, {"127.0.0.2": 5})
-    srv = NetworkServer(Dispatcher(), "127.0.0.1", 0, max_request_bytes=1 << 20,
-                        max_idle_ms=60000, quotas=quotas)  # fmt: skip
+    srv = NetworkServer(
+        Dispatcher(), "127.0.0.1", 0, max_request_bytes=1 << 20, max_idle_ms=60000, quotas=quotas
+    )
     await srv.start()
     try:
         yield srv
@@ -94,8 +95,14 @@ async def test_the_memory_pool_holds_reading_until_requests_are_answered() -> No
 
     dispatcher = Dispatcher()
     dispatcher.register(HeartbeatRequest, held)
-    srv = NetworkServer(dispatcher, "127.0.0.1", 0, max_request_bytes=1 << 20,
-                        max_idle_ms=60000, memory=MemoryPool(100))  # fmt: skip
+    srv = NetworkServer(
+        dispatcher,
+        "127.0.0.1",
+        0,
+        max_request_bytes=1 << 20,
+        max_idle_ms=60000,
+        memory=MemoryPool(100),
+    )
     await srv.start()
     try:
         clients = [await asyncio.open_connection("127.0.0.1", srv.port) for _ in range(3)]
@@ -124,8 +131,7 @@ async def test_record_data_for_a_closing_connection_is_dropped_quietly(tmp_path:
     `loop.sendfile`, logged as a broker failure with a traceback."""
     (tmp_path / "records.log").write_bytes(os.urandom(1 << 20))
     fd = os.open(tmp_path / "records.log", os.O_RDONLY)
-    srv = NetworkServer(Dispatcher(), "127.0.0.1", 0, max_request_bytes=1 << 20,
-                        max_idle_ms=60000)  # fmt: skip
+    srv = NetworkServer(Dispatcher(), "127.0.0.1", 0, max_request_bytes=1 << 20, max_idle_ms=60000)
     await srv.start()
     try:
         _, writer = await asyncio.open_connection("127.0.0.1", srv.port)

@@ -47,9 +47,15 @@ def leading(tmp_path: Path, clock: ManualClock) -> tuple[ReplicaManager, Embedde
         1, logs, store, ReplicaFetchers(1, clock=clock), ReplicationQuota(UNLIMITED), clock
     )
     state = LeaderAndIsrRequest.LeaderAndIsrPartitionState(
-        topic_name=T, partition_index=0, controller_epoch=1, leader=1, leader_epoch=4,
-        isr=[1, 2, 3], partition_epoch=0, replicas=[1, 2, 3],
-    )  # fmt: skip
+        topic_name=T,
+        partition_index=0,
+        controller_epoch=1,
+        leader=1,
+        leader_epoch=4,
+        isr=[1, 2, 3],
+        partition_epoch=0,
+        replicas=[1, 2, 3],
+    )
     request = LeaderAndIsrRequest(
         controller_id=1,
         controller_epoch=1,

@@ -55,14 +55,26 @@ def test_partition_change_line_in_kafkas_layout(lines: list[str]) -> None:
 
 def test_requests_sent_name_each_partition_and_the_role(lines: list[str]) -> None:
     request = LeaderAndIsrRequest(
-        controller_id=1, controller_epoch=3,
-        topic_states=[LeaderAndIsrRequest.LeaderAndIsrTopicState(
-            topic_name="t", topic_id=uuid.uuid4(), partition_states=[
-                LeaderAndIsrRequest.LeaderAndIsrPartitionState(
-                    partition_index=p, leader=p + 1, leader_epoch=4, isr=[1, 2],
-                    replicas=[1, 2], partition_epoch=9)
-                for p in (0, 1)])],
-    )  # fmt: skip
+        controller_id=1,
+        controller_epoch=3,
+        topic_states=[
+            LeaderAndIsrRequest.LeaderAndIsrTopicState(
+                topic_name="t",
+                topic_id=uuid.uuid4(),
+                partition_states=[
+                    LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+                        partition_index=p,
+                        leader=p + 1,
+                        leader_epoch=4,
+                        isr=[1, 2],
+                        replicas=[1, 2],
+                        partition_epoch=9,
+                    )
+                    for p in (0, 1)
+                ],
+            )
+        ],
+    )
     scl.request_sent(2, request)
     assert [line.split("] ", 2)[2].split(" LeaderAndIsr")[0] for line in lines] == [
         "Sending become-follower",
@@ -71,21 +83,33 @@ def test_requests_sent_name_each_partition_and_the_role(lines: list[str]) -> Non
     assert lines[0].endswith("to broker 2 for partition t-0 (state.change.logger)")
     assert "leaderEpoch=4, isr=[1, 2], zkVersion=9, replicas=[1, 2]" in lines[0]
     stop = StopReplicaRequest(
-        controller_id=1, controller_epoch=3,
-        topic_states=[StopReplicaRequest.StopReplicaTopicState(
-            topic_name="t", partition_states=[StopReplicaRequest.StopReplicaPartitionState(
-                partition_index=5, delete_partition=True, leader_epoch=-2)])],
-    )  # fmt: skip
+        controller_id=1,
+        controller_epoch=3,
+        topic_states=[
+            StopReplicaRequest.StopReplicaTopicState(
+                topic_name="t",
+                partition_states=[
+                    StopReplicaRequest.StopReplicaPartitionState(
+                        partition_index=5, delete_partition=True, leader_epoch=-2
+                    )
+                ],
+            )
+        ],
+    )
     scl.request_sent(3, stop)
-    assert "Sending StopReplica request (delete=true, leaderEpoch=-2) to broker 3 for " \
-           "partition t-5" in lines[-1]  # fmt: skip
+    assert (
+        "Sending StopReplica request (delete=true, leaderEpoch=-2) to broker 3 for "
+        "partition t-5" in lines[-1]
+    )
 
 
 def test_isr_changes_say_which_way(lines: list[str]) -> None:
     scl.isr_changed(1, ("t", 2), [1, 2, 3], [1, 3], 5, 11)
     scl.isr_changed(1, ("t", 2), [1, 3], [1, 3, 2], 5, 12)
-    assert "[Broker id=1] Shrunk ISR of partition t-2 from [1, 2, 3] to [1, 3] at leader " \
-           "epoch 5 (zkVersion 11)" in lines[0]  # fmt: skip
+    assert (
+        "[Broker id=1] Shrunk ISR of partition t-2 from [1, 2, 3] to [1, 3] at leader "
+        "epoch 5 (zkVersion 11)" in lines[0]
+    )
     assert "Expanded ISR of partition t-2 from [1, 3] to [1, 3, 2]" in lines[1]
 
 

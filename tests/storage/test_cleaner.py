@@ -217,8 +217,10 @@ def test_producer_fields_and_last_batch_of_a_producer_are_kept(tmp_path: Path) -
         compression_type=1,
     )
     lg.append(data, leader_epoch=5)
-    lg.append(encode_batch([Record(0, TS, b"b", b"2")], producer_id=7, producer_epoch=3,
-                           base_sequence=3), leader_epoch=5)  # fmt: skip
+    lg.append(
+        encode_batch([Record(0, TS, b"b", b"2")], producer_id=7, producer_epoch=3, base_sequence=3),
+        leader_epoch=5,
+    )
     lg.append(encode_batch([Record(0, TS, b"b", b"3")]), leader_epoch=5)
     lg.roll()
     put(lg, b"x", b"active")
@@ -228,26 +230,40 @@ def test_producer_fields_and_last_batch_of_a_producer_are_kept(tmp_path: Path) -
     assert [r.offset for r in first.records] == [2]
     assert (h.base_offset, h.last_offset, h.producer_id, h.producer_epoch) == (0, 2, 7, 3)
     assert (h.base_sequence, h.last_sequence, h.compression, h.partition_leader_epoch) == (
-        0, 2, 1, 5)  # fmt: skip
+        0,
+        2,
+        1,
+        5,
+    )
     assert producer_last.records == []  # empty, kept for the producer's state
     assert (producer_last.header.base_offset, producer_last.header.last_sequence) == (3, 3)
     assert [r.offset for r in plain.records] == [4]
     # The producer's next batch is still checked against sequence 3.
-    retry = encode_batch([Record(0, TS, b"b", b"2")], producer_id=7, producer_epoch=3,
-                         base_sequence=3)  # fmt: skip
+    retry = encode_batch(
+        [Record(0, TS, b"b", b"2")], producer_id=7, producer_epoch=3, base_sequence=3
+    )
     assert lg.append(retry, leader_epoch=5).duplicate
 
 
 def _txn(lg: PartitionLog, pid: int, key: bytes, value: bytes, seq: int) -> None:
-    batch = encode_batch([Record(0, TS, key, value)], producer_id=pid, producer_epoch=0,
-                         base_sequence=seq, is_transactional=True)  # fmt: skip
+    batch = encode_batch(
+        [Record(0, TS, key, value)],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+        is_transactional=True,
+    )
     lg.append(batch, leader_epoch=0)
     lg.update_high_watermark(lg.log_end_offset)
 
 
 def _data(lg: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
-    return [(r.offset, r.key, r.value) for b in batches(lg) if not b.header.is_control
-            for r in b.records]  # fmt: skip
+    return [
+        (r.offset, r.key, r.value)
+        for b in batches(lg)
+        if not b.header.is_control
+        for r in b.records
+    ]
 
 
 def _marker(lg: PartitionLog, pid: int, commit: bool) -> None:

@@ -30,14 +30,22 @@ def cluster() -> Iterator[EmbeddedBroker]:
             future.result(30)
         producer = confluent_kafka.Producer({"bootstrap.servers": b.bootstrap_servers})
         for i in range(RECORDS):
-            producer.produce(TOPIC, json.dumps({"order": i, "total": i * 10}).encode(),
-                             key=f"customer-{i}".encode(), partition=i % 3,
-                             headers=[("source", b"web")])  # fmt: skip
+            producer.produce(
+                TOPIC,
+                json.dumps({"order": i, "total": i * 10}).encode(),
+                key=f"customer-{i}".encode(),
+                partition=i % 3,
+                headers=[("source", b"web")],
+            )
         assert producer.flush(30) == 0
-        consumer = confluent_kafka.Consumer({
-            "bootstrap.servers": b.bootstrap_servers, "group.id": GROUP,
-            "auto.offset.reset": "earliest", "enable.auto.commit": False,
-        })  # fmt: skip
+        consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": b.bootstrap_servers,
+                "group.id": GROUP,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
         consumer.subscribe([TOPIC])
         consumed = dict.fromkeys(range(3), 0)
         while sum(consumed.values()) < CONSUMED:
@@ -67,8 +75,10 @@ def true_state(bootstrap: str) -> dict[int, tuple[int, int, int]]:
 
 def cells(page: Page, selector: str) -> list[list[str]]:
     rows = page.locator(f"{selector} tbody tr")
-    return [[c.strip() for c in rows.nth(i).locator("td").all_inner_texts()]
-            for i in range(rows.count())]  # fmt: skip
+    return [
+        [c.strip() for c in rows.nth(i).locator("td").all_inner_texts()]
+        for i in range(rows.count())
+    ]
 
 
 def test_console_shows_the_cluster_as_it_is(cluster: EmbeddedBroker, tmp_path: Path) -> None:
@@ -77,8 +87,7 @@ def test_console_shows_the_cluster_as_it_is(cluster: EmbeddedBroker, tmp_path: P
     assert sum(lag.values()) == RECORDS - CONSUMED
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    with running_console(cluster.bootstrap_servers) as console, \
-            sync_playwright() as pw:  # fmt: skip
+    with running_console(cluster.bootstrap_servers) as console, sync_playwright() as pw:
         console.wait_for_samples(3)
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
         try:
@@ -93,9 +102,14 @@ def test_console_shows_the_cluster_as_it_is(cluster: EmbeddedBroker, tmp_path: P
     # the dry run changed nothing
     assert true_state(cluster.bootstrap_servers) == truth
     assert sorted(p.name for p in shots.iterdir()) == [
-        "brokers.png", "group.png", "messages.png", "reset-dry-run.png", "throughput.png",
-        "topic-deleted.png", "topic.png",
-    ]  # fmt: skip
+        "brokers.png",
+        "group.png",
+        "messages.png",
+        "reset-dry-run.png",
+        "throughput.png",
+        "topic-deleted.png",
+        "topic.png",
+    ]
 
 
 def _brokers(page: Page, console: RunningConsole, shots: Path) -> None:
@@ -142,9 +156,12 @@ def _topic_and_messages(page: Page, truth: dict[int, tuple[int, int, int]], shot
 
 
 def _group_lag_and_reset(
-    page: Page, console: RunningConsole, truth: dict[int, tuple[int, int, int]],
-    lag: dict[int, int], shots: Path,
-) -> None:  # fmt: skip
+    page: Page,
+    console: RunningConsole,
+    truth: dict[int, tuple[int, int, int]],
+    lag: dict[int, int],
+    shots: Path,
+) -> None:
     p = page
     p.get_by_role("link", name="Consumer groups").click()
     groups = {r[0]: r for r in cells(p, "#groups")}
@@ -188,8 +205,10 @@ def _throughput(page: Page, cluster: EmbeddedBroker, console: RunningConsole, sh
     page.get_by_role("link", name="Throughput").click()
     page.get_by_role("link", name=CLICKS, exact=True).click()
     on_disk = sum(f.stat().st_size for f in cluster.config.data_dir.glob(f"{CLICKS}-0/*.log"))
-    for chart, series, written in (("#messages-chart", "in", CLICK_RECORDS),
-                                   ("#bytes-chart", "in", on_disk)):  # fmt: skip
+    for chart, series, written in (
+        ("#messages-chart", "in", CLICK_RECORDS),
+        ("#bytes-chart", "in", on_disk),
+    ):
         page.locator(f"{chart} canvas").wait_for()
         data = json.loads(page.locator(chart).get_attribute("data-series") or "{}")
         x, rates = data["x"], data["series"][series]

@@ -43,22 +43,42 @@ class CommandError(ValueError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: The server(s) to connect to.")
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT",
+        help="REQUIRED: The server(s) to connect to.",
+    )
     command_config.add_argument(parser)
-    for action, text in (("--add", "Indicates you are trying to add ACLs."),
-                         ("--remove", "Indicates you are trying to remove ACLs."),
-                         ("--list", "List ACLs for the specified resource, use --topic <topic> "
-                          "or --group <group> or --cluster to specify a resource.")):
+    for action, text in (
+        ("--add", "Indicates you are trying to add ACLs."),
+        ("--remove", "Indicates you are trying to remove ACLs."),
+        (
+            "--list",
+            "List ACLs for the specified resource, use --topic <topic> "
+            "or --group <group> or --cluster to specify a resource.",
+        ),
+    ):
         parser.add_argument(action, action="store_true", help=text)
-    parser.add_argument("--topic", action="append", default=[],
-                        help="topic to which ACLs should be added or removed.")
-    parser.add_argument("--group", action="append", default=[],
-                        help="Consumer Group to which the ACLs should be added or removed.")
-    parser.add_argument("--transactional-id", action="append", default=[],
-                        help="The transactionalId to which ACLs should be added or removed.")
-    parser.add_argument("--cluster", action="store_true",
-                        help="Add/Remove cluster ACLs.")
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        help="topic to which ACLs should be added or removed.",
+    )
+    parser.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        help="Consumer Group to which the ACLs should be added or removed.",
+    )
+    parser.add_argument(
+        "--transactional-id",
+        action="append",
+        default=[],
+        help="The transactionalId to which ACLs should be added or removed.",
+    )
+    parser.add_argument("--cluster", action="store_true", help="Add/Remove cluster ACLs.")
     parser.add_argument(
         "--resource-pattern-type",
         default=None,
@@ -68,22 +88,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, text in (
         ("--allow-principal", "principal is in principalType:name format; allowed"),
         ("--deny-principal", "principal is in principalType:name format; denied"),
-        ("--allow-host", "Host from which principals listed in --allow-principal will have "
-         "access."),
-        ("--deny-host", "Host from which principals listed in --deny-principal will be denied "
-         "access."),
+        (
+            "--allow-host",
+            "Host from which principals listed in --allow-principal will have access.",
+        ),
+        (
+            "--deny-host",
+            "Host from which principals listed in --deny-principal will be denied access.",
+        ),
         ("--operation", "Operation that is being allowed or denied."),
     ):
         parser.add_argument(flag, action="append", default=[], help=text)
     parser.add_argument("--principal", help="with --list: only ACLs of this principal")
-    parser.add_argument("--producer", action="store_true",
-                        help="Convenience option to add/remove ACLs for producer role.")
-    parser.add_argument("--consumer", action="store_true",
-                        help="Convenience option to add/remove ACLs for consumer role.")
-    parser.add_argument("--idempotent", action="store_true",
-                        help="Enable idempotence for the producer.")
-    parser.add_argument("--force", action="store_true",
-                        help="Assume Yes to all queries and do not prompt.")
+    parser.add_argument(
+        "--producer",
+        action="store_true",
+        help="Convenience option to add/remove ACLs for producer role.",
+    )
+    parser.add_argument(
+        "--consumer",
+        action="store_true",
+        help="Convenience option to add/remove ACLs for consumer role.",
+    )
+    parser.add_argument(
+        "--idempotent", action="store_true", help="Enable idempotence for the producer."
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="Assume Yes to all queries and do not prompt."
+    )
 
 
 def operation_name(text: str) -> str:

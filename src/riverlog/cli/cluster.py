@@ -51,32 +51,56 @@ def default_dir() -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="cluster_command", required=True,
-                                metavar="up|down|stop|start|restart|describe")  # fmt: skip
+    sub = parser.add_subparsers(
+        dest="cluster_command", required=True, metavar="up|down|stop|start|restart|describe"
+    )
     up = sub.add_parser("up", help="start ZooKeeper and N brokers on loopback")
     up.add_argument("--brokers", type=int, default=3, metavar="N", help="how many (default 3)")
     up.add_argument("--port", type=int, default=9092, help="first broker port (0: free ports)")
     up.add_argument("--zookeeper-port", type=int, default=2181, help="(0: a free port)")
-    up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                    help="a broker setting for every broker (repeatable)")  # fmt: skip
-    up.add_argument("--security", action="store_true",
-                    help="SASL_SSL listeners, SCRAM logins, ACLs, a throwaway CA")  # fmt: skip
+    up.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting for every broker (repeatable)",
+    )
+    up.add_argument(
+        "--security",
+        action="store_true",
+        help="SASL_SSL listeners, SCRAM logins, ACLs, a throwaway CA",
+    )
     down = sub.add_parser("down", help="stop the cluster that `up` started")
     for p in (up, down):
-        p.add_argument("--dir", type=Path, default=default_dir(),
-                       help="data, logs and cluster.json (default %(default)s)")  # fmt: skip
-    for name, text in (("stop", "stop one broker (a controlled shutdown)"),
-                       ("start", "start a stopped broker again"),
-                       ("restart", "stop one broker, then start it again")):
+        p.add_argument(
+            "--dir",
+            type=Path,
+            default=default_dir(),
+            help="data, logs and cluster.json (default %(default)s)",
+        )
+    for name, text in (
+        ("stop", "stop one broker (a controlled shutdown)"),
+        ("start", "start a stopped broker again"),
+        ("restart", "stop one broker, then start it again"),
+    ):
         one = sub.add_parser(name, help=text)
-        one.add_argument("--broker", type=int, required=True, metavar="N",
-                         help="the broker's id (1..N as `up` numbered them)")
-        one.add_argument("--dir", type=Path, default=default_dir(),
-                         help="data, logs and cluster.json (default %(default)s)")
+        one.add_argument(
+            "--broker",
+            type=int,
+            required=True,
+            metavar="N",
+            help="the broker's id (1..N as `up` numbered them)",
+        )
+        one.add_argument(
+            "--dir",
+            type=Path,
+            default=default_dir(),
+            help="data, logs and cluster.json (default %(default)s)",
+        )
     describe = sub.add_parser(
-        "describe", help="brokers, controller, under-replicated and offline partitions, "
-        "leader balance"
-    )  # fmt: skip
+        "describe",
+        help="brokers, controller, under-replicated and offline partitions, leader balance",
+    )
     cluster_view.add_arguments(describe)
 
 
@@ -108,14 +132,20 @@ def _up(args: argparse.Namespace) -> int:
         return 2
     alive = _running(_read_state(directory))
     if alive:
-        print(f"riverlog cluster up: already running in {directory}: {', '.join(alive)}; "
-              "`riverlog cluster down` first", file=sys.stderr)  # fmt: skip
+        print(
+            f"riverlog cluster up: already running in {directory}: {', '.join(alive)}; "
+            "`riverlog cluster down` first",
+            file=sys.stderr,
+        )
         return 1
     ports = [0 if args.port == 0 else args.port + i for i in range(args.brokers)]
     busy = [p for p in [args.zookeeper_port, *ports] if p and port_in_use(p)]
     if busy:
-        print(f"riverlog cluster up: ports in use: {busy} (choose --port/--zookeeper-port, "
-              "or 0 for free ones)", file=sys.stderr)  # fmt: skip
+        print(
+            f"riverlog cluster up: ports in use: {busy} (choose --port/--zookeeper-port, "
+            "or 0 for free ones)",
+            file=sys.stderr,
+        )
         return 1
     directory.mkdir(parents=True, exist_ok=True)
     zookeeper = ZooKeeperServer(directory / "zookeeper", args.zookeeper_port or None)
@@ -123,8 +153,9 @@ def _up(args: argparse.Namespace) -> int:
     for item in args.override:
         key, sep, value = item.partition("=")
         if not sep:
-            print(f"riverlog cluster up: --override expects key=value, got {item!r}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"riverlog cluster up: --override expects key=value, got {item!r}", file=sys.stderr
+            )
             return 2
         settings[key.strip()] = value.strip()
     brokers = [
@@ -136,12 +167,17 @@ def _up(args: argparse.Namespace) -> int:
         print(f"ZooKeeper {zookeeper.connect} (pid {_pid(zookeeper)})", file=sys.stderr)
         if args.security:
             client = secure_cluster.prepare(directory, zookeeper.connect, brokers)
-            print(f"secured: SASL_SSL, SCRAM-SHA-512 login and CA in {client} "
-                  "(tools: --command-config)", file=sys.stderr)  # fmt: skip
+            print(
+                f"secured: SASL_SSL, SCRAM-SHA-512 login and CA in {client} "
+                "(tools: --command-config)",
+                file=sys.stderr,
+            )
         for b in brokers:
             b.start(60, detached=True)
-            print(f"broker {b.broker_id} {b.address} (pid {_pid(b)}), log {b.log_file}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"broker {b.broker_id} {b.address} (pid {_pid(b)}), log {b.log_file}",
+                file=sys.stderr,
+            )
     except RuntimeError as e:
         print(f"riverlog cluster up: {e}; stopping what started", file=sys.stderr)
         for b in brokers:
@@ -150,8 +186,7 @@ def _up(args: argparse.Namespace) -> int:
         zookeeper.stop()
         return 1
     state = {
-        "zookeeper": {"pid": _pid(zookeeper), "port": zookeeper.port,
-                      "connect": zookeeper.connect},
+        "zookeeper": {"pid": _pid(zookeeper), "port": zookeeper.port, "connect": zookeeper.connect},
         "settings": settings,
         "brokers": {str(b.broker_id): {"pid": _pid(b), "port": b.port} for b in brokers},
     }
@@ -176,8 +211,10 @@ def _down(args: argparse.Namespace) -> int:
     stopping = [pid for pid in pids if signal_pid(pid, BROKER_MARKER, signal.SIGTERM)]
     for pid in stopping:
         if not wait_gone(pid, BROKER_MARKER, STOP_TIMEOUT_S):
-            print(f"broker pid {pid} did not stop in {STOP_TIMEOUT_S:.0f} s; killing it",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"broker pid {pid} did not stop in {STOP_TIMEOUT_S:.0f} s; killing it",
+                file=sys.stderr,
+            )
             signal_pid(pid, BROKER_MARKER, signal.SIGKILL)
             failed = True
     zk = state.get("zookeeper")
@@ -188,8 +225,9 @@ def _down(args: argparse.Namespace) -> int:
         ):
             signal_pid(pid, ZOOKEEPER_MAIN, signal.SIGKILL)
     (args.dir / STATE_FILE).unlink(missing_ok=True)
-    print(f"stopped {len(stopping)} broker(s) and ZooKeeper; data kept in {args.dir}",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"stopped {len(stopping)} broker(s) and ZooKeeper; data kept in {args.dir}", file=sys.stderr
+    )
     return 1 if failed else 0
 
 
@@ -200,8 +238,7 @@ def _stop_one(pid: int, broker_id: int) -> bool:
     print(f"Waiting for broker {broker_id} (pid {pid}) to shut down ...", file=sys.stderr)
     if wait_gone(pid, BROKER_MARKER, STOP_TIMEOUT_S):
         return True
-    print(f"broker pid {pid} did not stop in {STOP_TIMEOUT_S:.0f} s; killing it",
-          file=sys.stderr)
+    print(f"broker pid {pid} did not stop in {STOP_TIMEOUT_S:.0f} s; killing it", file=sys.stderr)
     signal_pid(pid, BROKER_MARKER, signal.SIGKILL)
     return False
 
@@ -216,8 +253,11 @@ def _one_broker(args: argparse.Namespace) -> int:
         print(f"riverlog cluster {command}: no cluster in {args.dir}", file=sys.stderr)
         return 1
     if broker_id not in brokers:
-        print(f"riverlog cluster {command}: no broker {broker_id} in {args.dir} (brokers: "
-              f"{', '.join(sorted(brokers))})", file=sys.stderr)
+        print(
+            f"riverlog cluster {command}: no broker {broker_id} in {args.dir} (brokers: "
+            f"{', '.join(sorted(brokers))})",
+            file=sys.stderr,
+        )
         return 1
     entry = brokers[broker_id]
     pid = int(entry["pid"])
@@ -228,14 +268,20 @@ def _one_broker(args: argparse.Namespace) -> int:
         print(f"stopped broker {broker_id}", file=sys.stderr)
         return 0
     if command == "start" and alive:
-        print(f"riverlog cluster start: broker {broker_id} is already running (pid {pid})",
-              file=sys.stderr)
+        print(
+            f"riverlog cluster start: broker {broker_id} is already running (pid {pid})",
+            file=sys.stderr,
+        )
         return 1
     settings = state.get("settings")
     connect = zk.get("connect") or f"127.0.0.1:{zk['port']}"
-    broker = BrokerProcess(args.broker, args.dir, str(connect),
-                           dict(settings) if isinstance(settings, dict) else {},
-                           int(entry["port"]))
+    broker = BrokerProcess(
+        args.broker,
+        args.dir,
+        str(connect),
+        dict(settings) if isinstance(settings, dict) else {},
+        int(entry["port"]),
+    )
     print(f"Waiting for broker {broker_id} to serve on {broker.address} ...", file=sys.stderr)
     try:
         broker.start(60, detached=True)
@@ -244,8 +290,10 @@ def _one_broker(args: argparse.Namespace) -> int:
         return 1
     entry["pid"] = _pid(broker)
     (args.dir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
-    print(f"broker {broker_id} {broker.address} (pid {entry['pid']}), log {broker.log_file}",
-          file=sys.stderr)
+    print(
+        f"broker {broker_id} {broker.address} (pid {entry['pid']}), log {broker.log_file}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -81,8 +81,9 @@ def describe_lines(view: admin.ClusterView) -> list[str]:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    conn = await connect_any(args.bootstrap_server, client_id="riverlog-cluster",
-                             security=command_config.security(args))  # fmt: skip
+    conn = await connect_any(
+        args.bootstrap_server, client_id="riverlog-cluster", security=command_config.security(args)
+    )
     try:
         view = await admin.describe_cluster(conn)
     finally:

@@ -34,9 +34,14 @@ from riverlog.client.connection import Connection
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.messages import DescribeConfigsResponse
 
-SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
-           3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-           6: "DYNAMIC_BROKER_LOGGER_CONFIG"}  # fmt: skip
+SOURCES = {
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
 DEFAULT = "<default>"
 _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
 
@@ -46,25 +51,38 @@ class CommandError(ValueError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="the broker(s) to connect to")  # fmt: skip
-    parser.add_argument("--entity-type", choices=["topics", "brokers", "broker-loggers", "users"],
-                        help="type of entity (topics/brokers/broker-loggers/users)")  # fmt: skip
+    parser.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker(s) to connect to"
+    )
+    parser.add_argument(
+        "--entity-type",
+        choices=["topics", "brokers", "broker-loggers", "users"],
+        help="type of entity (topics/brokers/broker-loggers/users)",
+    )
     command_config.add_argument(parser)
-    parser.add_argument("--entity-name", metavar="NAME", help="name of entity (topic name or "
-                        "broker id)")  # fmt: skip
-    parser.add_argument("--entity-default", action="store_true",
-                        help="the default config of all brokers")  # fmt: skip
+    parser.add_argument(
+        "--entity-name", metavar="NAME", help="name of entity (topic name or broker id)"
+    )
+    parser.add_argument(
+        "--entity-default", action="store_true", help="the default config of all brokers"
+    )
     parser.add_argument("--topic", help="shorthand: --entity-type topics --entity-name TOPIC")
     parser.add_argument("--broker", help="shorthand: --entity-type brokers --entity-name ID")
-    parser.add_argument("--broker-defaults", action="store_true",
-                        help="shorthand: --entity-type brokers --entity-default")  # fmt: skip
+    parser.add_argument(
+        "--broker-defaults",
+        action="store_true",
+        help="shorthand: --entity-type brokers --entity-default",
+    )
     parser.add_argument("--describe", action="store_true", help="list configs")
-    parser.add_argument("--all", action="store_true",
-                        help="with --describe: every config, not only dynamic ones")  # fmt: skip
+    parser.add_argument(
+        "--all", action="store_true", help="with --describe: every config, not only dynamic ones"
+    )
     parser.add_argument("--alter", action="store_true", help="alter configs")
-    parser.add_argument("--add-config", metavar="k1=v1,k2=[v1,v2]",
-                        help="configs to set (a list value in square brackets)")  # fmt: skip
+    parser.add_argument(
+        "--add-config",
+        metavar="k1=v1,k2=[v1,v2]",
+        help="configs to set (a list value in square brackets)",
+    )
     parser.add_argument("--delete-config", metavar="k1,k2", help="configs to remove")
 
 
@@ -75,8 +93,9 @@ def parse_add_config(text: str) -> dict[str, str]:
     for item in re.split("," + _OUTSIDE_BRACKETS, text):
         pair = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
         if len(pair) != 2:
-            raise CommandError('Invalid entity config: all configs to be added must be in the '
-                               'format "key=val".')  # fmt: skip
+            raise CommandError(
+                'Invalid entity config: all configs to be added must be in the format "key=val".'
+            )
         out[pair[0].strip()] = re.sub(r"[\[\]]", "", pair[1]).strip()
     return out
 
@@ -101,8 +120,9 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
     if default and name is not None:
         raise CommandError("only one of --entity-name and --entity-default may be given")
     if kind in ("brokers", "broker-loggers") and name is not None and not name.isdigit():
-        raise CommandError(f"The entity name for {kind} must be a valid integer broker id, "
-                           f"found: {name}")  # fmt: skip
+        raise CommandError(
+            f"The entity name for {kind} must be a valid integer broker id, found: {name}"
+        )
     return kind, DEFAULT if default else name
 
 
@@ -113,11 +133,13 @@ def _check_action(args: argparse.Namespace, name: str | None) -> None:
         raise CommandError("--all is only valid with --describe")
     if args.alter:
         if args.add_config is None and args.delete_config is None:
-            raise CommandError("At least one of --add-config or --delete-config must be "
-                               "specified with --alter")  # fmt: skip
+            raise CommandError(
+                "At least one of --add-config or --delete-config must be specified with --alter"
+            )
         if name is None:
-            raise CommandError("an entity name (or --entity-default for brokers) must be "
-                               "specified with --alter")  # fmt: skip
+            raise CommandError(
+                "an entity name (or --entity-default for brokers) must be specified with --alter"
+            )
     elif args.add_config is not None or args.delete_config is not None:
         raise CommandError("--add-config and --delete-config are only valid with --alter")
 
@@ -126,15 +148,21 @@ Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 
 
 def entry_line(entry: Entry) -> str:
-    synonyms = ", ".join(f"{SOURCES.get(s.source, 'UNKNOWN')}:{s.name}={s.value}"
-                         for s in entry.synonyms)  # fmt: skip
+    synonyms = ", ".join(
+        f"{SOURCES.get(s.source, 'UNKNOWN')}:{s.name}={s.value}" for s in entry.synonyms
+    )
     value = "null" if entry.is_sensitive or entry.value is None else entry.value
-    return (f"  {entry.name}={value} sensitive={str(entry.is_sensitive).lower()} "
-            f"synonyms={{{synonyms}}}")  # fmt: skip
+    return (
+        f"  {entry.name}={value} sensitive={str(entry.is_sensitive).lower()} "
+        f"synonyms={{{synonyms}}}"
+    )
 
 
-RESOURCES = {"topics": admin.TOPIC_RESOURCE, "brokers": admin.BROKER_RESOURCE,
-             "broker-loggers": admin.BROKER_LOGGER_RESOURCE}  # fmt: skip
+RESOURCES = {
+    "topics": admin.TOPIC_RESOURCE,
+    "brokers": admin.BROKER_RESOURCE,
+    "broker-loggers": admin.BROKER_LOGGER_RESOURCE,
+}
 
 
 def dynamic_source(kind: str, name: str) -> int:
@@ -158,19 +186,22 @@ class Configs:
     async def entries(self, kind: str, name: str, *, every: bool) -> list[Entry]:
         resource = RESOURCES[kind]
         conn = await self._connection(kind, name)
-        found = await admin.describe_configs(conn, resource, "" if name == DEFAULT else name,
-                                             include_synonyms=True)  # fmt: skip
+        found = await admin.describe_configs(
+            conn, resource, "" if name == DEFAULT else name, include_synonyms=True
+        )
         source = dynamic_source(kind, name)
-        return sorted((e for e in found if every or e.config_source == source),
-                      key=lambda e: e.name)  # fmt: skip
+        return sorted(
+            (e for e in found if every or e.config_source == source), key=lambda e: e.name
+        )
 
     async def describe(self, kind: str, name: str | None, every: bool) -> None:
         await self.cluster.refresh()
         if name is not None:
             names = [name]
         elif kind == "topics":
-            names = [t.name for t in await admin.describe_topics(
-                await self.cluster.any_connection())]  # fmt: skip
+            names = [
+                t.name for t in await admin.describe_topics(await self.cluster.any_connection())
+            ]
         else:
             names = [str(b) for b in sorted(self.cluster.brokers)]
             names += [DEFAULT] if kind == "brokers" else []
@@ -193,8 +224,13 @@ class Configs:
         if invalid:
             raise CommandError(f"Invalid config(s): {','.join(invalid)}")
         resource = RESOURCES[kind]
-        await admin.alter_configs(await self._connection(kind, name), resource,
-                                  "" if name == DEFAULT else name, add, delete)  # fmt: skip
+        await admin.alter_configs(
+            await self._connection(kind, name),
+            resource,
+            "" if name == DEFAULT else name,
+            add,
+            delete,
+        )
         if name == DEFAULT:
             print("Completed updating default config for brokers in the cluster.")
         else:
@@ -234,8 +270,10 @@ def run(args: argparse.Namespace) -> int:
         _check_action(args, name)
         asyncio.run(_run(args, kind, name))
     except (CommandError, KafkaError, ConnectionError, ValueError, OSError) as e:
-        print(f"Error while executing config command with args '{' '.join(sys.argv[1:])}'",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"Error while executing config command with args '{' '.join(sys.argv[1:])}'",
+            file=sys.stderr,
+        )
         print(f"{e.error.name}: {e}" if isinstance(e, KafkaError) else e, file=sys.stderr)
         return 1
     return 0

@@ -43,22 +43,43 @@ def _properties(items: list[str]) -> dict[str, str]:
 
 
 def add_producer_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: The server(s) to connect to.")
-    parser.add_argument("--topic", required=True,
-                        help="REQUIRED: The topic id to produce messages to.")
-    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
-                        help="A mechanism to pass user-defined properties in the form key=value "
-                        "to the message reader: parse.key, key.separator, parse.headers, "
-                        "headers.delimiter, headers.separator, headers.key.separator")
-    parser.add_argument("--producer-property", action="append", default=[],
-                        metavar="KEY=VALUE", help="A mechanism to pass user-defined properties "
-                        "in the form key=value to the producer.")
-    parser.add_argument("--producer.config", dest="producer_config", metavar="FILE",
-                        help="Producer config properties file. Note that "
-                        "[producer-property] takes precedence over this config.")
-    parser.add_argument("--request-required-acks", default="-1",
-                        help="The required acks of the producer requests (default: -1)")
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT",
+        help="REQUIRED: The server(s) to connect to.",
+    )
+    parser.add_argument(
+        "--topic", required=True, help="REQUIRED: The topic id to produce messages to."
+    )
+    parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="A mechanism to pass user-defined properties in the form key=value "
+        "to the message reader: parse.key, key.separator, parse.headers, "
+        "headers.delimiter, headers.separator, headers.key.separator",
+    )
+    parser.add_argument(
+        "--producer-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="A mechanism to pass user-defined properties in the form key=value to the producer.",
+    )
+    parser.add_argument(
+        "--producer.config",
+        dest="producer_config",
+        metavar="FILE",
+        help="Producer config properties file. Note that "
+        "[producer-property] takes precedence over this config.",
+    )
+    parser.add_argument(
+        "--request-required-acks",
+        default="-1",
+        help="The required acks of the producer requests (default: -1)",
+    )
     parser.add_argument(
         "--compression-codec",
         nargs="?",
@@ -136,54 +157,100 @@ def run_producer(args: argparse.Namespace) -> int:
 
 
 def add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: The server(s) to connect to.")
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT",
+        help="REQUIRED: The server(s) to connect to.",
+    )
     parser.add_argument("--topic", help="The topic to consume on.")
-    parser.add_argument("--include", metavar="Java regex (String)",
-                        help="Regular expression specifying list of topics to include for "
-                        "consumption.")
-    parser.add_argument("--from-beginning", action="store_true",
-                        help="If the consumer does not already have an established offset to "
-                        "consume from, start with the earliest message present in the log "
-                        "rather than the latest message.")
-    parser.add_argument("--partition", type=int,
-                        help="The partition to consume from. Consumption starts from the end of "
-                        "the partition unless '--offset' is specified.")
-    parser.add_argument("--offset", default="latest",
-                        help="The offset to consume from (a non-negative number), or 'earliest' "
-                        "which means from beginning, or 'latest' which means from end")
-    parser.add_argument("--max-messages", type=int,
-                        help="The maximum number of messages to consume before exiting. If not "
-                        "set, consumption is continual.")
-    parser.add_argument("--timeout-ms", type=int,
-                        help="If specified, exit if no message is available for consumption for "
-                        "the specified interval.")
+    parser.add_argument(
+        "--include",
+        metavar="Java regex (String)",
+        help="Regular expression specifying list of topics to include for consumption.",
+    )
+    parser.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="If the consumer does not already have an established offset to "
+        "consume from, start with the earliest message present in the log "
+        "rather than the latest message.",
+    )
+    parser.add_argument(
+        "--partition",
+        type=int,
+        help="The partition to consume from. Consumption starts from the end of "
+        "the partition unless '--offset' is specified.",
+    )
+    parser.add_argument(
+        "--offset",
+        default="latest",
+        help="The offset to consume from (a non-negative number), or 'earliest' "
+        "which means from beginning, or 'latest' which means from end",
+    )
+    parser.add_argument(
+        "--max-messages",
+        type=int,
+        help="The maximum number of messages to consume before exiting. If not "
+        "set, consumption is continual.",
+    )
+    parser.add_argument(
+        "--timeout-ms",
+        type=int,
+        help="If specified, exit if no message is available for consumption for "
+        "the specified interval.",
+    )
     parser.add_argument("--group", help="The consumer group id of the consumer.")
-    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
-                        help="The properties to initialize the message formatter: "
-                        "print.timestamp, print.key, print.offset, print.partition, "
-                        "print.headers, print.value, key.separator, line.separator, "
-                        "headers.separator, null.literal, key.deserializer, "
-                        "value.deserializer, headers.deserializer")
-    parser.add_argument("--formatter", default=FORMATTERS[1],
-                        help="The name of a class to use for formatting kafka messages for "
-                        "display. (default: org.apache.kafka.tools.consumer."
-                        "DefaultMessageFormatter)")
-    parser.add_argument("--key-deserializer", metavar="deserializer for key",
-                        help="A Kafka deserializer class for keys (the formatter's "
-                        "key.deserializer; --property takes precedence)")
-    parser.add_argument("--value-deserializer", metavar="deserializer for values",
-                        help="A Kafka deserializer class for values (the formatter's "
-                        "value.deserializer; --property takes precedence)")
-    parser.add_argument("--formatter-config", metavar="FILE",
-                        help="Config properties file to initialize the message formatter. Note "
-                        "that [property] takes precedence over this config.")
-    parser.add_argument("--consumer-property", action="append", default=[],
-                        metavar="KEY=VALUE", help="A mechanism to pass user-defined properties "
-                        "in the form key=value to the consumer.")
-    parser.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
-                        help="Consumer config properties file. Note that [consumer-property] "
-                        "takes precedence over this config.")
+    parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="The properties to initialize the message formatter: "
+        "print.timestamp, print.key, print.offset, print.partition, "
+        "print.headers, print.value, key.separator, line.separator, "
+        "headers.separator, null.literal, key.deserializer, "
+        "value.deserializer, headers.deserializer",
+    )
+    parser.add_argument(
+        "--formatter",
+        default=FORMATTERS[1],
+        help="The name of a class to use for formatting kafka messages for "
+        "display. (default: org.apache.kafka.tools.consumer."
+        "DefaultMessageFormatter)",
+    )
+    parser.add_argument(
+        "--key-deserializer",
+        metavar="deserializer for key",
+        help="A Kafka deserializer class for keys (the formatter's "
+        "key.deserializer; --property takes precedence)",
+    )
+    parser.add_argument(
+        "--value-deserializer",
+        metavar="deserializer for values",
+        help="A Kafka deserializer class for values (the formatter's "
+        "value.deserializer; --property takes precedence)",
+    )
+    parser.add_argument(
+        "--formatter-config",
+        metavar="FILE",
+        help="Config properties file to initialize the message formatter. Note "
+        "that [property] takes precedence over this config.",
+    )
+    parser.add_argument(
+        "--consumer-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="A mechanism to pass user-defined properties in the form key=value to the consumer.",
+    )
+    parser.add_argument(
+        "--consumer.config",
+        dest="consumer_config",
+        metavar="FILE",
+        help="Consumer config properties file. Note that [consumer-property] "
+        "takes precedence over this config.",
+    )
     parser.add_argument(
         "--isolation-level",
         choices=["read_committed", "read_uncommitted"],
@@ -194,8 +261,9 @@ def add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
 
 def formatter_for(args: argparse.Namespace) -> DefaultMessageFormatter:
     if args.formatter not in FORMATTERS:
-        raise ValueError(f"The formatter {args.formatter} is not available in riverlog; "
-                         f"use {FORMATTERS[1]}")
+        raise ValueError(
+            f"The formatter {args.formatter} is not available in riverlog; use {FORMATTERS[1]}"
+        )
     props = load_properties(args.formatter_config) if args.formatter_config else {}
     if args.key_deserializer:
         props["key.deserializer"] = args.key_deserializer
@@ -216,7 +284,8 @@ async def _consume(args: argparse.Namespace, counted: list[int]) -> None:
         "enable.auto.commit": args.group is not None,
         "isolation.level": args.isolation_level,
         **({"group.id": args.group} if args.group else {}),
-        **(  # a pattern needs a group; Kafka's tool makes one up likewise
+        # a pattern needs a group; Kafka's tool makes one up likewise
+        **(
             {"group.id": f"console-consumer-{random.randrange(100000)}"}
             if args.include is not None and not args.group
             else {}

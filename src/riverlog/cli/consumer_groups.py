@@ -57,9 +57,15 @@ from riverlog.protocol.error_codes import KafkaError
 
 ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")
 SCENARIOS = (
-    "to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime",
-    "by_duration", "from_checkpoints",
-)  # fmt: skip
+    "to_earliest",
+    "to_latest",
+    "to_current",
+    "to_offset",
+    "shift_by",
+    "to_datetime",
+    "by_duration",
+    "from_checkpoints",
+)
 INACTIVE = ("Empty", "Dead")
 RETRY_BACKOFF_MS = 100  # between ListOffsets attempts that met a leader change
 T = TypeVar("T")
@@ -121,8 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shift-by",
         type=int,
         metavar="N",
-        help="Reset offsets shifting current offset by 'n', where 'n' can be positive or "
-        "negative.",
+        help="Reset offsets shifting current offset by 'n', where 'n' can be positive or negative.",
     )
     scenario.add_argument(
         "--to-datetime",
@@ -134,13 +139,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PnDTnHnMnS",
         help="Reset offsets to offset by duration from current timestamp. Format: 'PnDTnHnMnS'",
     )
-    scenario.add_argument("--from-file", metavar="PATH TO CSV FILE",
-                          help="Reset offsets to values defined in CSV file "
-                          "(topic,partition,offset; group,topic,partition,offset for several "
-                          "groups).")
-    parser.add_argument("--export", action="store_true",
-                        help="Export operation execution to a CSV file. Supported operations: "
-                        "reset-offsets.")
+    scenario.add_argument(
+        "--from-file",
+        metavar="PATH TO CSV FILE",
+        help="Reset offsets to values defined in CSV file "
+        "(topic,partition,offset; group,topic,partition,offset for several "
+        "groups).",
+    )
+    parser.add_argument(
+        "--export",
+        action="store_true",
+        help="Export operation execution to a CSV file. Supported operations: reset-offsets.",
+    )
     scenario.add_argument(
         "--from-checkpoints",
         metavar="SOURCE_ALIAS",
@@ -342,8 +352,9 @@ class Command:
             by_time = None
             if scenario.kind == "timestamp":
                 by_time = await self.log_offsets(partitions, scenario.value)
-            plan = plan_reset(scenario, partitions, committed, earliest, latest,
-                              by_time or from_file)  # fmt: skip
+            plan = plan_reset(
+                scenario, partitions, committed, earliest, latest, by_time or from_file
+            )
             if self.args.execute:
                 await self.groups.commit_offsets(group, plan)
             if self.args.export:

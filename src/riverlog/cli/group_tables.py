@@ -56,9 +56,16 @@ def _or_missing(value: int | None) -> str:
 
 def offsets_table(rows: list[OffsetRow]) -> str:
     header = [
-        "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-        "CONSUMER-ID", "HOST", "CLIENT-ID",
-    ]  # fmt: skip
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
     body = [
         [
             r.group,

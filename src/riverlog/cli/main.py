@@ -83,68 +83,161 @@ def _decode_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 TOOLS: tuple[Tool, ...] = (
-    Tool("decode-request", "decode one Kafka request frame from a file", _decode_arguments,
-         _decode_request),
+    Tool(
+        "decode-request",
+        "decode one Kafka request frame from a file",
+        _decode_arguments,
+        _decode_request,
+    ),
     Tool("demo", "run the demo that `./dev run` runs", _no_arguments, _demo),
-    Tool("server", "run a broker (single node, or --zookeeper to join a cluster)",
-         cli_server.add_arguments, cli_server.run),
-    Tool("topics", "create, list, describe, alter, delete topics (kafka-topics.sh)",
-         cli_topics.add_arguments, cli_topics.run),
-    Tool("console-producer", "lines from stdin to a topic (kafka-console-producer.sh)",
-         cli_console.add_producer_arguments, cli_console.run_producer),
-    Tool("console-consumer", "a topic's records to stdout (kafka-console-consumer.sh)",
-         cli_console.add_consumer_arguments, cli_console.run_consumer),
-    Tool("producer-perf-test", "producer throughput and latency (kafka-producer-perf-test.sh)",
-         cli_perf.add_producer_arguments, cli_perf.run_producer),
-    Tool("consumer-perf-test", "consumer throughput (kafka-consumer-perf-test.sh)",
-         cli_perf.add_consumer_arguments, cli_perf.run_consumer),
-    Tool("consumer-groups",
-         "list, describe, reset offsets of, delete groups (kafka-consumer-groups.sh)",
-         cli_groups.add_arguments, cli_groups.run),
-    Tool("reassign-partitions", "move partitions to other brokers, change replication "
-         "factors (kafka-reassign-partitions.sh)", cli_reassign.add_arguments, cli_reassign.run),
-    Tool("configs", "describe and alter topic and broker configs (kafka-configs.sh)",
-         cli_configs.add_arguments, cli_configs.run),
-    Tool("acls", "add, remove and list ACLs (kafka-acls.sh)", cli_acls.add_arguments,
-         cli_acls.run),
-    Tool("replica-verification",
-         "check that all replicas hold the same data (kafka-replica-verification.sh)",
-         cli_replica_verification.add_arguments, cli_replica_verification.run),
-    Tool("state-change-log-merger",
-         "merge brokers' state-change logs in time order (kafka.tools.StateChangeLogMerger)",
-         cli_merger.add_arguments, cli_merger.run),
-    Tool("leader-election", "elect preferred or unclean leaders (kafka-leader-election.sh)",
-         cli_leader_election.add_arguments, cli_leader_election.run),
-    Tool("get-offsets", "partitions' offsets by time (kafka-get-offsets.sh)",
-         cli_get_offsets.add_arguments, cli_get_offsets.run),
-    Tool("delete-records", "delete records up to an offset (kafka-delete-records.sh)",
-         cli_delete_records.add_arguments, cli_delete_records.run),
-    Tool("log-dirs", "brokers' log directories and replica sizes (kafka-log-dirs.sh)",
-         cli_log_dirs.add_arguments, cli_log_dirs.run),
-    Tool("dump-log", "print segment, index and snapshot files (kafka-dump-log.sh)",
-         cli_dump_log.add_arguments, cli_dump_log.run),
-    Tool("broker-api-versions",
-         "each broker's API versions (kafka-broker-api-versions.sh)",
-         cli_broker_api_versions.add_arguments, cli_broker_api_versions.run),
-    Tool("mirror-maker", "mirror topics between clusters (kafka-mirror-maker.sh, MM1)",
-         cli_mirror_maker.add_mm1_arguments, cli_mirror_maker.run_mm1),
-    Tool("connect-mirror-maker",
-         "MirrorMaker 2 flows from one properties file (connect-mirror-maker.sh)",
-         cli_mirror_maker.add_mm2_arguments, cli_mirror_maker.run_mm2),
-    Tool("console", "the web console: brokers, topics, groups with lag over time, messages",
-         cli_web_console.add_arguments, cli_web_console.run),
-    Tool("transactions",
-         "list, describe, find and abort transactions (kafka-transactions.sh)",
-         cli_transactions.add_arguments, cli_transactions.run),
-    Tool("verifiable-producer", "produce increasing integers, a JSON event per send and ack "
-         "(kafka-verifiable-producer.sh)",
-         cli_verifiable.add_producer_arguments, cli_verifiable.run_producer),
-    Tool("verifiable-consumer", "consume in a group, a JSON event per poll, commit and "
-         "rebalance (kafka-verifiable-consumer.sh)",
-         cli_verifiable.add_consumer_arguments, cli_verifiable.run_consumer),
-    Tool("cluster", "start or stop ZooKeeper + N brokers on loopback; describe a cluster",
-         cli_cluster.add_arguments, cli_cluster.run),
-)  # fmt: skip
+    Tool(
+        "server",
+        "run a broker (single node, or --zookeeper to join a cluster)",
+        cli_server.add_arguments,
+        cli_server.run,
+    ),
+    Tool(
+        "topics",
+        "create, list, describe, alter, delete topics (kafka-topics.sh)",
+        cli_topics.add_arguments,
+        cli_topics.run,
+    ),
+    Tool(
+        "console-producer",
+        "lines from stdin to a topic (kafka-console-producer.sh)",
+        cli_console.add_producer_arguments,
+        cli_console.run_producer,
+    ),
+    Tool(
+        "console-consumer",
+        "a topic's records to stdout (kafka-console-consumer.sh)",
+        cli_console.add_consumer_arguments,
+        cli_console.run_consumer,
+    ),
+    Tool(
+        "producer-perf-test",
+        "producer throughput and latency (kafka-producer-perf-test.sh)",
+        cli_perf.add_producer_arguments,
+        cli_perf.run_producer,
+    ),
+    Tool(
+        "consumer-perf-test",
+        "consumer throughput (kafka-consumer-perf-test.sh)",
+        cli_perf.add_consumer_arguments,
+        cli_perf.run_consumer,
+    ),
+    Tool(
+        "consumer-groups",
+        "list, describe, reset offsets of, delete groups (kafka-consumer-groups.sh)",
+        cli_groups.add_arguments,
+        cli_groups.run,
+    ),
+    Tool(
+        "reassign-partitions",
+        "move partitions to other brokers, change replication "
+        "factors (kafka-reassign-partitions.sh)",
+        cli_reassign.add_arguments,
+        cli_reassign.run,
+    ),
+    Tool(
+        "configs",
+        "describe and alter topic and broker configs (kafka-configs.sh)",
+        cli_configs.add_arguments,
+        cli_configs.run,
+    ),
+    Tool("acls", "add, remove and list ACLs (kafka-acls.sh)", cli_acls.add_arguments, cli_acls.run),
+    Tool(
+        "replica-verification",
+        "check that all replicas hold the same data (kafka-replica-verification.sh)",
+        cli_replica_verification.add_arguments,
+        cli_replica_verification.run,
+    ),
+    Tool(
+        "state-change-log-merger",
+        "merge brokers' state-change logs in time order (kafka.tools.StateChangeLogMerger)",
+        cli_merger.add_arguments,
+        cli_merger.run,
+    ),
+    Tool(
+        "leader-election",
+        "elect preferred or unclean leaders (kafka-leader-election.sh)",
+        cli_leader_election.add_arguments,
+        cli_leader_election.run,
+    ),
+    Tool(
+        "get-offsets",
+        "partitions' offsets by time (kafka-get-offsets.sh)",
+        cli_get_offsets.add_arguments,
+        cli_get_offsets.run,
+    ),
+    Tool(
+        "delete-records",
+        "delete records up to an offset (kafka-delete-records.sh)",
+        cli_delete_records.add_arguments,
+        cli_delete_records.run,
+    ),
+    Tool(
+        "log-dirs",
+        "brokers' log directories and replica sizes (kafka-log-dirs.sh)",
+        cli_log_dirs.add_arguments,
+        cli_log_dirs.run,
+    ),
+    Tool(
+        "dump-log",
+        "print segment, index and snapshot files (kafka-dump-log.sh)",
+        cli_dump_log.add_arguments,
+        cli_dump_log.run,
+    ),
+    Tool(
+        "broker-api-versions",
+        "each broker's API versions (kafka-broker-api-versions.sh)",
+        cli_broker_api_versions.add_arguments,
+        cli_broker_api_versions.run,
+    ),
+    Tool(
+        "mirror-maker",
+        "mirror topics between clusters (kafka-mirror-maker.sh, MM1)",
+        cli_mirror_maker.add_mm1_arguments,
+        cli_mirror_maker.run_mm1,
+    ),
+    Tool(
+        "connect-mirror-maker",
+        "MirrorMaker 2 flows from one properties file (connect-mirror-maker.sh)",
+        cli_mirror_maker.add_mm2_arguments,
+        cli_mirror_maker.run_mm2,
+    ),
+    Tool(
+        "console",
+        "the web console: brokers, topics, groups with lag over time, messages",
+        cli_web_console.add_arguments,
+        cli_web_console.run,
+    ),
+    Tool(
+        "transactions",
+        "list, describe, find and abort transactions (kafka-transactions.sh)",
+        cli_transactions.add_arguments,
+        cli_transactions.run,
+    ),
+    Tool(
+        "verifiable-producer",
+        "produce increasing integers, a JSON event per send and ack (kafka-verifiable-producer.sh)",
+        cli_verifiable.add_producer_arguments,
+        cli_verifiable.run_producer,
+    ),
+    Tool(
+        "verifiable-consumer",
+        "consume in a group, a JSON event per poll, commit and "
+        "rebalance (kafka-verifiable-consumer.sh)",
+        cli_verifiable.add_consumer_arguments,
+        cli_verifiable.run_consumer,
+    ),
+    Tool(
+        "cluster",
+        "start or stop ZooKeeper + N brokers on loopback; describe a cluster",
+        cli_cluster.add_arguments,
+        cli_cluster.run,
+    ),
+)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -217,8 +310,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if given and given[0] in tools:  # an unknown flag first, before missing ones, as Kafka
         tool = tools[given[0]]
         known = _flags(tool)
-        unknown = [a for a in given[1:] if a.startswith("--") and a != "--"
-                   and not any(k.startswith(a.split("=")[0]) for k in known)]  # fmt: skip
+        unknown = [
+            a
+            for a in given[1:]
+            if a.startswith("--")
+            and a != "--"
+            and not any(k.startswith(a.split("=")[0]) for k in known)
+        ]
         if unknown:
             tool.error(f"unrecognized arguments: {' '.join(unknown)}")
     args, extra = parser.parse_known_args(given)

@@ -65,15 +65,23 @@ def add_mm1_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="default 60000",
     )
-    parser.add_argument("--abort.on.send.failure", dest="abort_on_send_failure",
-                        default="true", choices=["true", "false"],
-                        help="stop when a send fails (default true)")  # fmt: skip
+    parser.add_argument(
+        "--abort.on.send.failure",
+        dest="abort_on_send_failure",
+        default="true",
+        choices=["true", "false"],
+        help="stop when a send fails (default true)",
+    )
 
 
 def add_mm2_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", metavar="mm2.properties", help="MirrorMaker 2 config file")
-    parser.add_argument("--clusters", nargs="+", metavar="ALIAS",
-                        help="run only the flows whose target is one of these")  # fmt: skip
+    parser.add_argument(
+        "--clusters",
+        nargs="+",
+        metavar="ALIAS",
+        help="run only the flows whose target is one of these",
+    )
 
 
 def _load(path: str) -> dict[str, str]:

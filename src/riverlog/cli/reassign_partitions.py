@@ -66,30 +66,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_command_config(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     for name, text in (
-        ("--generate", "propose a plan moving the topics of --topics-to-move-json-file to "
-                       "--broker-list (changes nothing)"),
+        (
+            "--generate",
+            "propose a plan moving the topics of --topics-to-move-json-file to "
+            "--broker-list (changes nothing)",
+        ),
         ("--execute", "start the moves of --reassignment-json-file"),
-        ("--verify", "show how the moves of --reassignment-json-file are going; status 1 "
-                     "while any is in progress or failed"),
+        (
+            "--verify",
+            "show how the moves of --reassignment-json-file are going; status 1 "
+            "while any is in progress or failed",
+        ),
         ("--cancel", "cancel the moves of --reassignment-json-file"),
         ("--list", "list the moves in progress"),
-    ):  # fmt: skip
+    ):
         action.add_argument(name, action="store_true", help=text)
-    parser.add_argument("--topics-to-move-json-file", metavar="FILE",
-                        help='{"version":1,"topics":[{"topic":"t"}]}')
-    parser.add_argument("--broker-list", metavar="ID,ID,...",
-                        help="with --generate: the brokers to move to")
-    parser.add_argument("--reassignment-json-file", metavar="FILE",
-                        help='{"version":1,"partitions":[{"topic":"t","partition":0,'
-                             '"replicas":[1,2]}]}')
-    parser.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
-                        help="with --execute: replication throttle of the moves")
-    parser.add_argument("--additional", action="store_true",
-                        help="with --execute: start these moves while others run")
-    parser.add_argument("--preserve-throttles", action="store_true",
-                        help="with --verify/--cancel: leave the throttles in place")
-    parser.add_argument("--disable-rack-aware", action="store_true",
-                        help="with --generate: ignore the brokers' racks")  # fmt: skip
+    parser.add_argument(
+        "--topics-to-move-json-file", metavar="FILE", help='{"version":1,"topics":[{"topic":"t"}]}'
+    )
+    parser.add_argument(
+        "--broker-list", metavar="ID,ID,...", help="with --generate: the brokers to move to"
+    )
+    parser.add_argument(
+        "--reassignment-json-file",
+        metavar="FILE",
+        help='{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}',
+    )
+    parser.add_argument(
+        "--throttle",
+        type=int,
+        default=-1,
+        metavar="BYTES_PER_S",
+        help="with --execute: replication throttle of the moves",
+    )
+    parser.add_argument(
+        "--additional",
+        action="store_true",
+        help="with --execute: start these moves while others run",
+    )
+    parser.add_argument(
+        "--preserve-throttles",
+        action="store_true",
+        help="with --verify/--cancel: leave the throttles in place",
+    )
+    parser.add_argument(
+        "--disable-rack-aware",
+        action="store_true",
+        help="with --generate: ignore the brokers' racks",
+    )
 
 
 # --- formats (pure) -------------------------------------------------------------------------
@@ -116,8 +140,9 @@ def parse_topics_to_move(raw: object) -> list[str]:
         raise ReassignError("List of topics to reassign contains no topics")
     duplicates = sorted({t for t in topics if topics.count(t) > 1})
     if duplicates:
-        raise ReassignError(f"List of topics to reassign contains duplicate entries: "
-                            f"{','.join(duplicates)}")  # fmt: skip
+        raise ReassignError(
+            f"List of topics to reassign contains duplicate entries: {','.join(duplicates)}"
+        )
     return topics
 
 
@@ -125,38 +150,57 @@ def parse_plan(raw: object) -> Plan:
     """A reassignment plan in Kafka's JSON, checked as Kafka's tool checks it."""
     try:
         assert isinstance(raw, dict)
-        entries = [(str(e["topic"]), int(e["partition"]), [int(r) for r in e["replicas"]],
-                    e.get("log_dirs")) for e in raw["partitions"]]  # fmt: skip
+        entries = [
+            (
+                str(e["topic"]),
+                int(e["partition"]),
+                [int(r) for r in e["replicas"]],
+                e.get("log_dirs"),
+            )
+            for e in raw["partitions"]
+        ]
     except (AssertionError, KeyError, TypeError, ValueError, AttributeError):
-        raise ReassignError('expected {"version":1,"partitions":[{"topic":"t","partition":0,'
-                            '"replicas":[1,2]},...]}') from None  # fmt: skip
+        raise ReassignError(
+            'expected {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]},...]}'
+        ) from None
     if not entries:
         raise ReassignError("Partition reassignment list cannot be empty")
     plan: Plan = {}
     for topic, partition, replicas, log_dirs in entries:
         tp = (topic, partition)
         if tp in plan:
-            raise ReassignError(f"Partition reassignment contains duplicate topic partitions: "
-                                f"{topic}-{partition}")  # fmt: skip
+            raise ReassignError(
+                f"Partition reassignment contains duplicate topic partitions: {topic}-{partition}"
+            )
         if not replicas:
             raise ReassignError(f"Partition replica list cannot be empty: {topic}-{partition}")
         if len(set(replicas)) != len(replicas):
-            raise ReassignError(f"Partition replica lists may not contain duplicate entries: "
-                                f"{topic}-{partition} contains {replicas}")  # fmt: skip
-        if log_dirs is not None and (not isinstance(log_dirs, list) or len(log_dirs) != len(
-                replicas) or any(d != "any" for d in log_dirs)):  # fmt: skip
-            raise ReassignError(f"{topic}-{partition}: only \"any\" log directories are "
-                                "supported")  # fmt: skip
+            raise ReassignError(
+                f"Partition replica lists may not contain duplicate entries: "
+                f"{topic}-{partition} contains {replicas}"
+            )
+        if log_dirs is not None and (
+            not isinstance(log_dirs, list)
+            or len(log_dirs) != len(replicas)
+            or any(d != "any" for d in log_dirs)
+        ):
+            raise ReassignError(f'{topic}-{partition}: only "any" log directories are supported')
         plan[tp] = replicas
     return plan
 
 
 def plan_json(plan: Plan) -> str:
     """Kafka's compact JSON of a plan (with `log_dirs` "any", as Kafka's tool writes it)."""
-    return json.dumps({"version": 1, "partitions": [
-        {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
-        for (t, p), r in sorted(plan.items())
-    ]}, separators=(",", ":"))  # fmt: skip
+    return json.dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+                for (t, p), r in sorted(plan.items())
+            ],
+        },
+        separators=(",", ":"),
+    )
 
 
 def parse_broker_list(text: str | None) -> list[int]:
@@ -165,8 +209,9 @@ def parse_broker_list(text: str | None) -> list[int]:
     try:
         brokers = [int(b) for b in text.split(",") if b.strip()]
     except ValueError:
-        raise ReassignError(f"--broker-list must be broker ids separated by commas: {text}"
-                            ) from None  # fmt: skip
+        raise ReassignError(
+            f"--broker-list must be broker ids separated by commas: {text}"
+        ) from None
     if len(set(brokers)) != len(brokers):
         raise ReassignError(f"Duplicate brokers in --broker-list: {text}")
     return brokers
@@ -180,9 +225,13 @@ def propose(current: Plan, racks: dict[int, str | None], rng: random.Random) -> 
         partitions = sorted(p for t, p in current if t == topic)
         factor = len(current[(topic, partitions[0])])
         try:
-            placed = assign(racks, len(partitions), factor,
-                            start_index=rng.randrange(len(racks)),
-                            initial_shift=rng.randrange(len(racks)))  # fmt: skip
+            placed = assign(
+                racks,
+                len(partitions),
+                factor,
+                start_index=rng.randrange(len(racks)),
+                initial_shift=rng.randrange(len(racks)),
+            )
         except AssignmentError as e:
             raise ReassignError(str(e)) from None
         proposed.update({(topic, p): placed[p] for p in partitions})
@@ -200,9 +249,13 @@ def throttle_configs(current: Plan, plan: Plan) -> dict[str, dict[str, str]]:
             continue
         leaders.setdefault(topic, []).extend(f"{p}:{b}" for b in now)
         followers.setdefault(topic, []).extend(f"{p}:{b}" for b in target if b not in now)
-    return {topic: {LEADER_REPLICAS: ",".join(leaders[topic]),
-                    FOLLOWER_REPLICAS: ",".join(followers.get(topic, []))}
-            for topic in leaders}  # fmt: skip
+    return {
+        topic: {
+            LEADER_REPLICAS: ",".join(leaders[topic]),
+            FOLLOWER_REPLICAS: ",".join(followers.get(topic, [])),
+        }
+        for topic in leaders
+    }
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:
@@ -225,8 +278,9 @@ async def _current(client: AsyncAdmin, topics: Iterable[str]) -> Plan:
 
 
 async def _generate(client: AsyncAdmin, args: argparse.Namespace) -> None:
-    topics = parse_topics_to_move(_load_json(args.topics_to_move_json_file,
-                                             "--topics-to-move-json-file"))  # fmt: skip
+    topics = parse_topics_to_move(
+        _load_json(args.topics_to_move_json_file, "--topics-to-move-json-file")
+    )
     brokers = parse_broker_list(args.broker_list)
     racks = await admin.broker_racks(await client.cluster.any_connection())
     unknown = sorted(set(brokers) - set(racks))
@@ -235,8 +289,10 @@ async def _generate(client: AsyncAdmin, args: argparse.Namespace) -> None:
     chosen = {b: None if args.disable_rack_aware else racks[b] for b in brokers}
     current = await _current(client, topics)
     print(f"Current partition replica assignment\n{plan_json(current)}\n")
-    print("Proposed partition reassignment configuration\n"
-          f"{plan_json(propose(current, chosen, random.Random()))}")  # fmt: skip
+    print(
+        "Proposed partition reassignment configuration\n"
+        f"{plan_json(propose(current, chosen, random.Random()))}"
+    )
 
 
 async def _execute(client: AsyncAdmin, args: argparse.Namespace) -> None:
@@ -252,9 +308,11 @@ async def _execute(client: AsyncAdmin, args: argparse.Namespace) -> None:
     missing = sorted(set(plan) - set(current))
     if missing:
         raise ReassignError(f"Unable to find partitions: {_names(missing)}")
-    print("Current partition replica assignment\n\n"
-          f"{plan_json({tp: current[tp] for tp in plan})}\n\n"
-          "Save this to use as the --reassignment-json-file option during rollback")  # fmt: skip
+    print(
+        "Current partition replica assignment\n\n"
+        f"{plan_json({tp: current[tp] for tp in plan})}\n\n"
+        "Save this to use as the --reassignment-json-file option during rollback"
+    )
     if args.throttle >= 0:
         await _set_throttles(client, current, plan, args.throttle)
     errors = await client.alter_partition_reassignments(dict(plan))
@@ -272,8 +330,10 @@ def _raise_failures(errors: dict[TopicPartition, KafkaError | None], what: str) 
 
 
 async def _set_throttles(client: AsyncAdmin, current: Plan, plan: Plan, rate: int) -> None:
-    print("Warning: You must run --verify periodically, until the reassignment completes, "
-          "to ensure the throttle is removed.")  # fmt: skip
+    print(
+        "Warning: You must run --verify periodically, until the reassignment completes, "
+        "to ensure the throttle is removed."
+    )
     for topic, configs in sorted(throttle_configs(current, plan).items()):
         await client.alter_configs(TOPIC, topic, set=configs)
     brokers = {b for tp, target in plan.items() for b in [*target, *current.get(tp, [])]}
@@ -304,8 +364,11 @@ async def _verify(client: AsyncAdmin, args: argparse.Namespace) -> bool:
             break
         await asyncio.sleep(SETTLE_PAUSE_S)
         current = await _current(client, {t for t, _ in plan})
-    isr = {(t.name, p.partition): p.isr for t in await client.describe_topics(
-        sorted({t for t, _ in plan})) for p in t.partitions}  # fmt: skip
+    isr = {
+        (t.name, p.partition): p.isr
+        for t in await client.describe_topics(sorted({t for t, _ in plan}))
+        for p in t.partitions
+    }
     print("Status of partition reassignment:")
     complete = True
     for tp, target in sorted(plan.items()):
@@ -315,15 +378,19 @@ async def _verify(client: AsyncAdmin, args: argparse.Namespace) -> bool:
             adding = moving[tp].adding
             synced = [r for r in adding if r in isr.get(tp, [])]
             print(f"Reassignment of partition {name} is still in progress.")
-            print(f"  in sync: {len(synced)} of {len(adding)} new replicas "
-                  f"({_ids(synced) or '-'} of {_ids(adding) or '-'})")  # fmt: skip
+            print(
+                f"  in sync: {len(synced)} of {len(adding)} new replicas "
+                f"({_ids(synced) or '-'} of {_ids(adding) or '-'})"
+            )
         elif current.get(tp) == target:
             print(f"Reassignment of partition {name} is completed.")
         else:
             complete = False
             now = ",".join(map(str, current.get(tp, [])))
-            print(f"There is no active reassignment of partition {name}, but replica set is "
-                  f"{now} rather than {','.join(map(str, target))}.")  # fmt: skip
+            print(
+                f"There is no active reassignment of partition {name}, but replica set is "
+                f"{now} rather than {','.join(map(str, target))}."
+            )
     if complete and not args.preserve_throttles:
         print()
         await _clear_throttles(client, {t for t, _ in plan})
@@ -334,13 +401,13 @@ async def _cancel(client: AsyncAdmin, args: argparse.Namespace) -> None:
     plan = parse_plan(_load_json(args.reassignment_json_file, "--reassignment-json-file"))
     errors = await client.alter_partition_reassignments(dict.fromkeys(plan))
     inactive = error_codes.NO_REASSIGNMENT_IN_PROGRESS.code
-    _raise_failures({tp: e for tp, e in errors.items()
-                     if e is None or e.error.code != inactive}, "cancell")  # fmt: skip
+    _raise_failures(
+        {tp: e for tp, e in errors.items() if e is None or e.error.code != inactive}, "cancell"
+    )
     cancelled = sorted(tp for tp, e in errors.items() if e is None)
     if cancelled:
         plural = "" if len(cancelled) == 1 else "s"
-        print(f"Successfully cancelled partition reassignment{plural} for: "
-              f"{_names(cancelled)}")  # fmt: skip
+        print(f"Successfully cancelled partition reassignment{plural} for: {_names(cancelled)}")
     else:
         print("None of the specified partition reassignments are active.")
     if not args.preserve_throttles:
@@ -354,8 +421,10 @@ async def _list(client: AsyncAdmin) -> None:
         return
     print("Current partition reassignments:")
     for (topic, p), m in sorted(moving.items()):
-        print(f"{topic}-{p}: replicas: {_ids_in_order(m.replicas)}. adding: "
-              f"{_ids_in_order(m.adding)}. removing: {_ids_in_order(m.removing)}.")  # fmt: skip
+        print(
+            f"{topic}-{p}: replicas: {_ids_in_order(m.replicas)}. adding: "
+            f"{_ids_in_order(m.adding)}. removing: {_ids_in_order(m.removing)}."
+        )
 
 
 def _ids_in_order(brokers: list[int]) -> str:

@@ -47,22 +47,55 @@ INT32_MAX = 2**31 - 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--broker-list", required=True, metavar="HOST:PORT[,...]",
-                        help="the brokers to connect to for the cluster's metadata")
-    parser.add_argument("--topic-white-list", "--topics-include", dest="topics",
-                        default=".*", metavar="REGEX",
-                        help="topics to verify (a regular expression; default: all)")
-    parser.add_argument("--fetch-size", type=int, default=1024 * 1024, metavar="BYTES",
-                        help="bytes fetched per partition and round (default 1048576)")
-    parser.add_argument("--max-wait-ms", type=int, default=1000, metavar="MS",
-                        help="longest wait of a fetch for new data (default 1000)")
-    parser.add_argument("--time", type=int, default=-1, metavar="TIMESTAMP",
-                        help="where to start: -1 latest (default), -2 earliest, or a "
-                             "timestamp in ms")
-    parser.add_argument("--report-interval-ms", type=int, default=30_000, metavar="MS",
-                        help="how often to report the max lag (default 30000)")
-    parser.add_argument("--time-ms", type=int, default=None, metavar="MS",
-                        help="stop after this long (default: run until interrupted)")
+    parser.add_argument(
+        "--broker-list",
+        required=True,
+        metavar="HOST:PORT[,...]",
+        help="the brokers to connect to for the cluster's metadata",
+    )
+    parser.add_argument(
+        "--topic-white-list",
+        "--topics-include",
+        dest="topics",
+        default=".*",
+        metavar="REGEX",
+        help="topics to verify (a regular expression; default: all)",
+    )
+    parser.add_argument(
+        "--fetch-size",
+        type=int,
+        default=1024 * 1024,
+        metavar="BYTES",
+        help="bytes fetched per partition and round (default 1048576)",
+    )
+    parser.add_argument(
+        "--max-wait-ms",
+        type=int,
+        default=1000,
+        metavar="MS",
+        help="longest wait of a fetch for new data (default 1000)",
+    )
+    parser.add_argument(
+        "--time",
+        type=int,
+        default=-1,
+        metavar="TIMESTAMP",
+        help="where to start: -1 latest (default), -2 earliest, or a timestamp in ms",
+    )
+    parser.add_argument(
+        "--report-interval-ms",
+        type=int,
+        default=30_000,
+        metavar="MS",
+        help="how often to report the max lag (default 30000)",
+    )
+    parser.add_argument(
+        "--time-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="stop after this long (default: run until interrupted)",
+    )
 
 
 class Verification:
@@ -102,15 +135,20 @@ class Verification:
                 offsets.update(await admin.list_offsets(conn, missing, LATEST_TIMESTAMP))
             self.offsets.update(offsets)
 
-    async def _fetch(self, broker: int, tps: list[TopicPartition]) -> dict[
-        TopicPartition, rv.ReplicaData
-    ]:
+    async def _fetch(
+        self, broker: int, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, rv.ReplicaData]:
         """One Fetch of `tps` from `broker`; nothing (an empty answer) if it failed."""
         topics: dict[str, list[FetchRequest.FetchPartition]] = defaultdict(list)
         for topic, index in tps:
-            topics[topic].append(FetchRequest.FetchPartition(
-                partition=index, fetch_offset=self.offsets[(topic, index)],
-                current_leader_epoch=-1, partition_max_bytes=self.fetch_size))  # fmt: skip
+            topics[topic].append(
+                FetchRequest.FetchPartition(
+                    partition=index,
+                    fetch_offset=self.offsets[(topic, index)],
+                    current_leader_epoch=-1,
+                    partition_max_bytes=self.fetch_size,
+                )
+            )
         request = FetchRequest(
             replica_id=DEBUGGING_CONSUMER_ID,
             max_wait_ms=self.max_wait_ms,
@@ -134,8 +172,11 @@ class Verification:
                 tp = (t.topic, p.partition_index)
                 if tp in out and p.error_code == 0:
                     records = p.records
-                    batches = rv.batch_headers(records) if isinstance(
-                        records, bytes | bytearray | memoryview) else []  # fmt: skip
+                    batches = (
+                        rv.batch_headers(records)
+                        if isinstance(records, bytes | bytearray | memoryview)
+                        else []
+                    )
                     out[tp] = rv.ReplicaData(p.high_watermark, batches)
         return out
 
@@ -163,8 +204,9 @@ class Verification:
                 print(rv.checksum_mismatch_line(tp, m, rv.now_text()), flush=True)
             if result.offset_mismatch is not None:
                 self.diverged = True
-                print(rv.offset_mismatch_line(tp, result.offset_mismatch, rv.now_text()),
-                      flush=True)  # fmt: skip
+                print(
+                    rv.offset_mismatch_line(tp, result.offset_mismatch, rv.now_text()), flush=True
+                )
                 return False
             self.offsets[tp] = result.next_offset
             if result.lag > max_lag[0]:
@@ -179,14 +221,21 @@ class Verification:
 
 async def _verify(args: argparse.Namespace) -> int:
     timeout_ms = args.max_wait_ms + 30_000
-    cluster = Cluster(args.broker_list, "replica-verification", request_timeout_ms=timeout_ms,
-                      connection_setup_timeout_ms=CONNECT_TIMEOUT_MS)  # fmt: skip
+    cluster = Cluster(
+        args.broker_list,
+        "replica-verification",
+        request_timeout_ms=timeout_ms,
+        connection_setup_timeout_ms=CONNECT_TIMEOUT_MS,
+    )
     deadline = None if args.time_ms is None else time.monotonic() + args.time_ms / 1000
     try:
         check = Verification(cluster, args)
         if not await check.discover(args.topics):
-            print(f"No topics found. {args.topics}, if specified, is either filtering out all "
-                  "topics or there is no topic.", file=sys.stderr)  # fmt: skip
+            print(
+                f"No topics found. {args.topics}, if specified, is either filtering out all "
+                "topics or there is no topic.",
+                file=sys.stderr,
+            )
             return 1
         await check.start_offsets(args.time)
         print(f"{rv.now_text()}: verification process is started.", flush=True)
@@ -205,8 +254,10 @@ async def _verify(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.fetch_size <= 0 or args.max_wait_ms < 0 or args.report_interval_ms < 0:
-        print("--fetch-size must be positive, --max-wait-ms and --report-interval-ms not "
-              "negative", file=sys.stderr)  # fmt: skip
+        print(
+            "--fetch-size must be positive, --max-wait-ms and --report-interval-ms not negative",
+            file=sys.stderr,
+        )
         return 1
     try:
         return asyncio.run(_verify(args))

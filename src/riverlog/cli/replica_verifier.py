@@ -112,12 +112,16 @@ def verify_partition(fetch_offset: int, replicas: Mapping[int, ReplicaData]) -> 
                 continue
             first_replica, first_batch = first
             if first_batch.last_offset != batch.last_offset:
-                mismatch = OffsetMismatch(first_replica, first_batch.last_offset, replica,
-                                          batch.last_offset)  # fmt: skip
+                mismatch = OffsetMismatch(
+                    first_replica, first_batch.last_offset, replica, batch.last_offset
+                )
                 return Verified(offset, _lag(offset, replicas), mismatches, mismatch)
             if first_batch.crc != batch.crc:
-                mismatches.append(ChecksumMismatch(batch.last_offset, first_replica,
-                                                   first_batch.crc, replica, batch.crc))
+                mismatches.append(
+                    ChecksumMismatch(
+                        batch.last_offset, first_replica, first_batch.crc, replica, batch.crc
+                    )
+                )
         if in_all and first is not None:
             offset = first[1].next_offset
         elif first is None:
@@ -144,20 +148,26 @@ def tp_text(tp: TopicPartition) -> str:
 
 
 def offset_mismatch_line(tp: TopicPartition, m: OffsetMismatch, now: str) -> str:
-    return (f"{now}: partition {tp_text(tp)}: replica {m.first_replica}'s offset "
-            f"{m.first_offset} doesn't match replica {m.replica}'s offset {m.offset}")  # fmt: skip
+    return (
+        f"{now}: partition {tp_text(tp)}: replica {m.first_replica}'s offset "
+        f"{m.first_offset} doesn't match replica {m.replica}'s offset {m.offset}"
+    )
 
 
 def checksum_mismatch_line(tp: TopicPartition, m: ChecksumMismatch, now: str) -> str:
-    return (f"{now}: partition {tp_text(tp)} has unmatched checksum at offset {m.offset}; "
-            f"replica {m.first_replica}'s checksum {m.first_checksum}; replica {m.replica}'s "
-            f"checksum {m.checksum}")  # fmt: skip
+    return (
+        f"{now}: partition {tp_text(tp)} has unmatched checksum at offset {m.offset}; "
+        f"replica {m.first_replica}'s checksum {m.first_checksum}; replica {m.replica}'s "
+        f"checksum {m.checksum}"
+    )
 
 
 def lag_line(lag: int, tp: TopicPartition | None, offset: int, partitions: int, now: str) -> str:
     where = "null" if tp is None else tp_text(tp)
-    return (f"{now}: max lag is {lag} for partition {where} at offset {offset} among "
-            f"{partitions} partitions")  # fmt: skip
+    return (
+        f"{now}: max lag is {lag} for partition {where} at offset {offset} among "
+        f"{partitions} partitions"
+    )
 
 
 def include_pattern(text: str) -> re.Pattern[str]:

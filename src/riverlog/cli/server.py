@@ -46,15 +46,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", type=Path, help="a Kafka-style server.properties")
     parser.add_argument("--listen", metavar="HOST:PORT", help="listener (sets `listeners`)")
     parser.add_argument("--data-dir", metavar="DIR", help="log directory (sets `log.dirs`)")
-    parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                        help="join a cluster (sets `zookeeper.connect`)")  # fmt: skip
+    parser.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        help="join a cluster (sets `zookeeper.connect`)",
+    )
     parser.add_argument("--broker-id", type=int, metavar="N", help="sets `broker.id`")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a server.properties setting (repeatable)")  # fmt: skip
-    parser.add_argument("--log-config", metavar="FILE",
-                        help="a log4j.properties-style logging config")  # fmt: skip
-    parser.add_argument("--verbose", action="store_true",
-                        help="print the traceback of a start-up failure")  # fmt: skip
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a server.properties setting (repeatable)",
+    )
+    parser.add_argument(
+        "--log-config", metavar="FILE", help="a log4j.properties-style logging config"
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="print the traceback of a start-up failure"
+    )
 
 
 def _log_state_changes(directory: Path) -> logging.Handler:

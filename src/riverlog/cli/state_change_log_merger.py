@@ -48,9 +48,7 @@ def partition_pattern(topic: str) -> re.Pattern[str]:
     )
 
 
-def matches(
-    line: str, pattern: re.Pattern[str] | None, partitions: Collection[int] | None
-) -> bool:
+def matches(line: str, pattern: re.Pattern[str] | None, partitions: Collection[int] | None) -> bool:
     """Whether `line` names the topic of `pattern` (None: any line), and one of `partitions`
     (None or empty: any partition)."""
     if pattern is None:
@@ -126,29 +124,44 @@ def parse_partitions(text: str) -> list[int]:
         raise MergerError(f"--partitions expects partition ids like 0,1,2: {text!r}") from None
     repeated = sorted({p for p in partitions if partitions.count(p) > 1})
     if repeated:
-        raise MergerError("The list of partitions contains repeated entries: "
-                          + ",".join(map(str, repeated)))  # fmt: skip
+        raise MergerError(
+            "The list of partitions contains repeated entries: " + ",".join(map(str, repeated))
+        )
     return partitions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--logs", metavar="FILES",
-                        help="comma separated list of state change logs")  # fmt: skip
-    parser.add_argument("--logs-regex", metavar="REGEX",
-                        help="regex to match the state change log files to be merged")  # fmt: skip
+    parser.add_argument("--logs", metavar="FILES", help="comma separated list of state change logs")
+    parser.add_argument(
+        "--logs-regex",
+        metavar="REGEX",
+        help="regex to match the state change log files to be merged",
+    )
     parser.add_argument("--topic", help="the topic whose state change logs should be merged")
-    parser.add_argument("--partitions", metavar="IDS", help="comma separated list of partition "
-                        "ids whose state change logs should be merged")  # fmt: skip
-    parser.add_argument("--start-time", default=EARLIEST, metavar="TIME",
-                        help="the earliest timestamp of state change log entries to be merged")
-    parser.add_argument("--end-time", default=LATEST, metavar="TIME",
-                        help="the latest timestamp of state change log entries to be merged")
+    parser.add_argument(
+        "--partitions",
+        metavar="IDS",
+        help="comma separated list of partition ids whose state change logs should be merged",
+    )
+    parser.add_argument(
+        "--start-time",
+        default=EARLIEST,
+        metavar="TIME",
+        help="the earliest timestamp of state change log entries to be merged",
+    )
+    parser.add_argument(
+        "--end-time",
+        default=LATEST,
+        metavar="TIME",
+        help="the latest timestamp of state change log entries to be merged",
+    )
 
 
 def _files(args: argparse.Namespace) -> list[Path]:
     if (args.logs is None) == (args.logs_regex is None):
-        raise MergerError('Provide arguments to exactly one of the two options "--logs" or '
-                          '"--logs-regex"')  # fmt: skip
+        raise MergerError(
+            'Provide arguments to exactly one of the two options "--logs" or "--logs-regex"'
+        )
     if args.logs is not None:
         files = [Path(f.strip()) for f in args.logs.split(",") if f.strip()]
     else:
@@ -165,11 +178,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         files = _files(args)
         if args.partitions is not None and args.topic is None:
-            raise MergerError('The option "--topic" needs to be provided an argument when '
-                              "specifying partition ids")  # fmt: skip
+            raise MergerError(
+                'The option "--topic" needs to be provided an argument when '
+                "specifying partition ids"
+            )
         partitions = None if args.partitions is None else parse_partitions(args.partitions)
-        start = EARLIEST if args.start_time == EARLIEST else parse_time(args.start_time,
-                                                                        "--start-time")
+        start = (
+            EARLIEST if args.start_time == EARLIEST else parse_time(args.start_time, "--start-time")
+        )
         end = LATEST if args.end_time == LATEST else parse_time(args.end_time, "--end-time")
     except MergerError as e:
         print(e, file=sys.stderr)

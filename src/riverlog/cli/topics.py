@@ -92,14 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--under-min-isr-partitions",
         action="store_true",
-        help="with --describe: only partitions whose isr count is less than the configured "
-        "minimum",
+        help="with --describe: only partitions whose isr count is less than the configured minimum",
     )
     parser.add_argument(
         "--at-min-isr-partitions",
         action="store_true",
-        help="with --describe: only partitions whose isr count is equal to the configured "
-        "minimum",
+        help="with --describe: only partitions whose isr count is equal to the configured minimum",
     )
     parser.add_argument(
         "--topics-with-overrides",
@@ -125,8 +123,10 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
             raise ValueError(f"Invalid replica assignment {text!r}") from None
         duplicates = sorted({b for b in brokers if brokers.count(b) > 1})
         if duplicates:
-            raise ValueError("Partition replica lists may not contain duplicate entries: "
-                             + ",".join(map(str, duplicates)))  # fmt: skip
+            raise ValueError(
+                "Partition replica lists may not contain duplicate entries: "
+                + ",".join(map(str, duplicates))
+            )
         if out and len(brokers) != len(out[0]):
             raise ValueError(f"Partition {i} has different replication factor: {brokers}")
         out[i] = brokers
@@ -191,8 +191,10 @@ async def _create(conn: Connection, args: argparse.Namespace) -> None:
     assignment = None
     if args.replica_assignment is not None:
         if factor is not None or partitions is not None:
-            raise ValueError("Option \"[replica-assignment]\" can't be used with option "
-                             "\"[partitions],[replication-factor]\"")  # fmt: skip
+            raise ValueError(
+                'Option "[replica-assignment]" can\'t be used with option '
+                '"[partitions],[replication-factor]"'
+            )
         assignment = parse_replica_assignment(args.replica_assignment)
     if "." in name or "_" in name:
         print(COLLISION_WARNING)
@@ -227,8 +229,12 @@ async def _describe(conn: Connection, args: argparse.Namespace) -> None:
         if args.if_exists and e.error.name == "UNKNOWN_TOPIC_OR_PARTITION":
             return
         raise
-    filters = (args.under_replicated_partitions, args.unavailable_partitions,
-               args.under_min_isr_partitions, args.at_min_isr_partitions)  # fmt: skip
+    filters = (
+        args.under_replicated_partitions,
+        args.unavailable_partitions,
+        args.under_min_isr_partitions,
+        args.at_min_isr_partitions,
+    )
     only_some = any(filters)
     for t in topics:
         if args.exclude_internal and t.is_internal:

@@ -25,16 +25,30 @@ from riverlog.client.config import AdminConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="the broker(s) to connect to")  # fmt: skip
-    parser.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
-                        help="where the console serves HTTP (default 127.0.0.1:8080)")  # fmt: skip
-    parser.add_argument("--command-config", metavar="FILE",
-                        help="client config properties (Kafka client keys)")  # fmt: skip
-    parser.add_argument("--sample-interval-seconds", type=float, default=10.0,
-                        help="how often lag and offsets are sampled (default 10)")  # fmt: skip
-    parser.add_argument("--lag-history-hours", type=float, default=3.0,
-                        help="how long samples are kept in memory (default 3)")  # fmt: skip
+    parser.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker(s) to connect to"
+    )
+    parser.add_argument(
+        "--listen",
+        default="127.0.0.1:8080",
+        metavar="HOST:PORT",
+        help="where the console serves HTTP (default 127.0.0.1:8080)",
+    )
+    parser.add_argument(
+        "--command-config", metavar="FILE", help="client config properties (Kafka client keys)"
+    )
+    parser.add_argument(
+        "--sample-interval-seconds",
+        type=float,
+        default=10.0,
+        help="how often lag and offsets are sampled (default 10)",
+    )
+    parser.add_argument(
+        "--lag-history-hours",
+        type=float,
+        default=3.0,
+        help="how long samples are kept in memory (default 3)",
+    )
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -89,8 +103,10 @@ async def serve(args: argparse.Namespace, config: dict[str, object]) -> None:
     try:
         site = web.TCPSite(runner, host, port)
         await site.start()
-        print(f"riverlog console: serving http://{host}:{port}/ for {args.bootstrap_server}",
-              flush=True)  # fmt: skip
+        print(
+            f"riverlog console: serving http://{host}:{port}/ for {args.bootstrap_server}",
+            flush=True,
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

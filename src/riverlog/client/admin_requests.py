@@ -98,8 +98,12 @@ async def describe_cluster(conn: Connection) -> ClusterView:
     """Brokers, controller and every topic (internal ones too), from one Metadata answer."""
     response = await _metadata(conn, None)
     brokers = [BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers]
-    return ClusterView(response.cluster_id, response.controller_id,
-                       sorted(brokers, key=lambda b: b.node_id), _topics(response))  # fmt: skip
+    return ClusterView(
+        response.cluster_id,
+        response.controller_id,
+        sorted(brokers, key=lambda b: b.node_id),
+        _topics(response),
+    )
 
 
 async def describe_topics(conn: Connection, names: list[str] | None = None) -> list[TopicInfo]:
@@ -253,8 +257,6 @@ async def alter_configs(
     _check(result.error_code, result.error_message)
 
 
-
-
 async def list_offsets(
     conn: Connection, partitions: list[tuple[str, int]], timestamp: int
 ) -> dict[tuple[str, int], int]:
@@ -344,8 +346,10 @@ async def elect_leaders(
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
-        topics = [ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps)
-                  for t, ps in by_topic.items()]  # fmt: skip
+        topics = [
+            ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps)
+            for t, ps in by_topic.items()
+        ]
     request = ElectLeadersRequest(
         election_type=election_type, topic_partitions=topics, timeout_ms=timeout_ms
     )
@@ -397,11 +401,12 @@ async def alter_partition_reassignments(
     return {
         (t.name, p.partition_index): (
             KafkaError(error_codes.for_code(p.error_code), p.error_message)
-            if p.error_code else None
+            if p.error_code
+            else None
         )
         for t in response.responses
         for p in t.partitions
-    }  # fmt: skip
+    }
 
 
 async def list_partition_reassignments(

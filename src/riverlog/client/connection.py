@@ -74,9 +74,10 @@ class _Socket(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         error = self._error or (
-            ConnectionError(f"connection failed: {exc}") if exc is not None
+            ConnectionError(f"connection failed: {exc}")
+            if exc is not None
             else ConnectionError("the broker closed the connection")
-        )  # fmt: skip
+        )
         self.on_lost(error)
         self.resume_writing()  # a writer waiting to drain finds the connection closed
         if not self.lost.done():

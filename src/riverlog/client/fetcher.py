@@ -142,9 +142,19 @@ def decode_records(
             if header.compression != compression.NONE:
                 body = memoryview(compression.decompress(header.compression, body))
             append_time = header.max_timestamp if header.timestamp_type else -1
-            walk.decode(out, body, header.records_count, header.base_offset,
-                        header.base_timestamp, append_time, min_offset, topic, partition,
-                        header.timestamp_type, ConsumerRecord)  # fmt: skip
+            walk.decode(
+                out,
+                body,
+                header.records_count,
+                header.base_offset,
+                header.base_timestamp,
+                append_time,
+                min_offset,
+                topic,
+                partition,
+                header.timestamp_type,
+                ConsumerRecord,
+            )
         except CorruptRecordError as e:
             del out[mark:]  # what the walk decoded of this batch before it failed
             raise UnreadableBatchError(

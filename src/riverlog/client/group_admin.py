@@ -129,8 +129,12 @@ class GroupAdmin:
             if version >= 4:
                 c = response.coordinators[0]
                 code, message, node, host, port = (
-                    c.error_code, c.error_message, c.node_id, c.host, c.port
-                )  # fmt: skip
+                    c.error_code,
+                    c.error_message,
+                    c.node_id,
+                    c.host,
+                    c.port,
+                )
             else:
                 code, message = response.error_code, response.error_message
                 node, host, port = response.node_id, response.host, response.port
@@ -149,8 +153,9 @@ class GroupAdmin:
             conn = self._by_address.get((host, port))
             if conn is None or conn.closed:
                 bootstrap = await self._bootstrap()
-                conn = await Connection.open(host, port, client_id=bootstrap.client_id,
-                                             security=bootstrap.security)  # fmt: skip
+                conn = await Connection.open(
+                    host, port, client_id=bootstrap.client_id, security=bootstrap.security
+                )
                 conn.request_timeout_s = self._timeout_s
                 self._by_address[(host, port)] = conn
             self._by_group[group] = conn

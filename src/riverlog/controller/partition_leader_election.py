@@ -91,5 +91,6 @@ def next_state(
 def offline_state(current: PartitionState, controller_epoch: int) -> PartitionState:
     """No replica may lead: the leader becomes -1 (the ISR keeps its last member, as Kafka
     does, so a clean election can happen when that broker returns)."""
-    return PartitionState(NO_LEADER, current.leader_epoch + 1, list(current.isr[-1:]),
-                          controller_epoch)  # fmt: skip
+    return PartitionState(
+        NO_LEADER, current.leader_epoch + 1, list(current.isr[-1:]), controller_epoch
+    )

@@ -164,8 +164,9 @@ def _start(
         elected = reassignment_election(wanted.replicas, isr, live)
         if elected is None:
             if leader in dropped:
-                return Wait(f"no replica of {wanted.replicas} in the ISR can take over from "
-                            f"leader {leader}")  # fmt: skip
+                return Wait(
+                    f"no replica of {wanted.replicas} in the ISR can take over from leader {leader}"
+                )
         else:
             leader, isr = elected.leader, elected.isr
     return Start(wanted, next_state(state, Elected(leader, isr), controller_epoch), dropped)

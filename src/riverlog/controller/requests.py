@@ -168,11 +168,12 @@ def stop_replica(
         by_topic[topic].append(
             StopReplicaRequest.StopReplicaPartitionState(
                 partition_index=index,
-                leader_epoch=LEADER_DURING_DELETE if delete or state is None
+                leader_epoch=LEADER_DURING_DELETE
+                if delete or state is None
                 else state.leader_epoch,
                 delete_partition=delete,
             )
-        )  # fmt: skip
+        )
     return StopReplicaRequest(
         controller_id=controller_id,
         controller_epoch=ctx.epoch,

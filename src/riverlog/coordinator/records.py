@@ -230,4 +230,3 @@ def replay(
             else:
                 state.groups[key.group] = decode_group_value(value)
     return state
-

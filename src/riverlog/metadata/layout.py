@@ -131,10 +131,12 @@ class BrokerRegistration:
             listener, _, rest = url.partition("://")
             host, _, port = rest.rpartition(":")
             endpoints.append(Endpoint(listener, host, int(port)))
-        protocols = {str(k): str(v) for k, v in
-                     (raw.get("listener_security_protocol_map") or {}).items()}  # fmt: skip
-        return cls(broker_id, tuple(endpoints), raw.get("rack"), int(raw.get("timestamp", 0)),
-                   protocols)  # fmt: skip
+        protocols = {
+            str(k): str(v) for k, v in (raw.get("listener_security_protocol_map") or {}).items()
+        }
+        return cls(
+            broker_id, tuple(endpoints), raw.get("rack"), int(raw.get("timestamp", 0)), protocols
+        )
 
 
 @dataclass(frozen=True)
@@ -153,9 +155,7 @@ class TopicAssignment:
                 "topic_id": encode_uuid(self.topic_id),
                 "partitions": {str(p): r for p, r in sorted(self.partitions.items())},
                 "adding_replicas": {str(p): r for p, r in sorted(self.adding_replicas.items())},
-                "removing_replicas": {
-                    str(p): r for p, r in sorted(self.removing_replicas.items())
-                },
+                "removing_replicas": {str(p): r for p, r in sorted(self.removing_replicas.items())},
             }
         )
 
@@ -214,8 +214,9 @@ class ConfigChange:
     time_ms: int
 
     def to_json(self) -> bytes:
-        return _dump({"version": 2, "entity_path": self.entity_path,
-                      "riverlog_time_ms": self.time_ms})  # fmt: skip
+        return _dump(
+            {"version": 2, "entity_path": self.entity_path, "riverlog_time_ms": self.time_ms}
+        )
 
     @classmethod
     def from_json(cls, data: bytes) -> ConfigChange:
@@ -225,8 +226,9 @@ class ConfigChange:
 
 def preferred_replica_election_json(partitions: list[tuple[str, int]]) -> bytes:
     """Kafka's `{"version":1,"partitions":[{"topic":"t","partition":0},...]}`."""
-    return _dump({"version": 1,
-                  "partitions": [{"topic": t, "partition": p} for t, p in partitions]})  # fmt: skip
+    return _dump(
+        {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+    )
 
 
 def preferred_replica_election_from_json(data: bytes) -> list[tuple[str, int]]:
@@ -244,10 +246,15 @@ def preferred_replica_election_from_json(data: bytes) -> list[tuple[str, int]]:
 def reassignments_json(targets: dict[tuple[str, int], list[int]]) -> bytes:
     """`/admin/reassign_partitions`: Kafka's
     `{"version":1,"partitions":[{"topic":T,"partition":P,"replicas":[...]}]}`."""
-    return _dump({"version": 1, "partitions": [
-        {"topic": t, "partition": p, "replicas": list(r)}
-        for (t, p), r in sorted(targets.items())
-    ]})  # fmt: skip
+    return _dump(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": list(r)}
+                for (t, p), r in sorted(targets.items())
+            ],
+        }
+    )
 
 
 def reassignments_from_json(data: bytes) -> dict[tuple[str, int], list[int]]:
@@ -255,7 +262,9 @@ def reassignments_from_json(data: bytes) -> dict[tuple[str, int], list[int]]:
     ValueError when it is not that format."""
     try:
         raw = json.loads(data) if data else {"partitions": []}
-        return {(str(e["topic"]), int(e["partition"])): [int(r) for r in e["replicas"]]
-                for e in raw["partitions"]}  # fmt: skip
+        return {
+            (str(e["topic"]), int(e["partition"])): [int(r) for r in e["replicas"]]
+            for e in raw["partitions"]
+        }
     except (KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"not a partition reassignment: {e!r}") from None

@@ -252,8 +252,9 @@ class EmbeddedStore:
             raise NoNodeError(op.path)
         _check_version(op.path, node, op.expected_version)
         if isinstance(op, SetOp):
-            self._nodes[op.path] = Node(bytes(op.data), node.version + 1, node.ephemeral,
-                                        node.czxid)  # fmt: skip
+            self._nodes[op.path] = Node(
+                bytes(op.data), node.version + 1, node.ephemeral, node.czxid
+            )
             return [op.path]
         if isinstance(op, DeleteOp):
             if any(p.startswith(op.path + "/") for p in self._nodes):
@@ -289,8 +290,11 @@ class EmbeddedStore:
 
     def _save(self, file: Path) -> None:
         snapshot = {
-            path: {"data": base64.b64encode(node.data).decode(), "version": node.version,
-                   "czxid": node.czxid}
+            path: {
+                "data": base64.b64encode(node.data).decode(),
+                "version": node.version,
+                "czxid": node.czxid,
+            }
             for path, node in self._nodes.items()
             if not node.ephemeral
         }
@@ -310,6 +314,7 @@ class EmbeddedStore:
         raw = json.loads(file.read_text())
         for path, entry in raw.items():
             czxid = int(entry.get("czxid", 0))
-            self._nodes[path] = Node(base64.b64decode(entry["data"]), int(entry["version"]),
-                                     czxid=czxid)  # fmt: skip
+            self._nodes[path] = Node(
+                base64.b64decode(entry["data"]), int(entry["version"]), czxid=czxid
+            )
             self._zxid = max(self._zxid, czxid)

@@ -58,8 +58,11 @@ from riverlog.metadata.store import (
 
 SessionListener = Callable[[str], None]
 READ_PIPELINE = 1000  # reads in flight at once in `get_many`
-_STATES = {KazooState.SUSPENDED: "suspended", KazooState.CONNECTED: "connected",
-           KazooState.LOST: "lost"}  # fmt: skip
+_STATES = {
+    KazooState.SUSPENDED: "suspended",
+    KazooState.CONNECTED: "connected",
+    KazooState.LOST: "lost",
+}
 
 
 @contextmanager
@@ -164,8 +167,9 @@ class ZooKeeperStore:
                         data, stat = result.get()
                 except NoNodeError:
                     continue
-                out[path] = Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0,
-                                 stat.czxid)  # fmt: skip
+                out[path] = Node(
+                    bytes(data or b""), stat.version, stat.ephemeralOwner != 0, stat.czxid
+                )
         return out
 
     def exists(self, path: str) -> bool:

@@ -91,9 +91,12 @@ class Checkpointer:
         self.store = OffsetSyncStore()
         self.topic = checkpoints_topic(flow.source.alias)
         self._syncs = AsyncConsumer(
-            {**flow.source.consumer_config(), "enable.auto.commit": "false",
-             "auto.offset.reset": "earliest"}
-        )  # fmt: skip
+            {
+                **flow.source.consumer_config(),
+                "enable.auto.commit": "false",
+                "auto.offset.reset": "earliest",
+            }
+        )
         self._syncs.assign([(offset_syncs_topic(flow.target.alias), 0)])
         self._emitted: dict[tuple[str, TopicPartition], int] = {}
 
@@ -109,8 +112,11 @@ class Checkpointer:
                 try:
                     self.store.add(OffsetSync.decode(r.key, r.value))
                 except ValueError:
-                    log.warning("mirror %s: skipping a bad offset sync at offset %d",
-                                self.flow.name, r.offset)  # fmt: skip
+                    log.warning(
+                        "mirror %s: skipping a bad offset sync at offset %d",
+                        self.flow.name,
+                        r.offset,
+                    )
 
     async def checkpoints(self) -> list[Checkpoint]:
         """Translated offsets of every group the flow checkpoints."""

@@ -95,8 +95,9 @@ class MirrorStream:
             re.compile(pattern)
             self.consumer.subscribe(pattern=pattern, on_revoke=self._revoked, on_lost=self._lost)
         else:
-            self.consumer.subscribe(sorted(topics or ()), on_revoke=self._revoked,
-                                    on_lost=self._lost)  # fmt: skip
+            self.consumer.subscribe(
+                sorted(topics or ()), on_revoke=self._revoked, on_lost=self._lost
+            )
 
     def _owned(self) -> dict[TopicPartition, int]:
         """What to commit: the partitions this stream still owns (a rebalance may have run
@@ -173,8 +174,14 @@ class MirrorStream:
                 if producer.enqueue(target, r.value, r.key, partition, timestamp, headers, waiter):
                     await asyncio.sleep(0)  # let the sender send the batch that filled up
             else:  # the buffer is full: send waits for room
-                future = await producer.send(target, r.value, r.key, partition=partition,
-                                             timestamp_ms=timestamp, headers=headers)  # fmt: skip
+                future = await producer.send(
+                    target,
+                    r.value,
+                    r.key,
+                    partition=partition,
+                    timestamp_ms=timestamp,
+                    headers=headers,
+                )
                 future.add_done_callback(self._future_done(waiter))
             self._next[(r.topic, r.partition)] = r.offset + 1
 
@@ -220,8 +227,9 @@ class MirrorStream:
         if self.abort_on_send_failure:
             self._failed = SendFailed(f"a record could not be mirrored: {errors[0]}")
             raise self._failed
-        log.error("mirror: %d record(s) could not be sent and are skipped: %s", len(errors),
-                  errors[0])  # fmt: skip
+        log.error(
+            "mirror: %d record(s) could not be sent and are skipped: %s", len(errors), errors[0]
+        )
         self.dropped += len(errors)
         errors.clear()
 

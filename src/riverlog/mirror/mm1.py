@@ -59,8 +59,10 @@ def consumer_config(options: MirrorMakerOptions, stream: int) -> dict[str, str]:
     if not config.get("group.id"):
         raise ValueError("--consumer.config must set group.id (the mirror's consumer group)")
     if config["enable.auto.commit"].strip().lower() == "true":
-        log.warning("enable.auto.commit=true: offsets may be committed before records are "
-                    "mirrored, so a crash can lose them")  # fmt: skip
+        log.warning(
+            "enable.auto.commit=true: offsets may be committed before records are "
+            "mirrored, so a crash can lose them"
+        )
     config["client.id"] = f"{config['group.id']}-{stream}"
     return config
 
@@ -70,8 +72,11 @@ def producer_config(options: MirrorMakerOptions) -> dict[str, str]:
     config = {**defaults, **_client_config(options.producer, "producer")}
     for key, value in defaults.items():
         if config[key] != value:
-            log.info("Property %s is overridden to %s - data loss or message reordering is "
-                     "possible.", key, config[key])  # fmt: skip
+            log.info(
+                "Property %s is overridden to %s - data loss or message reordering is possible.",
+                key,
+                config[key],
+            )
     return config
 
 

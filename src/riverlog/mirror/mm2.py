@@ -60,9 +60,13 @@ class FlowRunner:
         group = group_of(flow)
         self.streams = [
             MirrorStream(
-                {**flow.source.consumer_config(), "group.id": group,
-                 "client.id": f"{group}-{i}", "enable.auto.commit": "false",
-                 "auto.offset.reset": "earliest"},
+                {
+                    **flow.source.consumer_config(),
+                    "group.id": group,
+                    "client.id": f"{group}-{i}",
+                    "enable.auto.commit": "false",
+                    "auto.offset.reset": "earliest",
+                },
                 self.producer,
                 commit_interval_ms=flow.number("offset.flush.interval.ms"),
                 rename=lambda topic: flow.policy.remote_topic(flow.source.alias, topic),
@@ -70,7 +74,7 @@ class FlowRunner:
                 tracker=self.emitter,
             )
             for i in range(flow.number("tasks.max"))
-        ]  # fmt: skip
+        ]
 
     async def start(self) -> None:
         flow = self.flow
@@ -122,10 +126,8 @@ class FlowRunner:
             out.append((f.seconds("emit.checkpoints.interval.seconds"), self.emit_checkpoints))
         if f.flag("sync.group.offsets.enabled"):
             if not f.flag("emit.checkpoints.enabled"):
-                out.append((f.seconds("emit.checkpoints.interval.seconds"),
-                            self.emit_checkpoints))  # fmt: skip
-            out.append((f.seconds("sync.group.offsets.interval.seconds"),
-                        self.sync_group_offsets))  # fmt: skip
+                out.append((f.seconds("emit.checkpoints.interval.seconds"), self.emit_checkpoints))
+            out.append((f.seconds("sync.group.offsets.interval.seconds"), self.sync_group_offsets))
         return out
 
     async def maintain(self, stop: asyncio.Event) -> None:
@@ -142,8 +144,12 @@ class FlowRunner:
                     try:
                         await step()
                     except (KafkaError, ConnectionError, OSError) as e:
-                        log.warning("mirror %s: %s failed: %s", self.flow.name,
-                                    getattr(step, "__name__", step), e)  # fmt: skip
+                        log.warning(
+                            "mirror %s: %s failed: %s",
+                            self.flow.name,
+                            getattr(step, "__name__", step),
+                            e,
+                        )
 
     async def close(self) -> None:
         if self.checkpointer is not None:
@@ -155,8 +161,12 @@ class FlowRunner:
     async def run(self, stop: asyncio.Event) -> None:
         try:
             await self.start()
-            log.info("mirror %s: mirroring %d topic(s) as %s", self.flow.name,
-                     len(self.topics), group_of(self.flow))  # fmt: skip
+            log.info(
+                "mirror %s: mirroring %d topic(s) as %s",
+                self.flow.name,
+                len(self.topics),
+                group_of(self.flow),
+            )
             tasks = [asyncio.create_task(s.run(stop)) for s in self.streams]
             tasks.append(asyncio.create_task(self.maintain(stop)))
             try:

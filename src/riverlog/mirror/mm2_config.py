@@ -53,17 +53,29 @@ DEFAULTS: dict[str, str] = {
 }
 RENAMED = {"topics.blacklist": "topics.exclude", "groups.blacklist": "groups.exclude"}
 UNUSED = {
-    "offset.storage.replication.factor", "status.storage.replication.factor",
-    "config.storage.replication.factor", "heartbeats.topic.replication.factor",
-    "offset.storage.topic", "status.storage.topic", "config.storage.topic",
-    "key.converter", "value.converter", "header.converter", "clusters",
-}  # fmt: skip
+    "offset.storage.replication.factor",
+    "status.storage.replication.factor",
+    "config.storage.replication.factor",
+    "heartbeats.topic.replication.factor",
+    "offset.storage.topic",
+    "status.storage.topic",
+    "config.storage.topic",
+    "key.converter",
+    "value.converter",
+    "header.converter",
+    "clusters",
+}
 CLIENT_KINDS = ("consumer.", "producer.", "admin.")
 COMMON_CLIENT_KEYS = {
-    "bootstrap.servers", "client.id", "request.timeout.ms", "metadata.max.age.ms",
-    "reconnect.backoff.ms", "reconnect.backoff.max.ms", "retry.backoff.ms",
+    "bootstrap.servers",
+    "client.id",
+    "request.timeout.ms",
+    "metadata.max.age.ms",
+    "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms",
+    "retry.backoff.ms",
     "socket.connection.setup.timeout.ms",
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)

@@ -96,8 +96,9 @@ class Checkpoint:
         return _string(self.group) + _string(self.topic) + struct.pack(">i", self.partition)
 
     def value(self) -> bytes:
-        offsets = struct.pack(">hqq", CHECKPOINT_VERSION, self.upstream_offset,
-                              self.downstream_offset)  # fmt: skip
+        offsets = struct.pack(
+            ">hqq", CHECKPOINT_VERSION, self.upstream_offset, self.downstream_offset
+        )
         return offsets + _string(self.metadata)
 
     @classmethod

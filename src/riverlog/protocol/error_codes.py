@@ -52,6 +52,7 @@ class KafkaError(Exception):
     def __repr__(self) -> str:
         return f"KafkaError({self.error.name}, {self.message!r})"
 
+
 # fmt: off
 UNKNOWN_SERVER_ERROR = ErrorCode("UNKNOWN_SERVER_ERROR", -1, False,
     "The server experienced an unexpected error when processing the request.")

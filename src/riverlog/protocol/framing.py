@@ -144,9 +144,7 @@ def decode_request(frame: Buffer) -> Request:
     return Request(header, body)
 
 
-def encode_response(
-    body: ApiMessage, version: int, correlation_id: int
-) -> list[Chunk]:
+def encode_response(body: ApiMessage, version: int, correlation_id: int) -> list[Chunk]:
     """A whole response frame as chunks (size prefix first); record data stays un-copied."""
     out: list[Chunk] = []
     header = ResponseHeader(correlation_id=correlation_id)

@@ -76,11 +76,15 @@ class ConnectionQuotas:
         """Count a new connection from `ip`; or the reason to refuse it (not counted)."""
         limit = self.overrides.get(ip, self.per_ip)
         if self.by_ip[ip] >= limit:
-            return (f"Rejected connection from {ip}, address already has the configured "
-                    f"maximum of {limit} connections.")  # fmt: skip
+            return (
+                f"Rejected connection from {ip}, address already has the configured "
+                f"maximum of {limit} connections."
+            )
         if self.total >= self.max_connections:
-            return (f"Rejected connection from {ip}: the broker already has the "
-                    f"configured maximum of {self.max_connections} connections.")  # fmt: skip
+            return (
+                f"Rejected connection from {ip}: the broker already has the "
+                f"configured maximum of {self.max_connections} connections."
+            )
         self.total += 1
         self.by_ip[ip] += 1
         return None

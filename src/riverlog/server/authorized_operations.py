@@ -43,13 +43,31 @@ OMITTED = -(2**31)
 
 _O = AclOperation
 SUPPORTED: dict[ResourceType, frozenset[AclOperation]] = {
-    ResourceType.TOPIC: frozenset({_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE,
-                                   _O.ALTER, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS}),
+    ResourceType.TOPIC: frozenset(
+        {
+            _O.READ,
+            _O.WRITE,
+            _O.CREATE,
+            _O.DESCRIBE,
+            _O.DELETE,
+            _O.ALTER,
+            _O.DESCRIBE_CONFIGS,
+            _O.ALTER_CONFIGS,
+        }
+    ),
     ResourceType.GROUP: frozenset({_O.READ, _O.DESCRIBE, _O.DELETE}),
-    ResourceType.CLUSTER: frozenset({_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS,
-                                     _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE, _O.ALTER,
-                                     _O.DESCRIBE}),
-}  # fmt: skip
+    ResourceType.CLUSTER: frozenset(
+        {
+            _O.CREATE,
+            _O.CLUSTER_ACTION,
+            _O.DESCRIBE_CONFIGS,
+            _O.ALTER_CONFIGS,
+            _O.IDEMPOTENT_WRITE,
+            _O.ALTER,
+            _O.DESCRIBE,
+        }
+    ),
+}
 """Kafka's operations per resource type (AclEntry.supportedOperations)."""
 
 

@@ -193,8 +193,7 @@ class Broker:
         for request_cls, handler in HANDLERS:
             bound: Handler = self._bind(handler)
             if self.authorizer is not None:  # one rule per API: security/authorization.py
-                bound = authorization.wrap(request_cls.API_KEY, bound, self.authorizer,
-                                           self.topics)  # fmt: skip
+                bound = authorization.wrap(request_cls.API_KEY, bound, self.authorizer, self.topics)
             self.dispatcher.register(request_cls, bound)
         quotas = ConnectionQuotas(  # one budget for every listener, as Kafka's
             config["max.connections"],
@@ -264,8 +263,11 @@ class Broker:
         deadline = self.clock.monotonic_s() + timeout_s
         while not self._leads_everything():
             if self.clock.monotonic_s() > deadline:
-                log.warning("broker %d: not leading all its partitions %.0f s after start",
-                            self.broker_id, timeout_s)  # fmt: skip
+                log.warning(
+                    "broker %d: not leading all its partitions %.0f s after start",
+                    self.broker_id,
+                    timeout_s,
+                )
                 return
             await asyncio.sleep(0.005)
 
@@ -312,8 +314,10 @@ class Broker:
         """(listener, host, port) of every listener as advertised, in `listeners` order; a
         port 0 (any free port) is the one bound."""
         bound = {n.listener_name: n.port for n in self.networks}
-        return [(spec.name, spec.host or "127.0.0.1", spec.port or bound[spec.name])
-                for spec in self.security.listeners.advertised]  # fmt: skip
+        return [
+            (spec.name, spec.host or "127.0.0.1", spec.port or bound[spec.name])
+            for spec in self.security.listeners.advertised
+        ]
 
     @property
     def bootstrap_servers(self) -> str:
@@ -330,9 +334,14 @@ class Broker:
         """Kafka's replica assignment over the live brokers, from a random start."""
         brokers = self.live_brokers()
         try:
-            return assign(brokers, partitions, factor, first_partition=first,
-                          start_index=random.randrange(len(brokers)),
-                          initial_shift=random.randrange(max(1, len(brokers))))  # fmt: skip
+            return assign(
+                brokers,
+                partitions,
+                factor,
+                first_partition=first,
+                start_index=random.randrange(len(brokers)),
+                initial_shift=random.randrange(max(1, len(brokers))),
+            )
         except AssignmentError as e:
             raise KafkaError(error_codes.INVALID_REPLICATION_FACTOR, str(e)) from None
 
@@ -436,8 +445,9 @@ class Broker:
         self.replicas.leader_throttle.rate = self.config["leader.replication.throttled.rate"]
         self.replicas.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
         self.logs.cleaner_backoff_ms = self.config["log.cleaner.backoff.ms"]
-        self.logs.update_defaults(self.topic_defaults,
-                                  {t.name: t.config for t in self.topics.all()})  # fmt: skip
+        self.logs.update_defaults(
+            self.topic_defaults, {t.name: t.config for t in self.topics.all()}
+        )
 
     def disk_usage(self) -> tuple[int, int]:
         usage = shutil.disk_usage(self.data_dir)

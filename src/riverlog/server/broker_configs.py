@@ -49,18 +49,35 @@ SOURCE_NAMES = {
     DEFAULT_CONFIG: "DEFAULT_CONFIG",
 }
 
-DYNAMIC_KEYS = frozenset({
-    "log.retention.ms", "log.retention.bytes", "log.segment.bytes", "log.roll.ms",
-    "log.cleanup.policy", "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio",
-    "log.index.interval.bytes", "log.index.size.max.bytes", "log.flush.interval.messages",
-    "log.flush.interval.ms", "log.message.timestamp.type", "message.max.bytes",
-    "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
-    "log.message.timestamp.difference.max.ms",
-    "min.insync.replicas", "unclean.leader.election.enable", "compression.type",
-    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
-    "log.cleaner.backoff.ms", "log.cleaner.threads", "log.cleaner.min.compaction.lag.ms",
-    "log.cleaner.max.compaction.lag.ms",
-})  # fmt: skip
+DYNAMIC_KEYS = frozenset(
+    {
+        "log.retention.ms",
+        "log.retention.bytes",
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.cleanup.policy",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.index.interval.bytes",
+        "log.index.size.max.bytes",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.message.timestamp.type",
+        "message.max.bytes",
+        "log.message.timestamp.before.max.ms",
+        "log.message.timestamp.after.max.ms",
+        "log.message.timestamp.difference.max.ms",
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+        "compression.type",
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "log.cleaner.backoff.ms",
+        "log.cleaner.threads",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+    }
+)
 """Kafka's cluster-wide (and per-broker) dynamic broker configs that riverlog has."""
 
 _RETENTION = ["log.retention.ms", "log.retention.minutes", "log.retention.hours"]
@@ -120,11 +137,15 @@ def broker_synonyms(name: str, layers: Layers) -> list[Synonym]:
     synonym; the list starts at the first entry for `name` itself (a more precise synonym set
     elsewhere is not this key's)."""
     names = BROKER_SYNONYMS.get(name, [name])
-    sources = [(DYNAMIC_BROKER_CONFIG, layers.per_broker),
-               (DYNAMIC_DEFAULT_BROKER_CONFIG, layers.cluster_default),
-               (STATIC_BROKER_CONFIG, layers.static), (DEFAULT_CONFIG, BUILT_IN)]  # fmt: skip
-    found = [Synonym(source, n, values[n]) for source, values in sources for n in names
-             if n in values]  # fmt: skip
+    sources = [
+        (DYNAMIC_BROKER_CONFIG, layers.per_broker),
+        (DYNAMIC_DEFAULT_BROKER_CONFIG, layers.cluster_default),
+        (STATIC_BROKER_CONFIG, layers.static),
+        (DEFAULT_CONFIG, BUILT_IN),
+    ]
+    found = [
+        Synonym(source, n, values[n]) for source, values in sources for n in names if n in values
+    ]
     while found and found[0].name != name:
         found.pop(0)
     return found
@@ -188,10 +209,10 @@ class DynamicBrokerConfigs:
             out[key] = value
         return out
 
-    def effective(self, per_broker: Mapping[str, str],
-                  cluster_default: Mapping[str, str]) -> BrokerConfig:  # fmt: skip
-        return BrokerConfig.from_properties({**self.static.given, **cluster_default,
-                                             **per_broker})  # fmt: skip
+    def effective(
+        self, per_broker: Mapping[str, str], cluster_default: Mapping[str, str]
+    ) -> BrokerConfig:
+        return BrokerConfig.from_properties({**self.static.given, **cluster_default, **per_broker})
 
     def validate(self, entity: str, config: Mapping[str, str]) -> None:
         """Raise INVALID_REQUEST unless `config` may become `entity`'s dynamic config."""
@@ -221,10 +242,12 @@ def check_value(key: str, value: str) -> None:
     """A key that may be set dynamically, with a value of its type (else INVALID_REQUEST,
     as Kafka answers)."""
     if key not in DYNAMIC_KEYS:
-        raise KafkaError(error_codes.INVALID_REQUEST,
-                         f"Cannot update these configs dynamically: Set({key})")  # fmt: skip
+        raise KafkaError(
+            error_codes.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({key})"
+        )
     try:
         BROKER_KEYS[key][0](value)
     except (ConfigError, ValueError) as e:
-        raise KafkaError(error_codes.INVALID_REQUEST,
-                         f"Invalid value {value} for configuration {key}: {e}") from None
+        raise KafkaError(
+            error_codes.INVALID_REQUEST, f"Invalid value {value} for configuration {key}: {e}"
+        ) from None

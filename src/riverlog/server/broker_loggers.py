@@ -26,8 +26,16 @@ from riverlog.protocol.error_codes import KafkaError
 BROKER_LOGGER = 8
 ROOT = "root"
 KAFKA_NAMED = ("state.change.logger",)
-LEVELS = {"ALL": 1, "TRACE": 5, "DEBUG": 10, "INFO": 20, "WARN": 30, "ERROR": 40,
-          "FATAL": 50, "OFF": 60}  # fmt: skip
+LEVELS = {
+    "ALL": 1,
+    "TRACE": 5,
+    "DEBUG": 10,
+    "INFO": 20,
+    "WARN": 30,
+    "ERROR": 40,
+    "FATAL": 50,
+    "OFF": 60,
+}
 VALID = ", ".join(sorted(LEVELS))
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -65,8 +73,10 @@ def _logger(name: str) -> logging.Logger:
 
 def check_broker(resource_name: str, broker_id: int) -> None:
     if resource_name != str(broker_id):
-        raise KafkaError(error_codes.INVALID_REQUEST, f"Unexpected broker id, expected "
-                         f"{broker_id}, but received {resource_name}")  # fmt: skip
+        raise KafkaError(
+            error_codes.INVALID_REQUEST,
+            f"Unexpected broker id, expected {broker_id}, but received {resource_name}",
+        )
 
 
 def describe(keys: Iterable[str] | None) -> list[tuple[str, str]]:

@@ -76,12 +76,19 @@ def _metrics_listener(text: str) -> str:
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
-SECURITY_KEYS = frozenset({
-    "listener.security.protocol.map", "inter.broker.listener.name",
-    "security.inter.broker.protocol", "sasl.enabled.mechanisms",
-    "sasl.mechanism.inter.broker.protocol", "connections.max.reauth.ms",
-    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
-})  # fmt: skip
+SECURITY_KEYS = frozenset(
+    {
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "security.inter.broker.protocol",
+        "sasl.enabled.mechanisms",
+        "sasl.mechanism.inter.broker.protocol",
+        "connections.max.reauth.ms",
+        "authorizer.class.name",
+        "super.users",
+        "allow.everyone.if.no.acl.found",
+    }
+)
 SECURITY_KEY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
 """Settings `riverlog.security` reads (many per listener, so not in `BROKER_KEYS`): known,
 not reported as unknown; security validates them itself and refuses what it cannot
@@ -364,5 +371,7 @@ class BrokerConfig:
         }
         if v["log.flush.interval.ms"] is not None:
             defaults["flush.ms"] = v["log.flush.interval.ms"]
-        return {key: str(value).lower() if isinstance(value, bool) else str(value)
-                for key, value in defaults.items()}
+        return {
+            key: str(value).lower() if isinstance(value, bool) else str(value)
+            for key, value in defaults.items()
+        }

@@ -51,8 +51,9 @@ def _sequence(child: str) -> int:
 def announce(store: MetadataStore, entity_path: str) -> None:
     """Notify every broker that `entity_path`'s config changed; purge expired notices."""
     now = int(time.time() * 1000)
-    store.create_sequential(layout.CONFIG_CHANGE_PREFIX,
-                            layout.ConfigChange(entity_path, now).to_json())  # fmt: skip
+    store.create_sequential(
+        layout.CONFIG_CHANGE_PREFIX, layout.ConfigChange(entity_path, now).to_json()
+    )
     children = store.children(layout.CONFIG_CHANGES)
     paths = [f"{layout.CONFIG_CHANGES}/{c}" for c in children]
     for path, node in store.get_many(paths).items():
@@ -132,5 +133,6 @@ class ConfigChangeListener:
             elif entity.startswith(USER_ENTITY):
                 pass  # SCRAM credentials: read from the store at each login (security/)
             else:
-                log.warning("config change of %s ignored: only topic and broker configs are "
-                            "dynamic", entity)  # fmt: skip
+                log.warning(
+                    "config change of %s ignored: only topic and broker configs are dynamic", entity
+                )

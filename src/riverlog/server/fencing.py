@@ -126,8 +126,13 @@ class ControllerFence:
         self._broker_epoch = None
 
 
-R = TypeVar("R", m.LeaderAndIsrResponse, m.UpdateMetadataResponse, m.StopReplicaResponse,
-            m.ControlledShutdownResponse)  # fmt: skip
+R = TypeVar(
+    "R",
+    m.LeaderAndIsrResponse,
+    m.UpdateMetadataResponse,
+    m.StopReplicaResponse,
+    m.ControlledShutdownResponse,
+)
 
 
 def check(broker: Broker, ctx: RequestContext, response: type[R]) -> R | None:
@@ -139,10 +144,13 @@ def check(broker: Broker, ctx: RequestContext, response: type[R]) -> R | None:
         sender = f"broker {body.broker_id} epoch {body.broker_epoch}"
     else:
         assert isinstance(body, FromController)
-        error = broker.fence.from_controller(body.controller_id, body.controller_epoch,
-                                             body.broker_epoch)  # fmt: skip
-        sender = (f"controller {body.controller_id} epoch {body.controller_epoch} broker "
-                  f"epoch {body.broker_epoch}")  # fmt: skip
+        error = broker.fence.from_controller(
+            body.controller_id, body.controller_epoch, body.broker_epoch
+        )
+        sender = (
+            f"controller {body.controller_id} epoch {body.controller_epoch} broker "
+            f"epoch {body.broker_epoch}"
+        )
     if error is error_codes.NONE:
         return None
     peer = ctx.connection.peer if ctx.connection is not None else "?"

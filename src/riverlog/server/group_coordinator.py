@@ -442,8 +442,11 @@ class GroupCoordinator:
             )
         except KafkaError as e:
             log.error("could not store offsets of group %s: %s", group_id, e)
-            code = error_codes.NOT_COORDINATOR if e.code in _MOVED else \
-                error_codes.COORDINATOR_NOT_AVAILABLE  # fmt: skip
+            code = (
+                error_codes.NOT_COORDINATOR
+                if e.code in _MOVED
+                else error_codes.COORDINATOR_NOT_AVAILABLE
+            )
             return {**errors, **dict.fromkeys(accepted, code)}
         stored = error_codes.NONE
         if appended is not None:

@@ -177,8 +177,10 @@ def _handler(appender: Appender) -> logging.Handler:
         if cls == "DailyRollingFileAppender":
             pattern = props.pop("DatePattern", "'.'yyyy-MM-dd")
             if pattern not in _DATE_PATTERNS:
-                raise LogConfigError(f"appender {appender.name}: DatePattern {pattern} is not "
-                                     f"supported ({', '.join(_DATE_PATTERNS)})")  # fmt: skip
+                raise LogConfigError(
+                    f"appender {appender.name}: DatePattern {pattern} is not "
+                    f"supported ({', '.join(_DATE_PATTERNS)})"
+                )
             handler = logging.handlers.TimedRotatingFileHandler(
                 path, when=_DATE_PATTERNS[pattern], encoding="utf-8"
             )

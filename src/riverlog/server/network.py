@@ -95,9 +95,7 @@ class Connection(asyncio.BufferedProtocol):
         self.client_host = "?"
         """The client's IP address, the `host` of ACLs."""
         self.last_active = time.monotonic()
-        self._pending: collections.deque[asyncio.Future[list[Chunk] | None]] = (
-            collections.deque()
-        )
+        self._pending: collections.deque[asyncio.Future[list[Chunk] | None]] = collections.deque()
         self._writer: asyncio.Task[None] | None = None
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -292,8 +290,12 @@ class Connection(asyncio.BufferedProtocol):
         server's token, size-prefixed, with no Kafka header."""
         answer = gate.raw_token(sasl, bytes(frame), int(time.time() * 1000))
         if answer is None:
-            log.warning("closing %s (listener %s): SASL %s authentication failed", self.peer,
-                        self.listener, sasl.mechanism)  # fmt: skip
+            log.warning(
+                "closing %s (listener %s): SASL %s authentication failed",
+                self.peer,
+                self.listener,
+                sasl.mechanism,
+            )
             self.close()
             return
         if sasl.principal is not None:
@@ -367,8 +369,10 @@ class Connection(asyncio.BufferedProtocol):
             raise
         except Exception as e:
             transport = self.transport
-            if self.closed or isinstance(e, ConnectionError) or (
-                transport is not None and transport.is_closing()
+            if (
+                self.closed
+                or isinstance(e, ConnectionError)
+                or (transport is not None and transport.is_closing())
             ):  # the client went away while being answered: not a broker fault
                 log.info("closing %s: gone while being answered: %r", self.peer, e)
             else:
@@ -428,8 +432,9 @@ def _sendfile_now(sock: socket.socket, region: FileRegion) -> int:
     sent = 0
     while sent < region.length:
         try:
-            n = os.sendfile(sock.fileno(), region.fileno, region.offset + sent,
-                            region.length - sent)  # fmt: skip
+            n = os.sendfile(
+                sock.fileno(), region.fileno, region.offset + sent, region.length - sent
+            )
         except OSError:  # full (EAGAIN), or failing
             break
         if n == 0:  # the file is shorter than the region
@@ -487,12 +492,19 @@ class _TlsHandshake(asyncio.Protocol):
         connection = Connection(self.server)
         try:
             tls = await asyncio.get_running_loop().start_tls(
-                transport, connection, context, server_side=True,
+                transport,
+                connection,
+                context,
+                server_side=True,
                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
-            )  # fmt: skip
+            )
         except (OSError, ConnectionError, TimeoutError, ssl.SSLError) as e:
-            log.warning("closing %s (listener %s): TLS handshake failed: %s", where,
-                        self.server.listener_name, e)  # fmt: skip
+            log.warning(
+                "closing %s (listener %s): TLS handshake failed: %s",
+                where,
+                self.server.listener_name,
+                e,
+            )
             transport.abort()
             return
         if tls is None:  # closed meanwhile

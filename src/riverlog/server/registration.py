@@ -102,8 +102,11 @@ def registered_brokers(store: MetadataStore) -> list[layout.BrokerRegistration]:
     """The brokers registered now, by id."""
     ids = _registered(store)
     nodes = store.get_many([layout.broker_path(b) for b in ids])
-    return [layout.BrokerRegistration.from_json(b, nodes[layout.broker_path(b)].data)
-            for b in sorted(ids) if layout.broker_path(b) in nodes]  # fmt: skip
+    return [
+        layout.BrokerRegistration.from_json(b, nodes[layout.broker_path(b)].data)
+        for b in sorted(ids)
+        if layout.broker_path(b) in nodes
+    ]
 
 
 def live_brokers(store: MetadataStore) -> dict[int, str | None]:
@@ -137,12 +140,14 @@ class ClusterMembership:
         from inside the cluster (controller, followers) takes the first endpoint."""
         broker = self.broker
         listeners = broker.security.listeners
-        endpoints = [layout.Endpoint(name, host, port)
-                     for name, host, port in broker.advertised_endpoints()]  # fmt: skip
+        endpoints = [
+            layout.Endpoint(name, host, port) for name, host, port in broker.advertised_endpoints()
+        ]
         endpoints.sort(key=lambda e: e.listener != listeners.inter_broker)
         protocols = {e.listener: listeners.protocols[e.listener] for e in endpoints}
-        return layout.BrokerRegistration(broker.broker_id, tuple(endpoints), broker.rack,
-                                         broker.clock.wall_ms(), protocols)  # fmt: skip
+        return layout.BrokerRegistration(
+            broker.broker_id, tuple(endpoints), broker.rack, broker.clock.wall_ms(), protocols
+        )
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -166,9 +171,9 @@ class ClusterMembership:
         def on_loop(fn: Callable[[], None]) -> None:
             loop.call_soon_threadsafe(fn)
 
-        self.election = ControllerElection(self.broker.store, broker_id, elected,
-                                           schedule=on_loop,
-                                           clock=self.broker.clock)  # fmt: skip
+        self.election = ControllerElection(
+            self.broker.store, broker_id, elected, schedule=on_loop, clock=self.broker.clock
+        )
         self.election.elect()
 
     def _start_controller(self, election: ControllerElection, epoch: int) -> None:
@@ -199,8 +204,11 @@ class ClusterMembership:
                     self.broker.controller.stop()
                 )
         elif state == "connected" and self._disconnected:
-            log.info("broker %d: reconnected to ZooKeeper%s", self.broker.broker_id,
-                     " with a new session" if self._expired else "")  # fmt: skip
+            log.info(
+                "broker %d: reconnected to ZooKeeper%s",
+                self.broker.broker_id,
+                " with a new session" if self._expired else "",
+            )
             expired, self._disconnected, self._expired = self._expired, False, False
             if self._rejoining is None or self._rejoining.done():
                 self._rejoining = asyncio.get_running_loop().create_task(self._rejoin(expired))
@@ -219,8 +227,9 @@ class ClusterMembership:
                 self.broker.config_changes.resync()  # its watch may be gone too
                 return
             except (StoreUnavailableError, ClusterMembershipError) as e:
-                log.warning("broker %d: rejoining the cluster: %s; retrying",
-                            self.broker.broker_id, e)  # fmt: skip
+                log.warning(
+                    "broker %d: rejoining the cluster: %s; retrying", self.broker.broker_id, e
+                )
                 await asyncio.sleep(REJOIN_BACKOFF_S)
 
     def resign(self) -> None:
@@ -251,9 +260,12 @@ async def controlled_shutdown(broker: Broker) -> bool:
             continue
         endpoint = layout.BrokerRegistration.from_json(controller, data).endpoints[0]
         try:
-            conn = await Connection.open(endpoint.host, endpoint.port,
-                                         client_id=f"broker-{broker.broker_id}-shutdown",
-                                         security=broker.security.inter_broker)  # fmt: skip
+            conn = await Connection.open(
+                endpoint.host,
+                endpoint.port,
+                client_id=f"broker-{broker.broker_id}-shutdown",
+                security=broker.security.inter_broker,
+            )
             try:
                 async with asyncio.timeout(CONTROLLED_SHUTDOWN_TIMEOUT_S):
                     response = await conn.send(
@@ -268,7 +280,10 @@ async def controlled_shutdown(broker: Broker) -> bool:
         if response.error_code == 0 and not response.remaining_partitions:
             log.info("controlled shutdown of broker %d succeeded", broker.broker_id)
             return True
-        log.info("controlled shutdown: error %d, %d partitions still led here",
-                 response.error_code, len(response.remaining_partitions))  # fmt: skip
+        log.info(
+            "controlled shutdown: error %d, %d partitions still led here",
+            response.error_code,
+            len(response.remaining_partitions),
+        )
     log.warning("controlled shutdown of broker %d did not complete", broker.broker_id)
     return False

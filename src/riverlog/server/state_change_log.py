@@ -49,7 +49,6 @@ logging.addLevelName(TRACE, "TRACE")
 logger = logging.getLogger(LOGGER_NAME)
 
 
-
 def enabled() -> bool:
     return logger.isEnabledFor(TRACE)
 
@@ -70,30 +69,34 @@ def partition_state_name(state: PartitionState | None) -> str:
 
 
 def leader_and_isr(state: PartitionState, zk_version: int) -> str:
-    return (f"LeaderAndIsr(leader={state.leader}, leaderEpoch={state.leader_epoch}, "
-            f"isr={_ints(state.isr)}, zkVersion={zk_version})")  # fmt: skip
+    return (
+        f"LeaderAndIsr(leader={state.leader}, leaderEpoch={state.leader_epoch}, "
+        f"isr={_ints(state.isr)}, zkVersion={zk_version})"
+    )
 
 
-def leader_and_isr_partition(
-    topic: str, p: LeaderAndIsrRequest.LeaderAndIsrPartitionState
-) -> str:
-    return (f"LeaderAndIsrPartitionState(topicName='{topic}', "
-            f"partitionIndex={p.partition_index}, controllerEpoch={p.controller_epoch}, "
-            f"leader={p.leader}, leaderEpoch={p.leader_epoch}, isr={_ints(p.isr)}, "
-            f"zkVersion={p.partition_epoch}, replicas={_ints(p.replicas)}, "
-            f"addingReplicas={_ints(p.adding_replicas)}, "
-            f"removingReplicas={_ints(p.removing_replicas)}, "
-            f"isNew={str(p.is_new).lower()})")  # fmt: skip
+def leader_and_isr_partition(topic: str, p: LeaderAndIsrRequest.LeaderAndIsrPartitionState) -> str:
+    return (
+        f"LeaderAndIsrPartitionState(topicName='{topic}', "
+        f"partitionIndex={p.partition_index}, controllerEpoch={p.controller_epoch}, "
+        f"leader={p.leader}, leaderEpoch={p.leader_epoch}, isr={_ints(p.isr)}, "
+        f"zkVersion={p.partition_epoch}, replicas={_ints(p.replicas)}, "
+        f"addingReplicas={_ints(p.adding_replicas)}, "
+        f"removingReplicas={_ints(p.removing_replicas)}, "
+        f"isNew={str(p.is_new).lower()})"
+    )
 
 
 def update_metadata_partition(
     topic: str, p: UpdateMetadataRequest.UpdateMetadataPartitionState
 ) -> str:
-    return (f"UpdateMetadataPartitionState(topicName='{topic}', "
-            f"partitionIndex={p.partition_index}, controllerEpoch={p.controller_epoch}, "
-            f"leader={p.leader}, leaderEpoch={p.leader_epoch}, isr={_ints(p.isr)}, "
-            f"zkVersion={p.zk_version}, replicas={_ints(p.replicas)}, "
-            f"offlineReplicas={_ints(p.offline_replicas)})")  # fmt: skip
+    return (
+        f"UpdateMetadataPartitionState(topicName='{topic}', "
+        f"partitionIndex={p.partition_index}, controllerEpoch={p.controller_epoch}, "
+        f"leader={p.leader}, leaderEpoch={p.leader_epoch}, isr={_ints(p.isr)}, "
+        f"zkVersion={p.zk_version}, replicas={_ints(p.replicas)}, "
+        f"offlineReplicas={_ints(p.offline_replicas)})"
+    )
 
 
 def leader_and_isr_states(
@@ -130,10 +133,15 @@ def partition_changed(
 ) -> None:
     """The controller wrote a partition's leader and ISR."""
     if enabled():
-        logger.log(TRACE, "%s Changed partition %s from %s to %s with state %s",
-                   _controller(controller_id, epoch), partition_name(*tp),
-                   partition_state_name(before), partition_state_name(after),
-                   leader_and_isr(after, zk_version))  # fmt: skip
+        logger.log(
+            TRACE,
+            "%s Changed partition %s from %s to %s with state %s",
+            _controller(controller_id, epoch),
+            partition_name(*tp),
+            partition_state_name(before),
+            partition_state_name(after),
+            leader_and_isr(after, zk_version),
+        )
 
 
 def request_sent(broker_id: int, request: ApiMessage) -> None:
@@ -144,27 +152,49 @@ def request_sent(broker_id: int, request: ApiMessage) -> None:
         prefix = _controller(request.controller_id, request.controller_epoch)
         for topic, p in leader_and_isr_states(request):
             role = "become-leader" if p.leader == broker_id else "become-follower"
-            logger.log(TRACE, "%s Sending %s LeaderAndIsr request %s to broker %d for "
-                       "partition %s", prefix, role, leader_and_isr_partition(topic, p),
-                       broker_id, partition_name(topic, p.partition_index))  # fmt: skip
+            logger.log(
+                TRACE,
+                "%s Sending %s LeaderAndIsr request %s to broker %d for partition %s",
+                prefix,
+                role,
+                leader_and_isr_partition(topic, p),
+                broker_id,
+                partition_name(topic, p.partition_index),
+            )
     elif isinstance(request, UpdateMetadataRequest):
         prefix = _controller(request.controller_id, request.controller_epoch)
         states = update_metadata_states(request)
-        logger.log(TRACE, "%s Sending UpdateMetadata request to broker %d for %d partitions "
-                   "and live brokers %s", prefix, broker_id, len(states),
-                   _ints(b.id for b in request.live_brokers))  # fmt: skip
+        logger.log(
+            TRACE,
+            "%s Sending UpdateMetadata request to broker %d for %d partitions and live brokers %s",
+            prefix,
+            broker_id,
+            len(states),
+            _ints(b.id for b in request.live_brokers),
+        )
         for topic, u in states:
-            logger.log(TRACE, "%s Sending UpdateMetadata request %s to broker %d for "
-                       "partition %s", prefix, update_metadata_partition(topic, u), broker_id,
-                       partition_name(topic, u.partition_index))  # fmt: skip
+            logger.log(
+                TRACE,
+                "%s Sending UpdateMetadata request %s to broker %d for partition %s",
+                prefix,
+                update_metadata_partition(topic, u),
+                broker_id,
+                partition_name(topic, u.partition_index),
+            )
     elif isinstance(request, StopReplicaRequest):
         prefix = _controller(request.controller_id, request.controller_epoch)
         for t in request.topic_states:
             for s in t.partition_states:
-                logger.log(TRACE, "%s Sending StopReplica request (delete=%s, leaderEpoch=%d) "
-                           "to broker %d for partition %s", prefix,
-                           str(s.delete_partition).lower(), s.leader_epoch, broker_id,
-                           partition_name(t.topic_name, s.partition_index))  # fmt: skip
+                logger.log(
+                    TRACE,
+                    "%s Sending StopReplica request (delete=%s, leaderEpoch=%d) "
+                    "to broker %d for partition %s",
+                    prefix,
+                    str(s.delete_partition).lower(),
+                    s.leader_epoch,
+                    broker_id,
+                    partition_name(t.topic_name, s.partition_index),
+                )
 
 
 # --- brokers -------------------------------------------------------------------------------
@@ -184,17 +214,31 @@ def leader_and_isr_received(
     if not enabled():
         return
     prefix = _broker(broker_id)
-    source = (f"correlation id {correlation_id} from controller {request.controller_id} "
-              f"epoch {request.controller_epoch}")  # fmt: skip
+    source = (
+        f"correlation id {correlation_id} from controller {request.controller_id} "
+        f"epoch {request.controller_epoch}"
+    )
     for topic, p in leader_and_isr_states(request):
         tp = (topic, p.partition_index)
         name = partition_name(*tp)
-        logger.log(TRACE, "%s Received LeaderAndIsr request %s %s for partition %s",
-                   prefix, leader_and_isr_partition(topic, p), source, name)  # fmt: skip
+        logger.log(
+            TRACE,
+            "%s Received LeaderAndIsr request %s %s for partition %s",
+            prefix,
+            leader_and_isr_partition(topic, p),
+            source,
+            name,
+        )
         outcome = outcomes.get(tp)
         if outcome is not None:
-            logger.log(TRACE, "%s Handled LeaderAndIsr request %s for partition %s: %s",
-                       prefix, source, name, outcome)  # fmt: skip
+            logger.log(
+                TRACE,
+                "%s Handled LeaderAndIsr request %s for partition %s: %s",
+                prefix,
+                source,
+                name,
+                outcome,
+            )
 
 
 def update_metadata_received(
@@ -204,13 +248,21 @@ def update_metadata_received(
     if not enabled():
         return
     prefix = _broker(broker_id)
-    source = (f"UpdateMetadata request sent by controller {request.controller_id} "
-              f"epoch {request.controller_epoch} with correlation id {correlation_id}")  # fmt: skip
+    source = (
+        f"UpdateMetadata request sent by controller {request.controller_id} "
+        f"epoch {request.controller_epoch} with correlation id {correlation_id}"
+    )
     verb = "Ignored stale" if stale else "Cached"
     for topic, p in update_metadata_states(request):
-        logger.log(TRACE, "%s %s leader info %s for partition %s in response to %s", prefix,
-                   verb, update_metadata_partition(topic, p),
-                   partition_name(topic, p.partition_index), source)  # fmt: skip
+        logger.log(
+            TRACE,
+            "%s %s leader info %s for partition %s in response to %s",
+            prefix,
+            verb,
+            update_metadata_partition(topic, p),
+            partition_name(topic, p.partition_index),
+            source,
+        )
 
 
 def stop_replica_received(
@@ -227,10 +279,18 @@ def stop_replica_received(
     prefix = _broker(broker_id)
     for tp, delete in partitions:
         error = errors.get(tp, "NONE")
-        logger.log(TRACE, "%s Handled StopReplica request correlation id %d from controller %d "
-                   "epoch %d for partition %s (delete=%s) with error %s", prefix,
-                   correlation_id, controller_id, controller_epoch, partition_name(*tp),
-                   str(delete).lower(), error)  # fmt: skip
+        logger.log(
+            TRACE,
+            "%s Handled StopReplica request correlation id %d from controller %d "
+            "epoch %d for partition %s (delete=%s) with error %s",
+            prefix,
+            correlation_id,
+            controller_id,
+            controller_epoch,
+            partition_name(*tp),
+            str(delete).lower(),
+            error,
+        )
 
 
 def isr_changed(
@@ -244,6 +304,14 @@ def isr_changed(
     """This broker, as leader, wrote a new ISR for a partition."""
     if enabled():
         verb = "Shrunk" if len(after) < len(before) else "Expanded"
-        logger.log(TRACE, "%s %s ISR of partition %s from %s to %s at leader epoch %d "
-                   "(zkVersion %d)", _broker(broker_id), verb, partition_name(*tp),
-                   _ints(before), _ints(after), leader_epoch, zk_version)  # fmt: skip
+        logger.log(
+            TRACE,
+            "%s %s ISR of partition %s from %s to %s at leader epoch %d (zkVersion %d)",
+            _broker(broker_id),
+            verb,
+            partition_name(*tp),
+            _ints(before),
+            _ints(after),
+            leader_epoch,
+            zk_version,
+        )

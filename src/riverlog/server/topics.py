@@ -33,8 +33,9 @@ def refuse_client_append(topic: str) -> None:
     """Kafka's ReplicaManager check: clients cannot produce to an internal topic (its
     records belong to the coordinators, which append through the replica manager)."""
     if topic in INTERNAL_TOPICS:
-        raise KafkaError(error_codes.INVALID_TOPIC_EXCEPTION,
-                         f"Cannot append to internal topic {topic}")  # fmt: skip
+        raise KafkaError(
+            error_codes.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}"
+        )
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,12 @@ def validate_topic_name(name: str) -> None:
     if not name:
         problem = "Topic name is illegal, it can't be empty"
     elif name in (".", ".."):
-        problem = "Topic name cannot be \".\" or \"..\""
+        problem = 'Topic name cannot be "." or ".."'
     elif len(name) > MAX_NAME_LENGTH:
         problem = f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters"
     elif not _LEGAL_NAME.match(name):
         problem = (
-            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
             "alphanumerics, '.', '_' and '-'"
         )
     if problem is not None:
@@ -176,8 +177,10 @@ class TopicRegistry:
         node = self._store.get(layout.topic_path(name))
         stored = layout.TopicAssignment.from_json(node.data)
         if stored.adding_replicas or stored.removing_replicas:
-            raise KafkaError(error_codes.REASSIGNMENT_IN_PROGRESS,
-                             f"A partition reassignment of topic '{name}' is in progress.")
+            raise KafkaError(
+                error_codes.REASSIGNMENT_IN_PROGRESS,
+                f"A partition reassignment of topic '{name}' is in progress.",
+            )
         topic = self.refresh(name) or self._require(name)
         expected_first = len(topic.partitions)
         if not new_partitions or min(new_partitions) != expected_first:
@@ -195,8 +198,10 @@ class TopicRegistry:
                     expected_version=node.version,
                 )
             except BadVersionError:
-                raise KafkaError(error_codes.REASSIGNMENT_IN_PROGRESS,
-                                 f"Topic '{name}' changed meanwhile; try again.") from None
+                raise KafkaError(
+                    error_codes.REASSIGNMENT_IN_PROGRESS,
+                    f"Topic '{name}' changed meanwhile; try again.",
+                ) from None
             self._cache(updated)
         return updated
 

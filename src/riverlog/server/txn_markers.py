@@ -124,8 +124,9 @@ class MarkerSender:
                 for p in answered.partitions:
                     gone = p.error_code == _GONE and self.broker.topics.get(name) is None
                     if p.error_code == _FENCED:  # a newer coordinator owns the transaction
-                        log.warning("marker for %s-%d: this coordinator is fenced", name,
-                                    p.partition_index)  # fmt: skip
+                        log.warning(
+                            "marker for %s-%d: this coordinator is fenced", name, p.partition_index
+                        )
                     if p.error_code in (0, _FENCED) or gone:
                         done.add((name, p.partition_index))
                     else:

@@ -234,8 +234,17 @@ class LogCleaner:
         result.keys = len(offset_map)
         txn_data: dict[int, bool] = {}  # producer id -> data of its transaction kept
         for group in _group_by_size(cleanable, partition_log.config.segment_bytes):
-            if not self._clean_group(partition_log, group, sizes, offset_map, producer_last,
-                                     now_ms, result, aborted, txn_data):  # fmt: skip
+            if not self._clean_group(
+                partition_log,
+                group,
+                sizes,
+                offset_map,
+                producer_last,
+                now_ms,
+                result,
+                aborted,
+                txn_data,
+            ):
                 # The group stays as it was: it is dirty again (the log moved under us).
                 result.end_offset = min(result.end_offset, group[0].base_offset)
         self.offsets[topic_partition(partition_log)] = result.end_offset
@@ -294,8 +303,11 @@ class LogCleaner:
                         seg is group[-1] and found.position + header.size == sizes[id(seg)]
                     )
                     if header.is_control:
-                        if txn_data.pop(header.producer_id, False) or retain_deletes \
-                                or last_of_group:  # fmt: skip
+                        if (
+                            txn_data.pop(header.producer_id, False)
+                            or retain_deletes
+                            or last_of_group
+                        ):
                             writer.add(raw, header)
                         else:
                             changed = True
@@ -374,9 +386,7 @@ class _Aborted:
     def __init__(self, partition_log: PartitionLog, start: int, end: int) -> None:
         self.ranges: dict[int, list[tuple[int, int]]] = {}
         for txn in partition_log.aborted_transactions(start, end):
-            self.ranges.setdefault(txn.producer_id, []).append(
-                (txn.first_offset, txn.last_offset)
-            )
+            self.ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
 
     def holds(self, header: BatchHeader) -> bool:
         if not header.is_transactional or header.is_control:

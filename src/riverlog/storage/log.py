@@ -257,9 +257,10 @@ class PartitionLog:
             # Kafka's: the first offset still open after this transaction, or past its marker.
             lso = min(self.producers.ongoing().values(), default=completed.last_offset + 1)
             seg.txn_index.append(
-                AbortedTxn(completed.producer_id, completed.first_offset,
-                           completed.last_offset, lso)
-            )  # fmt: skip
+                AbortedTxn(
+                    completed.producer_id, completed.first_offset, completed.last_offset, lso
+                )
+            )
         self._unreplicated_txns.append(completed)
 
     # --- appends -----------------------------------------------------------------------

@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 
-
 def parse_partition_dir(name: str) -> TopicPartition | None:
     topic, sep, partition = name.rpartition("-")
     if not sep or not topic or not partition.isdigit():

@@ -35,8 +35,13 @@ def encode_marker(
 ) -> bytes:
     kind = CONTROL_COMMIT if commit else CONTROL_ABORT
     record = Record(0, now_ms, _KEY.pack(0, kind), _VALUE.pack(0, coordinator_epoch))
-    return encode_batch([record], producer_id=producer_id, producer_epoch=producer_epoch,
-                        is_transactional=True, is_control=True)  # fmt: skip
+    return encode_batch(
+        [record],
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+    )
 
 
 def read_marker(view: memoryview, position: int, header: BatchHeader) -> Marker:

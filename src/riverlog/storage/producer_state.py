@@ -151,8 +151,9 @@ class ProducerStateManager:
         if entry is None or header.producer_epoch > entry.epoch:
             first = entry.txn_first_offset if entry is not None else -1
             coordinator = entry.coordinator_epoch if entry is not None else -1
-            entry = ProducerEntry(header.producer_epoch, txn_first_offset=first,
-                                  coordinator_epoch=coordinator)  # fmt: skip
+            entry = ProducerEntry(
+                header.producer_epoch, txn_first_offset=first, coordinator_epoch=coordinator
+            )
             self.producers[header.producer_id] = entry
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.is_control:

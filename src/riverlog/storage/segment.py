@@ -204,8 +204,10 @@ class LogSegment:
         last: BatchPosition | None = None
         tail_max_timestamp = -1
         for found in self.batches_from(start):
-            if last is None and len(self.offset_index) and (
-                found.header.max_timestamp > self.time_index.last_timestamp
+            if (
+                last is None
+                and len(self.offset_index)
+                and (found.header.max_timestamp > self.time_index.last_timestamp)
             ):
                 # Every indexed batch got a time entry for the running maximum, so the last
                 # indexed batch cannot be newer than the time index: entries were lost.

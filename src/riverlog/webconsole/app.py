@@ -42,11 +42,26 @@ class BadInput(ValueError):
     """A form or query value the console cannot use (answered 400)."""
 
 
-def _render(request: web.Request, title: str, body: Html, *, active: str, error: str = "",
-            status: int = 200, scripts: bool = False) -> web.Response:  # fmt: skip
+def _render(
+    request: web.Request,
+    title: str,
+    body: Html,
+    *,
+    active: str,
+    error: str = "",
+    status: int = 200,
+    scripts: bool = False,
+) -> web.Response:
     client = request.app[CLIENT]
-    text = page(title, body, active=active, cluster=client.admin.config.bootstrap_servers,
-                flash=request.query.get("flash", ""), error=error, scripts=scripts)  # fmt: skip
+    text = page(
+        title,
+        body,
+        active=active,
+        cluster=client.admin.config.bootstrap_servers,
+        flash=request.query.get("flash", ""),
+        error=error,
+        scripts=scripts,
+    )
     return web.Response(text=text, content_type="text/html", status=status)
 
 
@@ -66,13 +81,25 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPException:
         raise
     except BadInput as e:
-        return _render(request, "Bad input", tag("p", "Go back and correct the form."),
-                       active="", error=str(e), status=400)  # fmt: skip
+        return _render(
+            request,
+            "Bad input",
+            tag("p", "Go back and correct the form."),
+            active="",
+            error=str(e),
+            status=400,
+        )
     except (KafkaError, ConnectionError, OSError, TimeoutError) as e:
         log.info("console: %s %s: %s", request.method, request.path, e)
         what = e.error.name if isinstance(e, KafkaError) else type(e).__name__
-        return _render(request, "Cluster error", tag("p", "The cluster answered with an error."),
-                       active="", error=f"{what}: {e}", status=502)  # fmt: skip
+        return _render(
+            request,
+            "Cluster error",
+            tag("p", "The cluster answered with an error."),
+            active="",
+            error=f"{what}: {e}",
+            status=502,
+        )
 
 
 def _int(value: str, what: str, minimum: int | None = None) -> int:
@@ -127,8 +154,9 @@ async def create_topic(request: web.Request) -> web.Response:
 async def topic(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     row, parts, configs = await request.app[CLIENT].topic(name)
-    return _render(request, f"Topic {name}", pages_cluster.topic(row, parts, configs),
-                   active="/topics")  # fmt: skip
+    return _render(
+        request, f"Topic {name}", pages_cluster.topic(row, parts, configs), active="/topics"
+    )
 
 
 async def add_partitions(request: web.Request) -> web.Response:
@@ -159,8 +187,12 @@ async def delete_topic(request: web.Request) -> web.Response:
 
 async def reassignments(request: web.Request) -> web.Response:
     moves = await request.app[CLIENT].admin.list_partition_reassignments()
-    return _render(request, "Reassignments in progress", pages_cluster.reassignments(moves),
-                   active="/reassignments")  # fmt: skip
+    return _render(
+        request,
+        "Reassignments in progress",
+        pages_cluster.reassignments(moves),
+        active="/reassignments",
+    )
 
 
 async def throughput(request: web.Request) -> web.Response:
@@ -168,8 +200,13 @@ async def throughput(request: web.Request) -> web.Response:
     chosen = request.query.get("topic") or next(
         (t for t in history.topics() if not t.startswith("__")), None
     )
-    return _render(request, "Throughput", pages_cluster.throughput(history, chosen),
-                   active="/throughput", scripts=True)  # fmt: skip
+    return _render(
+        request,
+        "Throughput",
+        pages_cluster.throughput(history, chosen),
+        active="/throughput",
+        scripts=True,
+    )
 
 
 # -- messages ------------------------------------------------------------------------------
@@ -260,8 +297,9 @@ async def reset_offsets(request: web.Request) -> web.Response:
     committed = {(r.topic, r.partition): r.committed for r in view.rows if r.committed is not None}
     earliest = await client.offsets(partitions, EARLIEST)
     latest = await client.offsets(partitions, LATEST)
-    by_time = (await client.offsets(partitions, scenario.value)
-               if scenario.kind == "timestamp" else None)  # fmt: skip
+    by_time = (
+        await client.offsets(partitions, scenario.value) if scenario.kind == "timestamp" else None
+    )
     try:
         plan = plan_reset(scenario, partitions, committed, earliest, latest, by_time)
     except ValueError as e:
@@ -269,8 +307,10 @@ async def reset_offsets(request: web.Request) -> web.Response:
     state = view.description.state
     if execute:
         if state not in pages_groups.INACTIVE:
-            raise BadInput(f"Assignments can only be reset if the group '{name}' is inactive, "
-                           f"but the current state is {state}.")  # fmt: skip
+            raise BadInput(
+                f"Assignments can only be reset if the group '{name}' is inactive, "
+                f"but the current state is {state}."
+            )
         await client.admin.reset_group_offsets(name, plan)
         raise _redirect(pages_groups.group_href(name), f"Offsets of {len(plan)} partitions reset.")
     preview = pages_groups.reset_preview(plan, committed, False, state)
@@ -294,20 +334,22 @@ def build_app(client: ConsoleClient, history: History, sample_interval_s: float)
         await client.close()
 
     app.cleanup_ctx.append(lifecycle)
-    app.add_routes([
-        web.get("/", brokers),
-        web.get("/topics", topics),
-        web.post("/topics", create_topic),
-        web.get("/topics/{name}", topic),
-        web.get("/topics/{name}/messages", messages),
-        web.post("/topics/{name}/partitions", add_partitions),
-        web.post("/topics/{name}/configs", edit_configs),
-        web.post("/topics/{name}/delete", delete_topic),
-        web.get("/groups", groups),
-        web.get("/groups/{group}", group),
-        web.post("/groups/{group}/reset", reset_offsets),
-        web.get("/throughput", throughput),
-        web.get("/reassignments", reassignments),
-        web.static("/static", STATIC),
-    ])  # fmt: skip
+    app.add_routes(
+        [
+            web.get("/", brokers),
+            web.get("/topics", topics),
+            web.post("/topics", create_topic),
+            web.get("/topics/{name}", topic),
+            web.get("/topics/{name}/messages", messages),
+            web.post("/topics/{name}/partitions", add_partitions),
+            web.post("/topics/{name}/configs", edit_configs),
+            web.post("/topics/{name}/delete", delete_topic),
+            web.get("/groups", groups),
+            web.get("/groups/{group}", group),
+            web.post("/groups/{group}/reset", reset_offsets),
+            web.get("/throughput", throughput),
+            web.get("/reassignments", reassignments),
+            web.static("/static", STATIC),
+        ]
+    )
     return app

@@ -61,8 +61,9 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Cell]], *, id_: str | N
 
 def facts(items: Sequence[tuple[str, object]], *, id_: str | None = None) -> Html:
     """A definition list of label: value pairs."""
-    return tag("dl", join(Html(tag("dt", k) + tag("dd", v)) for k, v in items),
-               class_="facts", id=id_)  # fmt: skip
+    return tag(
+        "dl", join(Html(tag("dt", k) + tag("dd", v)) for k, v in items), class_="facts", id=id_
+    )
 
 
 def field(label: str, control: Html) -> Html:
@@ -74,9 +75,12 @@ def text_input(name: str, value: object = "", **attrs: object) -> Html:
 
 
 def select(name: str, options: Sequence[tuple[str, str]], chosen: str, **attrs: object) -> Html:
-    return tag("select",
-               join(tag("option", label, value=v, selected=v == chosen) for v, label in options),
-               name=name, **attrs)  # fmt: skip
+    return tag(
+        "select",
+        join(tag("option", label, value=v, selected=v == chosen) for v, label in options),
+        name=name,
+        **attrs,
+    )
 
 
 def form(action: str, *children: object, method: str = "post", **attrs: object) -> Html:
@@ -87,14 +91,22 @@ def button(text: str, **attrs: object) -> Html:
     return tag("button", text, type="submit", **attrs)
 
 
-def chart(id_: str, title: str, x: Sequence[float], series: Mapping[str, Sequence[float]],
-          unit: str = "") -> Html:  # fmt: skip
+def chart(
+    id_: str, title: str, x: Sequence[float], series: Mapping[str, Sequence[float]], unit: str = ""
+) -> Html:
     data = {"x": list(x), "series": {k: list(v) for k, v in series.items()}, "unit": unit}
-    return tag("section",
-               tag("h3", title),
-               tag("div", "" if x else "No samples yet.", class_="chart", id=id_,
-                   data_series=json.dumps(data, separators=(",", ":"))),
-               class_="chart-box")  # fmt: skip
+    return tag(
+        "section",
+        tag("h3", title),
+        tag(
+            "div",
+            "" if x else "No samples yet.",
+            class_="chart",
+            id=id_,
+            data_series=json.dumps(data, separators=(",", ":")),
+        ),
+        class_="chart-box",
+    )
 
 
 def human_bytes(n: int | float) -> str:
@@ -106,15 +118,29 @@ def human_bytes(n: int | float) -> str:
     raise AssertionError("unreachable")
 
 
-NAV = [("/", "Brokers"), ("/topics", "Topics"), ("/groups", "Consumer groups"),
-       ("/throughput", "Throughput"), ("/reassignments", "Reassignments")]  # fmt: skip
+NAV = [
+    ("/", "Brokers"),
+    ("/topics", "Topics"),
+    ("/groups", "Consumer groups"),
+    ("/throughput", "Throughput"),
+    ("/reassignments", "Reassignments"),
+]
 
 
-def page(title: str, body: Html, *, active: str, cluster: str, flash: str = "",
-         error: str = "", scripts: bool = False) -> Html:  # fmt: skip
+def page(
+    title: str,
+    body: Html,
+    *,
+    active: str,
+    cluster: str,
+    flash: str = "",
+    error: str = "",
+    scripts: bool = False,
+) -> Html:
     """The whole page: head, navigation, the flash/error boxes, `body`."""
-    nav = join(link(href, label, class_="active" if href == active else None)
-               for href, label in NAV)  # fmt: skip
+    nav = join(
+        link(href, label, class_="active" if href == active else None) for href, label in NAV
+    )
     head = Html(
         '<meta charset="utf-8"><meta name="viewport" content="width=device-width">'
         + tag("title", f"{title} · riverlog console")
@@ -131,10 +157,18 @@ def page(title: str, body: Html, *, active: str, cluster: str, flash: str = "",
         (tag("p", flash, class_="flash", role="status") if flash else "")
         + (tag("p", error, class_="error", role="alert") if error else "")
     )
-    header = tag("header", tag("strong", "riverlog console"), tag("span", cluster, class_="muted"),
-                 tag("nav", nav))  # fmt: skip
+    header = tag(
+        "header",
+        tag("strong", "riverlog console"),
+        tag("span", cluster, class_="muted"),
+        tag("nav", nav),
+    )
     return Html(
         "<!doctype html>"
-        + tag("html", tag("head", head),
-              tag("body", header, tag("main", tag("h1", title), boxes, body)), lang="en")
-    )  # fmt: skip
+        + tag(
+            "html",
+            tag("head", head),
+            tag("body", header, tag("main", tag("h1", title), boxes, body)),
+            lang="en",
+        )
+    )

@@ -62,12 +62,18 @@ def brokers(view: admin.ClusterView, rows: list[BrokerRow]) -> Html:
 
     def disk(r: BrokerRow) -> Html:
         return join(
-            tag("div", f"{d.path}: {human_bytes(d.size)}"
-                + (f" of {human_bytes(d.total_bytes)}, {human_bytes(d.usable_bytes)} free"
-                   if d.total_bytes >= 0 else "")
-                + (f" (error {d.error_code})" if d.error_code else ""))
+            tag(
+                "div",
+                f"{d.path}: {human_bytes(d.size)}"
+                + (
+                    f" of {human_bytes(d.total_bytes)}, {human_bytes(d.usable_bytes)} free"
+                    if d.total_bytes >= 0
+                    else ""
+                )
+                + (f" (error {d.error_code})" if d.error_code else ""),
+            )
             for d in r.log_dirs
-        )  # fmt: skip
+        )
 
     def versions(r: BrokerRow) -> str:
         if not r.api_count:
@@ -75,25 +81,57 @@ def brokers(view: admin.ClusterView, rows: list[BrokerRow]) -> Html:
         return f"{r.api_count} APIs; " + ", ".join(f"{k} v{v}" for k, v in r.versions.items())
 
     body = table(
-        ["Id", "Host", "Rack", "Controller", "Health", "Leaders", "Replicas", "Disk use",
-         "Protocol versions"],
-        [[r.node_id, f"{r.host}:{r.port}", r.rack or "-", "yes" if r.is_controller else "",
-          health(r), r.leaders, r.replicas, disk(r), versions(r)] for r in rows],
+        [
+            "Id",
+            "Host",
+            "Rack",
+            "Controller",
+            "Health",
+            "Leaders",
+            "Replicas",
+            "Disk use",
+            "Protocol versions",
+        ],
+        [
+            [
+                r.node_id,
+                f"{r.host}:{r.port}",
+                r.rack or "-",
+                "yes" if r.is_controller else "",
+                health(r),
+                r.leaders,
+                r.replicas,
+                disk(r),
+                versions(r),
+            ]
+            for r in rows
+        ],
         id_="brokers",
-    )  # fmt: skip
+    )
     return Html(summary + body)
 
 
 def topic_list(rows: list[TopicRow], show_internal: bool) -> Html:
     shown = [r for r in rows if show_internal or not r.internal]
-    toggle = link("/topics" + ("" if show_internal else "?internal=1"),
-                  "hide internal topics" if show_internal else "show internal topics")  # fmt: skip
+    toggle = link(
+        "/topics" + ("" if show_internal else "?internal=1"),
+        "hide internal topics" if show_internal else "show internal topics",
+    )
     body = table(
         ["Topic", "Partitions", "Replication factor", "Under-replicated", "Offline", "Size"],
-        [[link(topic_href(r.name), r.name), len(r.partitions), r.replication_factor,
-          r.under_replicated, r.offline, human_bytes(r.size)] for r in shown],
+        [
+            [
+                link(topic_href(r.name), r.name),
+                len(r.partitions),
+                r.replication_factor,
+                r.under_replicated,
+                r.offline,
+                human_bytes(r.size),
+            ]
+            for r in shown
+        ],
         id_="topics",
-    )  # fmt: skip
+    )
     create = form(
         "/topics",
         tag("h2", "Create a topic"),
@@ -110,25 +148,45 @@ def topic_list(rows: list[TopicRow], show_internal: bool) -> Html:
 def topic(row: TopicRow, parts: list[PartitionOffsets], configs: dict[str, str]) -> Html:
     name = row.name
     base = topic_href(name)
-    summary = facts([
-        ("Partitions", len(parts)),
-        ("Replication factor", row.replication_factor),
-        ("Under-replicated partitions", row.under_replicated),
-        ("Records", sum(p.end - p.start for p in parts)),
-        ("Size", human_bytes(row.size)),
-        ("Internal", "yes" if row.internal else "no"),
-    ], id_="topic-summary")  # fmt: skip
+    summary = facts(
+        [
+            ("Partitions", len(parts)),
+            ("Replication factor", row.replication_factor),
+            ("Under-replicated partitions", row.under_replicated),
+            ("Records", sum(p.end - p.start for p in parts)),
+            ("Size", human_bytes(row.size)),
+            ("Internal", "yes" if row.internal else "no"),
+        ],
+        id_="topic-summary",
+    )
     partition_table = table(
-        ["Partition", "Leader", "Replicas", "ISR", "Under-replicated", "Start offset",
-         "End offset", "Size", ""],
-        [[p.partition.partition, p.partition.leader if p.partition.leader >= 0 else "none",
-          _ids(p.partition.replicas), _ids(p.partition.isr),
-          "yes" if len(p.partition.isr) < len(p.partition.replicas) else "",
-          p.start, p.end, human_bytes(p.size),
-          link(f"{base}/messages?partition={p.partition.partition}", "messages")]
-         for p in parts],
+        [
+            "Partition",
+            "Leader",
+            "Replicas",
+            "ISR",
+            "Under-replicated",
+            "Start offset",
+            "End offset",
+            "Size",
+            "",
+        ],
+        [
+            [
+                p.partition.partition,
+                p.partition.leader if p.partition.leader >= 0 else "none",
+                _ids(p.partition.replicas),
+                _ids(p.partition.isr),
+                "yes" if len(p.partition.isr) < len(p.partition.replicas) else "",
+                p.start,
+                p.end,
+                human_bytes(p.size),
+                link(f"{base}/messages?partition={p.partition.partition}", "messages"),
+            ]
+            for p in parts
+        ],
         id_="partitions",
-    )  # fmt: skip
+    )
     config_table = (
         table(["Config", "Value"], sorted(configs.items()), id_="configs")
         if configs
@@ -160,10 +218,12 @@ def topic(row: TopicRow, parts: list[PartitionOffsets], configs: dict[str, str])
     return Html(
         summary
         + tag("p", link(f"{base}/messages", "Browse messages"))
-        + tag("h2", "Partitions") + partition_table
-        + tag("h2", "Config overrides") + config_table
+        + tag("h2", "Partitions")
+        + partition_table
+        + tag("h2", "Config overrides")
+        + config_table
         + tag("div", grow, edit, delete, class_="forms")
-    )  # fmt: skip
+    )
 
 
 def reassignments(moves: dict[tuple[str, int], admin.PartitionReassignment]) -> Html:
@@ -171,26 +231,46 @@ def reassignments(moves: dict[tuple[str, int], admin.PartitionReassignment]) -> 
         return tag("p", "No partition reassignments in progress.", id="no-reassignments")
     return table(
         ["Topic", "Partition", "Replicas", "Adding", "Removing"],
-        [[t, p, _ids(m.replicas), _ids(m.adding), _ids(m.removing)]
-         for (t, p), m in sorted(moves.items())],
+        [
+            [t, p, _ids(m.replicas), _ids(m.adding), _ids(m.removing)]
+            for (t, p), m in sorted(moves.items())
+        ],
         id_="reassignments",
-    )  # fmt: skip
+    )
 
 
 def throughput(history: History, chosen: str | None) -> Html:
     topics = history.topics()
-    picker = tag("ul", join(tag("li", link("/throughput?topic=" + quote(t, safe=""), t))
-                            for t in topics), class_="inline")  # fmt: skip
-    note = tag("p", "From the console's own samples of offsets and log sizes (no metrics "
-               "needed): bytes out are estimated as records consumed by groups times the "
-               "topic's mean record size.", class_="muted")  # fmt: skip
+    picker = tag(
+        "ul",
+        join(tag("li", link("/throughput?topic=" + quote(t, safe=""), t)) for t in topics),
+        class_="inline",
+    )
+    note = tag(
+        "p",
+        "From the console's own samples of offsets and log sizes (no metrics "
+        "needed): bytes out are estimated as records consumed by groups times the "
+        "topic's mean record size.",
+        class_="muted",
+    )
     if chosen is None:
         return Html(note + picker)
     rates = history.rates(chosen)
     return Html(
-        note + picker
-        + chart("bytes-chart", f"{chosen}: bytes per second", rates.at_s,
-                {"in": rates.bytes_in, "out (est.)": rates.bytes_out}, "B/s")
-        + chart("messages-chart", f"{chosen}: records per second", rates.at_s,
-                {"in": rates.messages_in, "out": rates.messages_out}, "records/s")
-    )  # fmt: skip
+        note
+        + picker
+        + chart(
+            "bytes-chart",
+            f"{chosen}: bytes per second",
+            rates.at_s,
+            {"in": rates.bytes_in, "out (est.)": rates.bytes_out},
+            "B/s",
+        )
+        + chart(
+            "messages-chart",
+            f"{chosen}: records per second",
+            rates.at_s,
+            {"in": rates.messages_in, "out": rates.messages_out},
+            "records/s",
+        )
+    )

@@ -30,9 +30,15 @@ from riverlog.webconsole.html import (
 )
 from riverlog.webconsole.queries import GroupView
 
-SCENARIOS = [("earliest", "to earliest"), ("latest", "to latest"), ("current", "to current"),
-             ("offset", "to offset"), ("shift", "shift by"), ("datetime", "to datetime"),
-             ("duration", "by duration")]  # fmt: skip
+SCENARIOS = [
+    ("earliest", "to earliest"),
+    ("latest", "to latest"),
+    ("current", "to current"),
+    ("offset", "to offset"),
+    ("shift", "shift by"),
+    ("datetime", "to datetime"),
+    ("duration", "by duration"),
+]
 INACTIVE = ("Empty", "Dead")
 
 
@@ -45,9 +51,15 @@ def group_list(groups: list[GroupListing], history: History) -> Html:
     rows = []
     for g in groups:
         lag = group_lag(latest, g.group_id) if latest is not None else {}
-        rows.append([link(group_href(g.group_id), g.group_id), g.state or "-",
-                     g.protocol_type or "-", ", ".join(sorted(lag)) or "-",
-                     sum(lag.values()) if latest is not None else "not sampled yet"])  # fmt: skip
+        rows.append(
+            [
+                link(group_href(g.group_id), g.group_id),
+                g.state or "-",
+                g.protocol_type or "-",
+                ", ".join(sorted(lag)) or "-",
+                sum(lag.values()) if latest is not None else "not sampled yet",
+            ]
+        )
     note = tag("p", "Lag from the console's latest sample.", class_="muted")
     return Html(note + table(["Group", "State", "Protocol", "Topics", "Lag"], rows, id_="groups"))
 
@@ -60,31 +72,60 @@ def _assignment(assignment: Mapping[str, list[int]]) -> str:
 
 def group(view: GroupView, history: History, reset_form: Html) -> Html:
     d = view.description
-    summary = facts([
-        ("State", d.state), ("Protocol", d.protocol_type or "-"),
-        ("Assignor", d.protocol or "-"), ("Coordinator", view.coordinator),
-        ("Members", len(d.members)), ("Total lag", view.total_lag),
-    ], id_="group-summary")  # fmt: skip
+    summary = facts(
+        [
+            ("State", d.state),
+            ("Protocol", d.protocol_type or "-"),
+            ("Assignor", d.protocol or "-"),
+            ("Coordinator", view.coordinator),
+            ("Members", len(d.members)),
+            ("Total lag", view.total_lag),
+        ],
+        id_="group-summary",
+    )
     members = (
-        table(["Member", "Client id", "Host", "Instance id", "Assignment"],
-              [[m.member_id, m.client_id, m.client_host, m.group_instance_id or "-",
-                _assignment(m.assignment)] for m in d.members], id_="members")
-        if d.members else tag("p", "No active members.")
-    )  # fmt: skip
+        table(
+            ["Member", "Client id", "Host", "Instance id", "Assignment"],
+            [
+                [
+                    m.member_id,
+                    m.client_id,
+                    m.client_host,
+                    m.group_instance_id or "-",
+                    _assignment(m.assignment),
+                ]
+                for m in d.members
+            ],
+            id_="members",
+        )
+        if d.members
+        else tag("p", "No active members.")
+    )
     lag_table = table(
         ["Topic", "Partition", "Committed offset", "Log end offset", "Lag", "Owner"],
-        [[r.topic, r.partition, "-" if r.committed is None else r.committed, r.end,
-          "-" if r.lag is None else r.lag, r.owner] for r in view.rows],
+        [
+            [
+                r.topic,
+                r.partition,
+                "-" if r.committed is None else r.committed,
+                r.end,
+                "-" if r.lag is None else r.lag,
+                r.owner,
+            ]
+            for r in view.rows
+        ],
         id_="lag",
-    )  # fmt: skip
+    )
     times, series = history.lag_series(d.group_id)
     return Html(
         summary
-        + tag("h2", "Lag per partition") + lag_table
+        + tag("h2", "Lag per partition")
+        + lag_table
         + chart("lag-chart", "Lag over time (records)", times, series, "records")
-        + tag("h2", "Members") + members
+        + tag("h2", "Members")
+        + members
         + reset_form
-    )  # fmt: skip
+    )
 
 
 def reset_form(group: str, topics: list[str], values: Mapping[str, str]) -> Html:
@@ -92,28 +133,43 @@ def reset_form(group: str, topics: list[str], values: Mapping[str, str]) -> Html
     return form(
         action,
         tag("h2", "Reset offsets"),
-        field("Topic", select("topic", [("", "all topics of the group")]
-                              + [(t, t) for t in topics], values.get("topic", ""))),
+        field(
+            "Topic",
+            select(
+                "topic",
+                [("", "all topics of the group")] + [(t, t) for t in topics],
+                values.get("topic", ""),
+            ),
+        ),
         field("Scenario", select("scenario", SCENARIOS, values.get("scenario", "earliest"))),
-        field("Value (offset, shift, ISO datetime or ISO duration)",
-              text_input("value", values.get("value", ""), size=26)),
+        field(
+            "Value (offset, shift, ISO datetime or ISO duration)",
+            text_input("value", values.get("value", ""), size=26),
+        ),
         button("Dry run", name="action", value="dry-run"),
         button("Execute", name="action", value="execute", class_="danger"),
         class_="box",
         id="reset-form",
-    )  # fmt: skip
+    )
 
 
 def reset_preview(
-    plan: dict[TopicPartition, int], committed: dict[TopicPartition, int], executed: bool,
+    plan: dict[TopicPartition, int],
+    committed: dict[TopicPartition, int],
+    executed: bool,
     state: str,
-) -> Html:  # fmt: skip
+) -> Html:
     title = "Offsets reset" if executed else "Dry run: nothing changed"
     warning = (
-        tag("p", f"The group is {state}: offsets can only be reset while it has no active "
-            "members (Empty).", class_="warn")
-        if state not in INACTIVE and not executed else Html("")
-    )  # fmt: skip
+        tag(
+            "p",
+            f"The group is {state}: offsets can only be reset while it has no active "
+            "members (Empty).",
+            class_="warn",
+        )
+        if state not in INACTIVE and not executed
+        else Html("")
+    )
     rows = [[t, p, committed.get((t, p), "-"), new] for (t, p), new in sorted(plan.items())]
     return Html(
         tag("h2", title)

@@ -27,8 +27,12 @@ from riverlog.webconsole.html import (
 )
 
 FORMATS = [("auto", "auto"), ("json", "JSON"), ("text", "text"), ("hex", "hex")]
-STARTS = [("tail", "last records"), ("beginning", "beginning"), ("offset", "offset"),
-          ("timestamp", "timestamp (ISO datetime or ms)")]  # fmt: skip
+STARTS = [
+    ("tail", "last records"),
+    ("beginning", "beginning"),
+    ("offset", "offset"),
+    ("timestamp", "timestamp (ISO datetime or ms)"),
+]
 
 
 def render_bytes(data: bytes | None, how: str) -> tuple[str, str]:
@@ -60,8 +64,14 @@ def _cell(data: bytes | None, how: str) -> Html:
 def browser_form(action: str, partitions: int, values: Mapping[str, str]) -> Html:
     return form(
         action,
-        field("Partition", select("partition", [(str(p), str(p)) for p in range(partitions)],
-                                  values.get("partition", "0"))),
+        field(
+            "Partition",
+            select(
+                "partition",
+                [(str(p), str(p)) for p in range(partitions)],
+                values.get("partition", "0"),
+            ),
+        ),
         field("Start", select("start", STARTS, values.get("start", "tail"))),
         field("at", text_input("at", values.get("at", ""), size=24)),
         field("Records", text_input("limit", values.get("limit", "50"), size=4)),
@@ -71,7 +81,7 @@ def browser_form(action: str, partitions: int, values: Mapping[str, str]) -> Htm
         method="get",
         class_="box inline-form",
         id="browse-form",
-    )  # fmt: skip
+    )
 
 
 def records(found: list[ConsumerRecord], how: str, scanned_to: int, end: int) -> Html:
@@ -81,12 +91,21 @@ def records(found: list[ConsumerRecord], how: str, scanned_to: int, end: int) ->
     def headers(r: ConsumerRecord) -> Html:
         if not r.headers:
             return Html("")
-        return join(tag("div", tag("b", k), ": ", render_bytes(v, "auto")[1], class_="header")
-                    for k, v in r.headers)  # fmt: skip
+        return join(
+            tag("div", tag("b", k), ": ", render_bytes(v, "auto")[1], class_="header")
+            for k, v in r.headers
+        )
 
-    rows = [[r.offset, when(r.timestamp), _cell(r.key, how), _cell(r.value, how), headers(r)]
-            for r in found]  # fmt: skip
-    status = tag("p", f"{len(found)} records shown; read up to offset {scanned_to} "
-                 f"(log end offset {end}).", class_="muted", id="browse-status")  # fmt: skip
-    return Html(status + table(["Offset", "Timestamp", "Key", "Value", "Headers"], rows,
-                               id_="messages"))  # fmt: skip
+    rows = [
+        [r.offset, when(r.timestamp), _cell(r.key, how), _cell(r.value, how), headers(r)]
+        for r in found
+    ]
+    status = tag(
+        "p",
+        f"{len(found)} records shown; read up to offset {scanned_to} (log end offset {end}).",
+        class_="muted",
+        id="browse-status",
+    )
+    return Html(
+        status + table(["Offset", "Timestamp", "Key", "Value", "Headers"], rows, id_="messages")
+    )

@@ -169,9 +169,10 @@ class ConsoleClient:
             *(self.replica_sizes(b.node_id) for b in view.brokers), return_exceptions=True
         )
         sizes: dict[int, dict[TopicPartition, int]] = {
-            b.node_id: s for b, s in zip(view.brokers, per_broker, strict=True)
+            b.node_id: s
+            for b, s in zip(view.brokers, per_broker, strict=True)
             if isinstance(s, dict)
-        }  # fmt: skip
+        }
         out: dict[TopicPartition, int] = {}
         for t in view.topics:
             for p in t.partitions:
@@ -196,10 +197,11 @@ class ConsoleClient:
     async def brokers(self) -> tuple[admin.ClusterView, list[BrokerRow]]:
         view = await self.view()
         rows = {
-            b.node_id: BrokerRow(b.node_id, b.host, b.port, b.rack, b.node_id == view.controller,
-                                 True)
+            b.node_id: BrokerRow(
+                b.node_id, b.host, b.port, b.rack, b.node_id == view.controller, True
+            )
             for b in view.brokers
-        }  # fmt: skip
+        }
         for t in view.topics:
             for p in t.partitions:
                 if p.leader in rows:
@@ -216,10 +218,14 @@ class ConsoleClient:
         view = await self.view()
         sizes = await self.partition_sizes(view)
         return [
-            TopicRow(t.name, t.is_internal, t.partitions,
-                     sum(sizes.get((t.name, p.partition), 0) for p in t.partitions))
+            TopicRow(
+                t.name,
+                t.is_internal,
+                t.partitions,
+                sum(sizes.get((t.name, p.partition), 0) for p in t.partitions),
+            )
             for t in view.topics
-        ]  # fmt: skip
+        ]
 
     async def offsets(
         self, partitions: list[TopicPartition], timestamp: int
@@ -237,10 +243,14 @@ class ConsoleClient:
         starts, ends = await asyncio.gather(self.offsets(tps, EARLIEST), self.offsets(tps, LATEST))
         row = TopicRow(name, info.is_internal, info.partitions, sum(sizes.get(tp, 0) for tp in tps))
         parts = [
-            PartitionOffsets(p, starts[(name, p.partition)], ends[(name, p.partition)],
-                             sizes.get((name, p.partition), 0))
+            PartitionOffsets(
+                p,
+                starts[(name, p.partition)],
+                ends[(name, p.partition)],
+                sizes.get((name, p.partition), 0),
+            )
             for p in info.partitions
-        ]  # fmt: skip
+        ]
         overrides = await admin.topic_config_overrides(
             await self.admin.cluster.any_connection(), name
         )

@@ -43,8 +43,9 @@ class Sampler:
     async def sample_once(self) -> Sample:
         client = self.client
         view = await client.view()
-        tps: list[TopicPartition] = [(t.name, p.partition) for t in view.topics
-                                     for p in t.partitions]  # fmt: skip
+        tps: list[TopicPartition] = [
+            (t.name, p.partition) for t in view.topics for p in t.partitions
+        ]
         groups = await client.admin.list_groups()
         committed: dict[str, dict[TopicPartition, int]] = {}
         for g in groups:
@@ -59,8 +60,9 @@ class Sampler:
         latest = self.history.latest
         if latest is not None and at_ms <= latest.at_ms:
             at_ms = latest.at_ms + 1
-        sample = Sample(at_ms, ends, starts, sizes, committed,
-                        {g.group_id: g.state for g in groups})  # fmt: skip
+        sample = Sample(
+            at_ms, ends, starts, sizes, committed, {g.group_id: g.state for g in groups}
+        )
         self.history.add(sample)
         return sample
 

@@ -141,10 +141,11 @@ def encode_batch(
     if last_offset_delta is not None:
         last_delta = last_offset_delta
     body = b"".join(
-        encode_record(r.offset - base_offset, r.timestamp - base_timestamp, r.key, r.value,
-                      r.headers)
+        encode_record(
+            r.offset - base_offset, r.timestamp - base_timestamp, r.key, r.value, r.headers
+        )
         for r in records
-    )  # fmt: skip
+    )
     return assemble_batch(
         body,
         len(records),
@@ -192,16 +193,19 @@ def assemble_batch(
         attributes |= TRANSACTIONAL_BIT
     if is_control:
         attributes |= CONTROL_BIT
-    after_crc = _HEADER_AFTER_CRC.pack(
-        attributes,
-        last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        records_count,
-    ) + body
+    after_crc = (
+        _HEADER_AFTER_CRC.pack(
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            records_count,
+        )
+        + body
+    )
     batch_length = len(after_crc) + 4 + 1 + 4  # partitionLeaderEpoch + magic + crc
     prefix = _PREFIX.pack(base_offset, batch_length, partition_leader_epoch, MAGIC)
     return prefix + _CRC.pack(crc32c(after_crc)) + after_crc
@@ -219,8 +223,9 @@ def _read_nullable(buf: memoryview, pos: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos:end]), end
 
 
-def _read_record(buf: memoryview, pos: int, base_offset: int, base_timestamp: int) -> tuple[
-        Record, int]:  # fmt: skip
+def _read_record(
+    buf: memoryview, pos: int, base_offset: int, base_timestamp: int
+) -> tuple[Record, int]:
     length, pos = read_varint(buf, pos)
     end = pos + length
     if length < 1 or end > len(buf):
@@ -248,8 +253,9 @@ def _read_record(buf: memoryview, pos: int, base_offset: int, base_timestamp: in
             raise CorruptRecordError("record header key is not UTF-8") from e
     if pos != end:
         raise CorruptRecordError(f"record declares {length} bytes but holds {length + end - pos}")
-    record = Record(base_offset + offset_delta, base_timestamp + timestamp_delta, key, value,
-                    headers)  # fmt: skip
+    record = Record(
+        base_offset + offset_delta, base_timestamp + timestamp_delta, key, value, headers
+    )
     return record, end
 
 

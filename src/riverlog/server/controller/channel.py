@@ -100,8 +100,10 @@ class ControllerChannel:
 
     def add(self, broker_id: int, address: tuple[str, int], broker_epoch: int) -> None:
         current = self._queues.get(broker_id)
-        if current is not None and (current.address, current.broker_epoch) == (address,
-                                                                                broker_epoch):
+        if current is not None and (current.address, current.broker_epoch) == (
+            address,
+            broker_epoch,
+        ):
             return
         self.remove(broker_id)
         self._queues[broker_id] = _BrokerQueue(

@@ -95,8 +95,13 @@ class Reassignments:
                 valid[tp] = target
             else:
                 invalid[tp] = target
-                log.error("controller: reassignment of %s-%d to %s dropped: %s",
-                          tp[0], tp[1], target, problem)  # fmt: skip
+                log.error(
+                    "controller: reassignment of %s-%d to %s dropped: %s",
+                    tp[0],
+                    tp[1],
+                    target,
+                    problem,
+                )
         for tp in ctx.partitions():  # a move whose entry went away is cancelled
             moving = self._assignment(tp)
             if moving.moving and tp not in valid:
@@ -115,8 +120,9 @@ class Reassignments:
 
     def progress(self, partitions: list[TopicPartition] | None = None) -> None:
         """Take each of `partitions` (None: all) with a pending move as far as it goes now."""
-        pending = sorted(self.targets if partitions is None
-                         else {tp for tp in partitions if tp in self.targets})  # fmt: skip
+        pending = sorted(
+            self.targets if partitions is None else {tp for tp in partitions if tp in self.targets}
+        )
         by_topic: dict[str, list[TopicPartition]] = {}
         for tp in pending:
             by_topic.setdefault(tp[0], []).append(tp)
@@ -134,8 +140,7 @@ class Reassignments:
                 self._apply(topic, {tp: steps[tp] for tp in tps})
         if done:
             for tp, target in sorted(done.items()):
-                log.info("controller: reassignment of %s-%d to %s completed",
-                         tp[0], tp[1], target)  # fmt: skip
+                log.info("controller: reassignment of %s-%d to %s completed", tp[0], tp[1], target)
             self._forget(done)
 
     def _step(self, tp: TopicPartition) -> Step:
@@ -143,16 +148,23 @@ class Reassignments:
         assert ctx is not None
         target = self.targets[tp]
         return next_step(
-            self._assignment(tp), target, ctx.state(tp), ctx.usable(), ctx.epoch,
+            self._assignment(tp),
+            target,
+            ctx.state(tp),
+            ctx.usable(),
+            ctx.epoch,
             started=(tp, tuple(target)) in self._started,
-        )  # fmt: skip
+        )
 
     def _assignment(self, tp: TopicPartition) -> Assignment:
         ctx = self.service.ctx
         assert ctx is not None
         info = ctx.topics[tp[0]]
-        return Assignment(list(info.assignment.get(tp[1], [])), list(info.adding.get(tp[1], [])),
-                          list(info.removing.get(tp[1], [])))  # fmt: skip
+        return Assignment(
+            list(info.assignment.get(tp[1], [])),
+            list(info.adding.get(tp[1], [])),
+            list(info.removing.get(tp[1], [])),
+        )
 
     def _apply(self, topic: str, steps: dict[TopicPartition, Step]) -> None:
         starts = {tp: s for tp, s in steps.items() if isinstance(s, Start)}
@@ -168,17 +180,26 @@ class Reassignments:
     def _start(self, topic: str, starts: dict[TopicPartition, Start]) -> None:
         service, ctx = self.service, self.service.ctx
         assert ctx is not None
-        ops: list[Op] = [SetOp(layout.partition_state_path(*tp), s.state.to_json(),
-                               ctx.version(tp)) for tp, s in starts.items()]  # fmt: skip
+        ops: list[Op] = [
+            SetOp(layout.partition_state_path(*tp), s.state.to_json(), ctx.version(tp))
+            for tp, s in starts.items()
+        ]
         if not self._write_topic(topic, {tp[1]: s.assignment for tp, s in starts.items()}, ops):
             return
         for tp, s in starts.items():
             ctx.written(tp, s.state)
             self._started.add((tp, tuple(self.targets[tp])))
-            log.info("controller: reassigning %s-%d: replicas %s (adding %s, removing %s), "
-                     "leader %d, ISR %s", tp[0], tp[1], s.assignment.replicas,
-                     s.assignment.adding, s.assignment.removing, s.state.leader,
-                     s.state.isr)  # fmt: skip
+            log.info(
+                "controller: reassigning %s-%d: replicas %s (adding %s, removing %s), "
+                "leader %d, ISR %s",
+                tp[0],
+                tp[1],
+                s.assignment.replicas,
+                s.assignment.adding,
+                s.assignment.removing,
+                s.state.leader,
+                s.state.isr,
+            )
         changed = list(starts)
         service._send_leader_and_isr(changed)
         self._stop_and_delete({tp: s.dropped for tp, s in starts.items()})
@@ -190,8 +211,12 @@ class Reassignments:
         conflicts = service._write(elects)
         changed = [tp for tp in elects if tp not in conflicts]
         for tp in changed:
-            log.info("controller: reassignment of %s-%d moves leadership to %d",
-                     tp[0], tp[1], elects[tp].leader)  # fmt: skip
+            log.info(
+                "controller: reassignment of %s-%d moves leadership to %d",
+                tp[0],
+                tp[1],
+                elects[tp].leader,
+            )
         self._reread(conflicts)
         service._send_leader_and_isr(changed)
         service._send_metadata(ctx.live, changed)
@@ -199,8 +224,9 @@ class Reassignments:
     def _complete(self, topic: str, completes: dict[TopicPartition, Complete]) -> None:
         service, ctx = self.service, self.service.ctx
         assert ctx is not None
-        conflicts = service._write({tp: c.state for tp, c in completes.items()
-                                          if c.state is not None})  # fmt: skip
+        conflicts = service._write(
+            {tp: c.state for tp, c in completes.items() if c.state is not None}
+        )
         self._reread(conflicts)
         ready = {tp: c for tp, c in completes.items() if tp not in conflicts}
         if not ready:
@@ -223,8 +249,9 @@ class Reassignments:
                 by_broker.setdefault(broker_id, []).append(tp)
         for broker_id, tps in sorted(by_broker.items()):
             if broker_id in ctx.live:
-                service.channel.send(broker_id, requests.stop_replica(
-                    ctx, service.broker_id, tps, delete=True))  # fmt: skip
+                service.channel.send(
+                    broker_id, requests.stop_replica(ctx, service.broker_id, tps, delete=True)
+                )
 
     def _reread(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -249,8 +276,13 @@ class Reassignments:
                 if a.moving:
                     adding[index], removing[index] = list(a.adding), list(a.removing)
             data = layout.TopicAssignment(stored.topic_id, partitions, adding, removing).to_json()
-            self.store.multi([CheckOp(layout.CONTROLLER_EPOCH, service.epoch_version),
-                              SetOp(path, data, node.version), *ops])  # fmt: skip
+            self.store.multi(
+                [
+                    CheckOp(layout.CONTROLLER_EPOCH, service.epoch_version),
+                    SetOp(path, data, node.version),
+                    *ops,
+                ]
+            )
         except (BadVersionError, NoNodeError):
             service._check_epoch()
             log.info("controller: topic %s changed meanwhile; deciding again", topic)
@@ -281,8 +313,11 @@ class Reassignments:
             left = {tp: r for tp, r in wanted.items() if finished.get(tp) != r}
             try:
                 if left:
-                    self.store.set(layout.REASSIGN_PARTITIONS, layout.reassignments_json(left),
-                                   expected_version=node.version)  # fmt: skip
+                    self.store.set(
+                        layout.REASSIGN_PARTITIONS,
+                        layout.reassignments_json(left),
+                        expected_version=node.version,
+                    )
                 else:
                     self.store.delete(layout.REASSIGN_PARTITIONS, expected_version=node.version)
                 return

@@ -64,8 +64,9 @@ log = logging.getLogger(__name__)
 
 WRITE_BATCH = 500
 RESYNC_BACKOFF_S = 1.0
-Decide = Callable[[ControllerContext, Collection[TopicPartition]], dict[TopicPartition,
-                                                                         layout.PartitionState]]
+Decide = Callable[
+    [ControllerContext, Collection[TopicPartition]], dict[TopicPartition, layout.PartitionState]
+]
 
 
 class NotControllerError(Exception):
@@ -135,8 +136,11 @@ class ControllerService:
                 log.warning("broker %d is no longer the controller", self.broker_id)
                 return
             except StoreUnavailableError as e:
-                log.warning("controller: ZooKeeper unavailable (%s); re-reading the cluster "
-                            "in %.1f s", e, RESYNC_BACKOFF_S)  # fmt: skip
+                log.warning(
+                    "controller: ZooKeeper unavailable (%s); re-reading the cluster in %.1f s",
+                    e,
+                    RESYNC_BACKOFF_S,
+                )
                 resync = True
                 await asyncio.sleep(RESYNC_BACKOFF_S)
             except Exception:
@@ -160,8 +164,12 @@ class ControllerService:
         before = self._live_before_resync
         epoch = self._context().epoch
         self.ctx = ControllerContext(epoch)
-        for path in (layout.BROKER_IDS, layout.TOPICS, layout.ISR_CHANGE_NOTIFICATION,
-                     layout.DELETE_TOPICS):  # fmt: skip
+        for path in (
+            layout.BROKER_IDS,
+            layout.TOPICS,
+            layout.ISR_CHANGE_NOTIFICATION,
+            layout.DELETE_TOPICS,
+        ):
             with contextlib.suppress(NodeExistsError):
                 if not self.store.exists(path):
                     self.store.create(path, b"")
@@ -194,8 +202,11 @@ class ControllerService:
             self._read_topic(name)
         log.info(
             "controller %d (epoch %d) sees brokers %s and %d topics",
-            self.broker_id, ctx.epoch, sorted(ctx.live), len(ctx.topics),
-        )  # fmt: skip
+            self.broker_id,
+            ctx.epoch,
+            sorted(ctx.live),
+            len(ctx.topics),
+        )
         for name in list(ctx.topics):
             self._write(initial_states(ctx, name))
         self.channel.keep_only(ctx.live)
@@ -248,11 +259,16 @@ class ControllerService:
             return []
         known = ctx.topics.get(name)
         before = set() if known is None else set(known.assignment)
-        ctx.topics[name] = TopicInfo(assignment.topic_id, assignment.partitions,
-                                     assignment.adding_replicas, assignment.removing_replicas)
+        ctx.topics[name] = TopicInfo(
+            assignment.topic_id,
+            assignment.partitions,
+            assignment.adding_replicas,
+            assignment.removing_replicas,
+        )
         existing = self._partition_nodes(name) or set()  # one call, not one per partition
-        found = self.store.get_many([layout.partition_state_path(name, i)
-                                     for i in assignment.partitions if i in existing])  # fmt: skip
+        found = self.store.get_many(
+            [layout.partition_state_path(name, i) for i in assignment.partitions if i in existing]
+        )
         for index in assignment.partitions:
             self._keep_state((name, index), found.get(layout.partition_state_path(name, index)))
         return [(name, p) for p in sorted(assignment.partitions) if p not in before]
@@ -374,8 +390,9 @@ class ControllerService:
         ctx = self._context()
         before = ctx.state(tp)
         ctx.written(tp, state)
-        state_change_log.partition_changed(self.broker_id, ctx.epoch, tp, before, state,
-                                           ctx.version(tp))  # fmt: skip
+        state_change_log.partition_changed(
+            self.broker_id, ctx.epoch, tp, before, state, ctx.version(tp)
+        )
 
     def _check_epoch(self) -> None:
         try:
@@ -393,8 +410,9 @@ class ControllerService:
         partitions: Iterable[TopicPartition],
         deleted: Iterable[TopicPartition] = (),
     ) -> None:
-        request = requests.update_metadata(self._context(), self.broker_id, partitions,
-                                           deleted=deleted)  # fmt: skip
+        request = requests.update_metadata(
+            self._context(), self.broker_id, partitions, deleted=deleted
+        )
         for broker_id in brokers:
             self.channel.send(broker_id, request)
 
@@ -422,10 +440,7 @@ class ControllerService:
         ctx = self._context()
         self._watch(layout.BROKER_IDS, "brokers")
         now = set(self._registered())
-        bounced = {
-            b for b in now & set(ctx.live)
-            if self._registration_changed(b)
-        }  # fmt: skip
+        bounced = {b for b in now & set(ctx.live) if self._registration_changed(b)}
         dead = (set(ctx.live) - now) | bounced
         for broker_id in dead:
             ctx.live.pop(broker_id, None)
@@ -471,8 +486,9 @@ class ControllerService:
         if not new:
             return
         log.info("controller: topic %s gets %d new partitions", name, len(new))
-        self._decide(lambda c, ps: {tp: s for tp, s in initial_states(c, name).items()
-                                    if tp in ps}, new)  # fmt: skip
+        self._decide(
+            lambda c, ps: {tp: s for tp, s in initial_states(c, name).items() if tp in ps}, new
+        )
         self._send_metadata(ctx.live, new)
         self._send_leader_and_isr(new)
 
@@ -509,8 +525,9 @@ class ControllerService:
                 for broker_id in ctx.live:
                     mine = [tp for tp in partitions if broker_id in ctx.replicas(tp)]
                     if mine:
-                        self.channel.send(broker_id, requests.stop_replica(
-                            ctx, self.broker_id, mine, delete=True))  # fmt: skip
+                        self.channel.send(
+                            broker_id, requests.stop_replica(ctx, self.broker_id, mine, delete=True)
+                        )
                 self._send_metadata(ctx.live, [], deleted=partitions)
             with contextlib.suppress(NoNodeError):
                 self.store.delete(layout.topic_path(name), recursive=True)
@@ -538,10 +555,11 @@ class ControllerService:
             )
             self._announce(changed)
         remaining = [
-            tp for tp in ctx.partitions_on(broker_id)
-            if (s := ctx.state(tp)) is not None and s.leader == broker_id
+            tp
+            for tp in ctx.partitions_on(broker_id)
+            if (s := ctx.state(tp)) is not None
+            and s.leader == broker_id
             and len(ctx.replicas(tp)) > 1
-        ]  # fmt: skip
+        ]
         if not done.done():
             done.set_result(remaining)
-

@@ -106,8 +106,9 @@ async def _settled(
 ) -> None:
     """Wait until each topic has at least that many partitions, all led (or is gone)."""
     for name, partitions in topics.items():
-        await broker.wait_for_topic(name, exists=exists, timeout_s=timeout_ms / 1000,
-                                    partitions=partitions)  # fmt: skip
+        await broker.wait_for_topic(
+            name, exists=exists, timeout_s=timeout_ms / 1000, partitions=partitions
+        )
 
 
 def handle_create_topics(
@@ -118,11 +119,16 @@ def handle_create_topics(
     names = [t.name for t in request.topics]
     results = []
     if (too_big := request_limits.create_topics_error(broker, request)) is not None:
-        return CreateTopicsResponse(topics=[
-            Result(name=t.name, error_code=too_big.code,
-                   error_message=too_big.message if ctx.version >= 1 else None)
-            for t in request.topics
-        ])  # fmt: skip
+        return CreateTopicsResponse(
+            topics=[
+                Result(
+                    name=t.name,
+                    error_code=too_big.code,
+                    error_message=too_big.message if ctx.version >= 1 else None,
+                )
+                for t in request.topics
+            ]
+        )
     for topic in request.topics:
         if names.count(topic.name) > 1:
             results.append(
@@ -191,11 +197,14 @@ def handle_create_partitions(
     results = []
     grown: dict[str, int] = {}
     if (too_big := request_limits.create_partitions_error(broker, request)) is not None:
-        return CreatePartitionsResponse(results=[
-            CreatePartitionsResponse.CreatePartitionsTopicResult(
-                name=t.name, error_code=too_big.code, error_message=too_big.message)
-            for t in request.topics
-        ])  # fmt: skip
+        return CreatePartitionsResponse(
+            results=[
+                CreatePartitionsResponse.CreatePartitionsTopicResult(
+                    name=t.name, error_code=too_big.code, error_message=too_big.message
+                )
+                for t in request.topics
+            ]
+        )
     for topic in request.topics:
         answer = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name)
         try:

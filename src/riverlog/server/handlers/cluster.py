@@ -63,9 +63,12 @@ def handle_update_metadata(broker: Broker, ctx: RequestContext) -> m.UpdateMetad
     request = ctx.request.body
     assert isinstance(request, m.UpdateMetadataRequest)
     error, deleted = broker.metadata.apply(request)
-    state_change_log.update_metadata_received(broker.broker_id, request,
-                                              ctx.request.header.correlation_id,
-                                              stale=error is not error_codes.NONE)  # fmt: skip
+    state_change_log.update_metadata_received(
+        broker.broker_id,
+        request,
+        ctx.request.header.correlation_id,
+        stale=error is not error_codes.NONE,
+    )
     if error is error_codes.NONE:
         broker.metadata_changed(deleted)
     return m.UpdateMetadataResponse(error_code=error.code)
@@ -79,19 +82,27 @@ def handle_stop_replica(broker: Broker, ctx: RequestContext) -> m.StopReplicaRes
     wanted: list[tuple[tuple[str, int], bool]] = []
     if ctx.version >= 3:
         for topic in request.topic_states:
-            wanted += [((topic.topic_name, p.partition_index), p.delete_partition)
-                       for p in topic.partition_states]  # fmt: skip
+            wanted += [
+                ((topic.topic_name, p.partition_index), p.delete_partition)
+                for p in topic.partition_states
+            ]
     elif ctx.version >= 1:
         for t in request.topics:
             wanted += [((t.name, i), request.delete_partitions) for i in t.partition_indexes]
     else:
-        wanted = [((p.topic_name, p.partition_index), request.delete_partitions)
-                  for p in request.ungrouped_partitions]  # fmt: skip
+        wanted = [
+            ((p.topic_name, p.partition_index), request.delete_partitions)
+            for p in request.ungrouped_partitions
+        ]
     errors = broker.replicas.stop_replicas(request.controller_epoch, wanted)
     state_change_log.stop_replica_received(
-        broker.broker_id, request.controller_id, request.controller_epoch,
-        ctx.request.header.correlation_id, wanted, {k: e.name for k, e in errors.items()},
-    )  # fmt: skip
+        broker.broker_id,
+        request.controller_id,
+        request.controller_epoch,
+        ctx.request.header.correlation_id,
+        wanted,
+        {k: e.name for k, e in errors.items()},
+    )
     return m.StopReplicaResponse(
         partition_errors=[
             m.StopReplicaResponse.StopReplicaPartitionError(

@@ -45,8 +45,14 @@ Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 
 
 def _entry(
-    name: str, value: str | None, synonyms: list[bc.Synonym], *, read_only: bool, version: int,
-    include_synonyms: bool, include_documentation: bool = False,
+    name: str,
+    value: str | None,
+    synonyms: list[bc.Synonym],
+    *,
+    read_only: bool,
+    version: int,
+    include_synonyms: bool,
+    include_documentation: bool = False,
 ) -> Entry:
     source = bc.source_of(synonyms)
     return Entry(
@@ -56,16 +62,25 @@ def _entry(
         is_default=source == bc.DEFAULT_CONFIG and version == 0,
         config_source=source,
         is_sensitive=False,
-        synonyms=[DescribeConfigsResponse.DescribeConfigsSynonym(
-            name=s.name, value=s.value, source=s.source) for s in synonyms]
-        if include_synonyms else [],
+        synonyms=[
+            DescribeConfigsResponse.DescribeConfigsSynonym(
+                name=s.name, value=s.value, source=s.source
+            )
+            for s in synonyms
+        ]
+        if include_synonyms
+        else [],
         config_type=config_docs.CONFIG_TYPES.get(name, config_docs.UNKNOWN),
         documentation=config_docs.DOCUMENTATION.get(name) if include_documentation else None,
-    )  # fmt: skip
+    )
 
 
 def _topic_entries(
-    broker: Broker, name: str, keys: list[str] | None, version: int, include_synonyms: bool,
+    broker: Broker,
+    name: str,
+    keys: list[str] | None,
+    version: int,
+    include_synonyms: bool,
     include_documentation: bool = False,
 ) -> list[Entry]:
     topic = broker.topics.get(name)
@@ -74,17 +89,27 @@ def _topic_entries(
     effective = LogConfig.from_map({**broker.topic_defaults, **topic.config}).to_map()
     layers = broker.dynamic_configs.layers
     return [
-        _entry(key, value, bc.topic_synonyms(key, topic.config, layers), read_only=False,
-               version=version, include_synonyms=include_synonyms,
-               include_documentation=include_documentation)
+        _entry(
+            key,
+            value,
+            bc.topic_synonyms(key, topic.config, layers),
+            read_only=False,
+            version=version,
+            include_synonyms=include_synonyms,
+            include_documentation=include_documentation,
+        )
         for key, value in sorted(effective.items())
         if keys is None or key in keys
-    ]  # fmt: skip
+    ]
 
 
 def _broker_entries(
-    broker: Broker, resource_name: str, keys: list[str] | None, version: int,
-    include_synonyms: bool, include_documentation: bool = False,
+    broker: Broker,
+    resource_name: str,
+    keys: list[str] | None,
+    version: int,
+    include_synonyms: bool,
+    include_documentation: bool = False,
 ) -> list[Entry]:
     """A broker's every config, or (empty name) the cluster's dynamic defaults."""
     layers = broker.dynamic_configs.layers
@@ -97,24 +122,40 @@ def _broker_entries(
         values = {**unset, **broker.config.as_strings()}  # no value: listed with null
         synonyms = {k: bc.broker_synonyms(k, layers) for k in values}
     else:
-        raise KafkaError(error_codes.INVALID_REQUEST, f"Unexpected broker id, expected "
-                         f"{broker.broker_id} or empty string, but received {resource_name}")
+        raise KafkaError(
+            error_codes.INVALID_REQUEST,
+            f"Unexpected broker id, expected "
+            f"{broker.broker_id} or empty string, but received {resource_name}",
+        )
     return [
-        _entry(key, value, synonyms[key], read_only=key not in bc.DYNAMIC_KEYS,
-               version=version, include_synonyms=include_synonyms,
-               include_documentation=include_documentation)
+        _entry(
+            key,
+            value,
+            synonyms[key],
+            read_only=key not in bc.DYNAMIC_KEYS,
+            version=version,
+            include_synonyms=include_synonyms,
+            include_documentation=include_documentation,
+        )
         for key, value in sorted(values.items())
         if keys is None or key in keys
-    ]  # fmt: skip
+    ]
 
 
 def _logger_entries(broker: Broker, resource_name: str, keys: list[str] | None) -> list[Entry]:
     broker_loggers.check_broker(resource_name, broker.broker_id)
     return [
-        Entry(name=name, value=level, read_only=False, is_default=False,
-              config_source=DYNAMIC_BROKER_LOGGER_CONFIG, is_sensitive=False, synonyms=[])
+        Entry(
+            name=name,
+            value=level,
+            read_only=False,
+            is_default=False,
+            config_source=DYNAMIC_BROKER_LOGGER_CONFIG,
+            is_sensitive=False,
+            synonyms=[],
+        )
         for name, level in broker_loggers.describe(keys)
-    ]  # fmt: skip
+    ]
 
 
 def handle_describe_configs(broker: Broker, ctx: RequestContext) -> DescribeConfigsResponse:
@@ -127,18 +168,27 @@ def handle_describe_configs(broker: Broker, ctx: RequestContext) -> DescribeConf
         )
         try:
             if resource.resource_type == TOPIC:
-                result.configs = _topic_entries(broker, resource.resource_name,
-                                                resource.configuration_keys, ctx.version,
-                                                request.include_synonyms,
-                                                request.include_documentation)  # fmt: skip
+                result.configs = _topic_entries(
+                    broker,
+                    resource.resource_name,
+                    resource.configuration_keys,
+                    ctx.version,
+                    request.include_synonyms,
+                    request.include_documentation,
+                )
             elif resource.resource_type == BROKER:
-                result.configs = _broker_entries(broker, resource.resource_name,
-                                                 resource.configuration_keys, ctx.version,
-                                                 request.include_synonyms,
-                                                 request.include_documentation)  # fmt: skip
+                result.configs = _broker_entries(
+                    broker,
+                    resource.resource_name,
+                    resource.configuration_keys,
+                    ctx.version,
+                    request.include_synonyms,
+                    request.include_documentation,
+                )
             elif resource.resource_type == broker_loggers.BROKER_LOGGER:
-                result.configs = _logger_entries(broker, resource.resource_name,
-                                                 resource.configuration_keys)  # fmt: skip
+                result.configs = _logger_entries(
+                    broker, resource.resource_name, resource.configuration_keys
+                )
             else:
                 raise KafkaError(
                     error_codes.INVALID_REQUEST,
@@ -166,8 +216,10 @@ def _broker_entity(broker: Broker, resource_name: str) -> str:
     """The `/config/brokers` child a BROKER resource changes: this broker's id (only it
     changes its own, as in Kafka) or `<default>` for the empty name."""
     if resource_name not in ("", str(broker.broker_id)):
-        raise KafkaError(error_codes.INVALID_REQUEST, f"Unexpected broker id, expected "
-                         f"{broker.broker_id}, but received {resource_name}")  # fmt: skip
+        raise KafkaError(
+            error_codes.INVALID_REQUEST,
+            f"Unexpected broker id, expected {broker.broker_id}, but received {resource_name}",
+        )
     return bc.entity_name(resource_name)
 
 
@@ -179,8 +231,9 @@ def _alter_broker(broker: Broker, name: str, new: dict[str, str], validate_only:
         broker.set_broker_config(entity, new)
 
 
-def _current(broker: Broker, resource_type: int, name: str) -> tuple[dict[str, str],
-                                                                       dict[str, str]]:
+def _current(
+    broker: Broker, resource_type: int, name: str
+) -> tuple[dict[str, str], dict[str, str]]:
     """A resource's overrides now, and the values that apply where it has none."""
     if resource_type == TOPIC:
         topic = broker.topics.get(name)
@@ -221,8 +274,9 @@ def _alter_each(
             elif r.resource_type == BROKER:
                 _alter_broker(broker, r.resource_name, new_config(r), validate_only)
             else:
-                raise KafkaError(error_codes.INVALID_REQUEST,
-                                 f"Unsupported resource type {r.resource_type}.")  # fmt: skip
+                raise KafkaError(
+                    error_codes.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}."
+                )
         except KafkaError as e:
             answer.error_code, answer.error_message = e.code, e.message
         answers.append(answer)
@@ -294,8 +348,9 @@ def handle_incremental_alter_configs(
         answer = answer_cls(resource_type=r.resource_type, resource_name=r.resource_name)
         try:
             broker_loggers.check_broker(r.resource_name, broker.broker_id)
-            broker_loggers.alter([(c.name, c.config_operation, c.value) for c in r.configs],
-                                 request.validate_only)  # fmt: skip
+            broker_loggers.alter(
+                [(c.name, c.config_operation, c.value) for c in r.configs], request.validate_only
+            )
         except KafkaError as e:
             answer.error_code, answer.error_message = e.code, e.message
         answers.append(answer)

@@ -93,10 +93,17 @@ def _brokers(broker: Broker, ctx: RequestContext) -> list[BrokerInfo]:
         registered = registration.registered_brokers(broker.store)
     except StoreUnavailableError:
         registered = []
-    found = {r.broker_id: BrokerInfo(r.broker_id, r.endpoints[0].host, r.endpoints[0].port,
-                                     r.rack, tuple((e.listener, e.host, e.port)
-                                                   for e in r.endpoints))
-             for r in registered if r.endpoints}  # fmt: skip
+    found = {
+        r.broker_id: BrokerInfo(
+            r.broker_id,
+            r.endpoints[0].host,
+            r.endpoints[0].port,
+            r.rack,
+            tuple((e.listener, e.host, e.port) for e in r.endpoints),
+        )
+        for r in registered
+        if r.endpoints
+    }
     found.setdefault(broker.broker_id, me)
     reachable = [b.on(listener) for _, b in sorted(found.items())]
     return [b for b in reachable if b is not None]
@@ -120,8 +127,11 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse | N
     if version < 12 and any(t.name is None for t in request.topics or ()):
         # v10-11 can carry a null name, but Kafka refuses to parse such a request ("does
         # not support null topic names") and its answer could not name the topic: close.
-        log.warning("closing %s: Metadata v%d with a null topic name",
-                    ctx.connection.peer if ctx.connection else "?", version)  # fmt: skip
+        log.warning(
+            "closing %s: Metadata v%d with a null topic name",
+            ctx.connection.peer if ctx.connection else "?",
+            version,
+        )
         if ctx.connection is not None:
             ctx.connection.close()
         return None
@@ -129,8 +139,11 @@ def handle_metadata(broker: Broker, ctx: RequestContext) -> MetadataResponse | N
     cluster_ops = 8 <= version <= 10 and request.include_cluster_authorized_operations
     entries: list[MetadataResponse.MetadataResponseTopic] = []
     if request.topics is None or (version == 0 and not request.topics):
-        entries = [_topic_entry(broker, t, topic_ops) for t in broker.topics.all()
-                   if broker.metadata.partitions_of(t.name)]  # announced by the controller
+        entries = [
+            _topic_entry(broker, t, topic_ops)
+            for t in broker.topics.all()
+            if broker.metadata.partitions_of(t.name)
+        ]  # announced by the controller
     else:
         auto_create = broker.config["auto.create.topics.enable"] and (
             version < 4 or request.allow_auto_topic_creation

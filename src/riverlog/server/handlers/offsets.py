@@ -50,8 +50,9 @@ def _list_one(
     try:
         hosted = broker.replicas.leader(topic, p.partition_index)
     except KafkaError as e:
-        return PartitionAnswer(partition_index=p.partition_index, timestamp=-1, offset=-1,
-                               error_code=e.code)  # fmt: skip
+        return PartitionAnswer(
+            partition_index=p.partition_index, timestamp=-1, offset=-1, error_code=e.code
+        )
     return offsets_answer(hosted, p, version, consumer, read_committed=read_committed)
 
 

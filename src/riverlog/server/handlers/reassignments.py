@@ -58,19 +58,24 @@ def _assignments(store: MetadataStore, topic: str) -> dict[int, Assignment] | No
     except NoNodeError:
         return None
     return {
-        p: Assignment(list(r), list(stored.adding_replicas.get(p, [])),
-                      list(stored.removing_replicas.get(p, [])))
+        p: Assignment(
+            list(r),
+            list(stored.adding_replicas.get(p, [])),
+            list(stored.removing_replicas.get(p, [])),
+        )
         for p, r in stored.partitions.items()
-    }  # fmt: skip
+    }
 
 
-def _write(store: MetadataStore, targets: dict[TopicPartition, list[int]], version: int | None
-           ) -> None:  # fmt: skip
+def _write(
+    store: MetadataStore, targets: dict[TopicPartition, list[int]], version: int | None
+) -> None:
     if version is None:
         store.create(layout.REASSIGN_PARTITIONS, layout.reassignments_json(targets))
     elif targets:
-        store.set(layout.REASSIGN_PARTITIONS, layout.reassignments_json(targets),
-                  expected_version=version)  # fmt: skip
+        store.set(
+            layout.REASSIGN_PARTITIONS, layout.reassignments_json(targets), expected_version=version
+        )
     else:
         store.delete(layout.REASSIGN_PARTITIONS, expected_version=version)
 
@@ -94,8 +99,10 @@ def _merge(
                 current = None if partitions is None else partitions.get(p.partition_index)
                 outcomes[tp] = (error_codes.NONE, None)
                 if current is None:
-                    outcomes[tp] = (error_codes.UNKNOWN_TOPIC_OR_PARTITION,
-                                    f"Unknown partition {topic.name}-{p.partition_index}.")
+                    outcomes[tp] = (
+                        error_codes.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"Unknown partition {topic.name}-{p.partition_index}.",
+                    )
                 elif p.replicas is None:  # cancel: back to the original replicas
                     if current.moving:
                         targets[tp] = current.origin
@@ -169,9 +176,13 @@ def handle_list_partition_reassignments(
         if not shown.moving and shown.replicas == current.replicas:
             continue  # nothing to move
         by_topic.setdefault(topic, []).append(
-            Ongoing(partition_index=index, replicas=shown.replicas,
-                    adding_replicas=shown.adding, removing_replicas=shown.removing)
-        )  # fmt: skip
+            Ongoing(
+                partition_index=index,
+                replicas=shown.replicas,
+                adding_replicas=shown.adding,
+                removing_replicas=shown.removing,
+            )
+        )
     return ListPartitionReassignmentsResponse(
         error_code=0,
         error_message=None,

@@ -51,8 +51,10 @@ class BrokerMetrics:
         self.broker = broker
         self.host, self.port = host, port
         self.registry = CollectorRegistry(auto_describe=False)
-        names = {cls.API_KEY: cls.NAME.removesuffix("Request")
-                 for cls in broker.dispatcher.request_classes()}  # fmt: skip
+        names = {
+            cls.API_KEY: cls.NAME.removesuffix("Request")
+            for cls in broker.dispatcher.request_classes()
+        }
         self.requests = RequestMetrics(names, self._topic_name)
         self.gauges = BrokerGauges(broker)
         self.registry.register(self.requests)
@@ -95,11 +97,18 @@ class BrokerMetrics:
                 status, body, kind = "404 Not Found", b"see /metrics\n", "text/plain"
             else:
                 status, body, kind = "200 OK", await self.scrape(), CONTENT_TYPE_LATEST
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: "
-                         f"{len(body)}\r\nConnection: close\r\n\r\n".encode() + body)  # fmt: skip
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: "
+                f"{len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
             await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
-                ConnectionError):  # fmt: skip
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            TimeoutError,
+            ConnectionError,
+        ):
             pass  # the scraper went away or sent too much: nothing to answer
         finally:
             writer.close()

@@ -98,8 +98,11 @@ class BrokerGauges:
         yield from self._controller()
         yield from self._groups()
         yield from self._lag()
-        yield _gauge("kafka_server_socketservermetrics_connection_count",
-                     "Open client connections", len(self.broker.network.connections))  # fmt: skip
+        yield _gauge(
+            "kafka_server_socketservermetrics_connection_count",
+            "Open client connections",
+            len(self.broker.network.connections),
+        )
 
     def _replicas(self) -> Iterator[Metric]:
         hosted = list(self.broker.replicas)
@@ -108,15 +111,20 @@ class BrokerGauges:
         prefix = "kafka_server_replicamanager_"
         yield _gauge(prefix + "partitioncount", "Replicas hosted", len(hosted))
         yield _gauge(prefix + "leadercount", "Partitions led", len(leaders))
-        yield _gauge(prefix + "underreplicatedpartitions",
-                     "Partitions led whose ISR is smaller than their replicas", under)  # fmt: skip
+        yield _gauge(
+            prefix + "underreplicatedpartitions",
+            "Partitions led whose ISR is smaller than their replicas",
+            under,
+        )
         families = {
             name: GaugeMetricFamily(f"kafka_log_log_{name}", doc, labels=["topic", "partition"])
-            for name, doc in (("size", "Bytes of the replica's log"),
-                              ("logstartoffset", "First offset of the replica's log"),
-                              ("logendoffset", "Next offset of the replica's log"),
-                              ("numlogsegments", "Segments of the replica's log"))
-        }  # fmt: skip
+            for name, doc in (
+                ("size", "Bytes of the replica's log"),
+                ("logstartoffset", "First offset of the replica's log"),
+                ("logendoffset", "Next offset of the replica's log"),
+                ("numlogsegments", "Segments of the replica's log"),
+            )
+        }
         for h in hosted:
             labels = [h.topic, str(h.index)]
             families["size"].add_metric(labels, h.log.size_bytes)
@@ -131,12 +139,21 @@ class BrokerGauges:
         prefix = "kafka_controller_kafkacontroller_"
         offline = sum(1 for p in cache.partitions.values() if p.leader == NO_LEADER)
         yield _gauge(prefix + "activecontrollercount", "1 on the active controller", int(active))
-        yield _gauge(prefix + "offlinepartitionscount", "Partitions without a leader",
-                     offline if active else 0)  # fmt: skip
-        yield _gauge(prefix + "globalpartitioncount", "Partitions of the cluster",
-                     len(cache.partitions) if active else 0)  # fmt: skip
-        yield _gauge(prefix + "globaltopiccount", "Topics of the cluster",
-                     len(cache.topics()) if active else 0)  # fmt: skip
+        yield _gauge(
+            prefix + "offlinepartitionscount",
+            "Partitions without a leader",
+            offline if active else 0,
+        )
+        yield _gauge(
+            prefix + "globalpartitioncount",
+            "Partitions of the cluster",
+            len(cache.partitions) if active else 0,
+        )
+        yield _gauge(
+            prefix + "globaltopiccount",
+            "Topics of the cluster",
+            len(cache.topics()) if active else 0,
+        )
 
     def _groups(self) -> Iterator[Metric]:
         groups = list(self.broker.groups.manager)
@@ -147,8 +164,11 @@ class BrokerGauges:
             name = prefix + "numgroups" + state.value.lower()
             yield _gauge(name, f"Groups in state {state.value}", count)
         offsets = self.broker.groups.offsets
-        yield _gauge(prefix + "numoffsets", "Committed offsets held",
-                     sum(len(offsets.fetch(g)) for g in offsets.groups()))  # fmt: skip
+        yield _gauge(
+            prefix + "numoffsets",
+            "Committed offsets held",
+            sum(len(offsets.fetch(g)) for g in offsets.groups()),
+        )
 
     def _lag(self) -> Iterator[Metric]:
         now_ms = self.broker.clock.wall_ms()
@@ -157,16 +177,22 @@ class BrokerGauges:
             self.ends.observe(tp, now_ms, end)
         self.ends.forget_except(set(ends))
         labels = ["consumergroup", "topic", "partition"]
-        current = GaugeMetricFamily("kafka_consumergroup_current_offset",
-                                    "Committed offset of a group", labels=labels)  # fmt: skip
-        lag = GaugeMetricFamily("kafka_consumergroup_lag",
-                                "High watermark minus committed offset", labels=labels)  # fmt: skip
-        seconds = GaugeMetricFamily("kafka_consumergroup_lag_seconds",
-                                    "Estimated age of the oldest unconsumed record",
-                                    labels=labels)  # fmt: skip
-        lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum",
-                                    "A group's lag over a topic's partitions",
-                                    labels=["consumergroup", "topic"])  # fmt: skip
+        current = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset", "Committed offset of a group", labels=labels
+        )
+        lag = GaugeMetricFamily(
+            "kafka_consumergroup_lag", "High watermark minus committed offset", labels=labels
+        )
+        seconds = GaugeMetricFamily(
+            "kafka_consumergroup_lag_seconds",
+            "Estimated age of the oldest unconsumed record",
+            labels=labels,
+        )
+        lag_sum = GaugeMetricFamily(
+            "kafka_consumergroup_lag_sum",
+            "A group's lag over a topic's partitions",
+            labels=["consumergroup", "topic"],
+        )
         for group, committed in sorted(self._committed().items()):
             sums: dict[str, int] = {}
             for (topic, index), offset in sorted(committed.items()):

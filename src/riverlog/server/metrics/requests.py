@@ -37,8 +37,23 @@ from riverlog.protocol.framing import Request
 from riverlog.protocol.records.batch_header import MAGIC_POSITION
 
 PRODUCE, FETCH = 0, 1
-BUCKETS_MS = (0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
-              5000.0, 10000.0, 30000.0)  # fmt: skip
+BUCKETS_MS = (
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1000.0,
+    2500.0,
+    5000.0,
+    10000.0,
+    30000.0,
+)
 _BUCKETS_S = tuple(b / 1000 for b in BUCKETS_MS)  # compared with perf_counter's seconds
 _INT32 = struct.Struct(">i")
 _now = time.perf_counter
@@ -165,12 +180,15 @@ class RequestMetrics:
 
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
-            "kafka_network_requestmetrics_requests", "Requests answered, per request type",
-            labels=["request"])  # fmt: skip
+            "kafka_network_requestmetrics_requests",
+            "Requests answered, per request type",
+            labels=["request"],
+        )
         times = HistogramMetricFamily(
             "kafka_network_requestmetrics_totaltimems",
             "Time from dispatch to the answer being ready (ms), per request type",
-            labels=["request"])  # fmt: skip
+            labels=["request"],
+        )
         for key, counts in enumerate(self.buckets):
             if not any(counts):
                 continue
@@ -182,8 +200,10 @@ class RequestMetrics:
             requests.add_metric([name], cumulative)
             times.add_metric([name], buckets, self.seconds[key] * 1000.0)
         errors = CounterMetricFamily(
-            "kafka_network_requestmetrics_errors", "Error codes in answers, per request type",
-            labels=["request", "error"])  # fmt: skip
+            "kafka_network_requestmetrics_errors",
+            "Error codes in answers, per request type",
+            labels=["request", "error"],
+        )
         for (key, code), count in sorted(self.errors.items()):
             errors.add_metric([self.api_names.get(key, str(key)), _error_name(code)], count)
         yield requests
@@ -198,8 +218,9 @@ class RequestMetrics:
             ("bytes_out", "bytesout", "Record bytes sent to consumers"),
             ("replication_bytes_out", "replicationbytesout", "Record bytes sent to followers"),
         ):
-            family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", doc,
-                                         labels=["topic"])  # fmt: skip
+            family = CounterMetricFamily(
+                f"kafka_server_brokertopicmetrics_{name}", doc, labels=["topic"]
+            )
             for topic, counters in sorted(self.topics.items()):
                 family.add_metric([topic], getattr(counters, field))
             yield family

@@ -157,8 +157,7 @@ class _Fetcher(BackgroundLoop):
             retry = False
             for topic_result in response.topics:
                 for answer in topic_result.partitions:
-                    current = self._still_current(pending, topic_result.topic,
-                                                  answer.partition)  # fmt: skip
+                    current = self._still_current(pending, topic_result.topic, answer.partition)
                     if current is None:
                         continue
                     if answer.error_code != 0:
@@ -182,9 +181,13 @@ class _Fetcher(BackgroundLoop):
         if hosted.log.log_end_offset < end:
             log.info(
                 "truncated %s-%d from %d to %d (leader epoch %d ends at %d there)",
-                hosted.topic, hosted.index, end, hosted.log.log_end_offset,
-                answer.leader_epoch, answer.end_offset,
-            )  # fmt: skip
+                hosted.topic,
+                hosted.index,
+                end,
+                hosted.log.log_end_offset,
+                answer.leader_epoch,
+                answer.end_offset,
+            )
         return settled
 
     # --- fetching ----------------------------------------------------------------------
@@ -196,9 +199,12 @@ class _Fetcher(BackgroundLoop):
             self.owner.quota.limited
             and not followed.caught_up
             and self.owner.broker_id not in hosted.isr
-            and throttled(hosted.log.config.follower_replication_throttled_replicas,
-                          hosted.index, self.owner.broker_id)
-        )  # fmt: skip
+            and throttled(
+                hosted.log.config.follower_replication_throttled_replicas,
+                hosted.index,
+                self.owner.broker_id,
+            )
+        )
 
     async def _fetch(self, conn: Connection) -> None:
         quota = self.owner.quota

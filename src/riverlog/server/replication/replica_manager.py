@@ -355,14 +355,22 @@ class ReplicaManager:
         now = self.clock.wall_ms()
         ran_at, self._isr_checked_s = self._isr_checked_s, self.clock.monotonic_s()
         if ran_at is not None and (self._isr_checked_s - ran_at) * 1000 > max_lag_ms:
-            log.info("ISR check skipped: broker %d did not run for %.1f s",
-                     self.broker_id, self._isr_checked_s - ran_at)  # fmt: skip
+            log.info(
+                "ISR check skipped: broker %d did not run for %.1f s",
+                self.broker_id,
+                self._isr_checked_s - ran_at,
+            )
             return
         for hosted in self:
             shrunk = hosted.isr_to_shrink(now, max_lag_ms)
             if shrunk is not None:
-                log.info("shrinking ISR of %s-%d from %s to %s",
-                         hosted.topic, hosted.index, hosted.isr, shrunk)  # fmt: skip
+                log.info(
+                    "shrinking ISR of %s-%d from %s to %s",
+                    hosted.topic,
+                    hosted.index,
+                    hosted.isr,
+                    shrunk,
+                )
                 self._change_isr(hosted, shrunk)
 
     def _change_isr(self, hosted: HostedPartition, isr: list[int]) -> None:
@@ -449,8 +457,7 @@ class ReplicaManager:
                     hosted.make_leader(p.leader_epoch, isr, replicas, p.partition_epoch, now)
                     leaders.append(hosted)
                 else:
-                    hosted.make_follower(p.leader, p.leader_epoch, isr, replicas,
-                                         p.partition_epoch)  # fmt: skip
+                    hosted.make_follower(p.leader, p.leader_epoch, isr, replicas, p.partition_epoch)
                     if p.leader in endpoints:
                         followers.append((hosted, endpoints[p.leader]))
                 self._wake(key)
