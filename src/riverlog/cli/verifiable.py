@@ -60,11 +60,15 @@ def emit(name: str, **fields: object) -> None:
 
 def _connection_arguments(parser: argparse.ArgumentParser) -> None:
     connection = parser.add_mutually_exclusive_group(required=True)
-    connection.add_argument("--bootstrap-server", metavar="HOST1:PORT1[,HOST2:PORT2[...]]")
+    connection.add_argument(
+        "--bootstrap-server",
+        metavar="HOST1:PORT1[,HOST2:PORT2[...]]",
+        help="the server(s) to connect to",
+    )
     connection.add_argument(
         "--broker-list", metavar="HOST1:PORT1[,HOST2:PORT2[...]]", help="DEPRECATED"
     )
-    parser.add_argument("--topic", required=True, metavar="TOPIC")
+    parser.add_argument("--topic", required=True, metavar="TOPIC", help="the topic to use")
     parser.add_argument("--command-config", metavar="CONFIG-FILE", help="client properties file")
 
 
@@ -106,16 +110,39 @@ def add_producer_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="THROUGHPUT",
         help="if >= 0, about THROUGHPUT messages/sec at most",
     )
-    parser.add_argument("--acks", type=int, default=-1, choices=(0, 1, -1), metavar="ACKS")
+    parser.add_argument(
+        "--acks",
+        type=int,
+        default=-1,
+        choices=(0, 1, -1),
+        metavar="ACKS",
+        help="acks the producer asks for (-1: all)",
+    )
     parser.add_argument(
         "--producer.config",
         dest="producer_config",
         metavar="CONFIG-FILE",
         help="(DEPRECATED) producer properties file",
     )
-    parser.add_argument("--message-create-time", type=int, default=-1, metavar="CREATE-TIME")
-    parser.add_argument("--value-prefix", type=int, metavar="VALUE-PREFIX")
-    parser.add_argument("--repeating-keys", type=int, metavar="REPEATING-KEYS")
+    parser.add_argument(
+        "--message-create-time",
+        type=int,
+        default=-1,
+        metavar="CREATE-TIME",
+        help="the first message's timestamp in ms, advancing by 1 ms per message",
+    )
+    parser.add_argument(
+        "--value-prefix",
+        type=int,
+        metavar="VALUE-PREFIX",
+        help="prefix every value with VALUE-PREFIX and a period",
+    )
+    parser.add_argument(
+        "--repeating-keys",
+        type=int,
+        metavar="REPEATING-KEYS",
+        help="keys 0 to REPEATING-KEYS-1, repeated (no keys when unset)",
+    )
 
 
 def producer_config(args: argparse.Namespace) -> dict[str, str]:
@@ -238,17 +265,38 @@ def add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("classic",),
         help="only the classic protocol is served",
     )
-    parser.add_argument("--group-id", required=True, metavar="GROUP_ID")
-    parser.add_argument("--group-instance-id", metavar="GROUP_INSTANCE_ID")
-    parser.add_argument("--max-messages", type=int, default=-1, metavar="MAX-MESSAGES")
-    parser.add_argument("--session-timeout", type=int, default=30000, metavar="TIMEOUT_MS")
-    parser.add_argument("--verbose", action="store_true", help="a record_data event per record")
-    parser.add_argument("--enable-autocommit", action="store_true")
+    parser.add_argument("--group-id", required=True, metavar="GROUP_ID", help="the group id")
     parser.add_argument(
-        "--reset-policy", default="earliest", choices=("earliest", "latest", "none")
+        "--group-instance-id", metavar="GROUP_INSTANCE_ID", help="a static member's id"
     )
     parser.add_argument(
-        "--assignment-strategy", default="org.apache.kafka.clients.consumer.RangeAssignor"
+        "--max-messages",
+        type=int,
+        default=-1,
+        metavar="MAX-MESSAGES",
+        help="consume this many messages; -1: until killed",
+    )
+    parser.add_argument(
+        "--session-timeout",
+        type=int,
+        default=30000,
+        metavar="TIMEOUT_MS",
+        help="the group session timeout in ms",
+    )
+    parser.add_argument("--verbose", action="store_true", help="a record_data event per record")
+    parser.add_argument(
+        "--enable-autocommit", action="store_true", help="commit offsets automatically"
+    )
+    parser.add_argument(
+        "--reset-policy",
+        default="earliest",
+        choices=("earliest", "latest", "none"),
+        help="where to start without a committed offset",
+    )
+    parser.add_argument(
+        "--assignment-strategy",
+        default="org.apache.kafka.clients.consumer.RangeAssignor",
+        help="the assignor's class name(s), comma-separated",
     )
     parser.add_argument(
         "--consumer.config",
