@@ -90,6 +90,13 @@ def isr_is(cluster: FaultCluster, topic: str, wanted: set[int]) -> bool:
         return False
 
 
+def led_by_one_of(cluster: FaultCluster, topic: str, brokers: list[int]) -> bool:
+    try:
+        return cluster.layout(topic)[0][0] in brokers
+    except Exception:  # no leader yet (LEADER_NOT_AVAILABLE), or a broker down: not yet
+        return False
+
+
 def final_read(cluster: FaultCluster, topic: str, directory: Path) -> History:
     workload = Workload(cluster.bootstrap_servers, topic, directory, producers=0, consumers=0)
     workload.stop(partitions=1, timeout_s=60)
@@ -110,7 +117,7 @@ def test_unclean_leader_election_loses_acknowledged_records_and_the_checker_says
     cluster.kill(leader)
     for f in followers:
         cluster.start_broker(f)
-    cluster.wait_until(lambda: cluster.layout(topic)[0][0] in followers, 60, "an unclean leader")
+    cluster.wait_until(lambda: led_by_one_of(cluster, topic, followers), 60, "an unclean leader")
     cluster.restart_stopped()
     cluster.wait_until(lambda: cluster.isr_full(topic), 60, "the old leader back in the ISR")
     history = final_read(cluster, topic, tmp_path)
