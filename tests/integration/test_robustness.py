@@ -9,6 +9,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -18,6 +19,12 @@ from riverlog.protocol import messages
 from riverlog.protocol.framing import encode_request
 from riverlog.protocol.records.v2 import Record, encode_batch, iter_record_batches
 from tests.integration.conftest import BrokerProcess, start_broker
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _valid_frames(topic: str) -> list[bytes]:
@@ -125,11 +132,14 @@ def test_fuzzed_frames_never_stop_the_broker(broker_process: BrokerProcess) -> N
 
     good = threading.Thread(target=well_behaved)
     good.start()
+    _wait_for(lambda: len(acked) >= 1, 30)  # the producer is set up (id, metadata)
     workers = [threading.Thread(target=_fire, args=(bootstrap, payloads[i::4])) for i in range(4)]
     for w in workers:
         w.start()
     for w in workers:
         w.join(timeout=240)
+    # Served meanwhile and after: a short fuzz run may end before 10 more records went by.
+    _wait_for(lambda: len(acked) > 10, 30)
     stop.set()
     good.join(timeout=30)
     assert broker_process.proc.poll() is None, "the broker died"

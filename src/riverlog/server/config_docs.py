@@ -118,6 +118,11 @@ CONFIG_TYPES: dict[str, int] = {
     "unclean.leader.election.enable": BOOLEAN,
     "zookeeper.connect": STRING,
     "zookeeper.session.timeout.ms": INT,
+    "zookeeper.connection.timeout.ms": INT,
+    "queued.max.request.bytes": LONG,
+    "max.connections": INT,
+    "max.connections.per.ip": INT,
+    "max.connections.per.ip.overrides": STRING,
 }
 
 DOCUMENTATION: dict[str, str] = {
@@ -551,4 +556,24 @@ DOCUMENTATION: dict[str, str] = {
         "<code>hostname1:port1,hostname2:port2,hostname3:port3/chroot/path</code>."
     ),
     "zookeeper.session.timeout.ms": ("Zookeeper session timeout"),
+    "zookeeper.connection.timeout.ms": (
+        "The max time that the client waits to establish a connection to ZooKeeper. If not "
+        "set, the value in zookeeper.session.timeout.ms is used"
+    ),
+    "queued.max.request.bytes": (
+        "The number of queued bytes allowed before no more requests are read"
+    ),
+    "max.connections": (
+        "The maximum number of connections we allow in the broker at any time. This limit is "
+        "applied in addition to any per-ip limits configured using max.connections.per.ip."
+    ),
+    "max.connections.per.ip": (
+        "The maximum number of connections we allow from each ip address. This can be set "
+        "to 0 if there are overrides configured using max.connections.per.ip.overrides "
+        "property. New connections from the ip address are dropped if the limit is reached."
+    ),
+    "max.connections.per.ip.overrides": (
+        "A comma-separated list of per-ip or hostname overrides to the default maximum "
+        'number of connections. An example value is "hostName:100,127.0.0.1:200"'
+    ),
 }
