@@ -216,6 +216,7 @@ class Broker:
                 ),
                 memory=memory,
                 quotas=quotas,
+                clock=self.clock,
             )
             for spec in self.security.listeners.bound
         ]

@@ -51,10 +51,10 @@ import logging
 import os
 import socket
 import ssl
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from riverlog.clock import SYSTEM_CLOCK, Clock
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.exceptions import (
     FrameError,
@@ -94,7 +94,7 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.client_host = "?"
         """The client's IP address, the `host` of ACLs."""
-        self.last_active = time.monotonic()
+        self.last_active = self.server.clock.monotonic_s()
         self._pending: collections.deque[asyncio.Future[list[Chunk] | None]] = collections.deque()
         self._writer: asyncio.Task[None] | None = None
         self._can_write = asyncio.Event()
@@ -148,7 +148,7 @@ class Connection(asyncio.BufferedProtocol):
         return self.reader.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.last_active = time.monotonic()
+        self.last_active = self.server.clock.monotonic_s()
         try:
             frames = self.reader.buffer_updated(nbytes)
         except FrameError as e:
@@ -263,7 +263,7 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             return
         if sasl is not None:
-            refused = gate.admit(sasl, request.api_key, int(time.time() * 1000))
+            refused = gate.admit(sasl, request.api_key, self.server.clock.wall_ms())
             if refused is not None:
                 self._release(size)
                 log.warning("closing %s (listener %s): %s", self.peer, self.listener, refused)
@@ -288,7 +288,7 @@ class Connection(asyncio.BufferedProtocol):
     def _raw_sasl_token(self, sasl: SaslServer, frame: bytes | bytearray) -> None:
         """A token after a v0 SaslHandshake: the frame is the token, the answer is the
         server's token, size-prefixed, with no Kafka header."""
-        answer = gate.raw_token(sasl, bytes(frame), int(time.time() * 1000))
+        answer = gate.raw_token(sasl, bytes(frame), self.server.clock.wall_ms())
         if answer is None:
             log.warning(
                 "closing %s (listener %s): SASL %s authentication failed",
@@ -411,7 +411,7 @@ class Connection(asyncio.BufferedProtocol):
                     transport.write(memoryview(chunk)[sent:])
             else:
                 transport.write(chunk)
-        self.last_active = time.monotonic()
+        self.last_active = self.server.clock.monotonic_s()
 
     def _direct(self, transport: asyncio.Transport) -> socket.socket | None:
         """The socket, when bytes may go to it straight: nothing buffered ahead, not closing."""
@@ -533,7 +533,9 @@ class NetworkServer:
         principal_of_certificate: Callable[[dict[str, object]], str] | None = None,
         memory: MemoryPool | None = None,
         quotas: ConnectionQuotas | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -567,8 +569,8 @@ class NetworkServer:
 
     async def drain(self, timeout_s: float) -> None:
         """Wait (bounded) for responses in flight, then close every connection."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and any(c._pending for c in self.connections):
+        deadline = self.clock.monotonic_s() + timeout_s
+        while self.clock.monotonic_s() < deadline and any(c._pending for c in self.connections):
             await asyncio.sleep(0.01)
         if self._reaper is not None:
             self._reaper.cancel()
@@ -579,7 +581,7 @@ class NetworkServer:
         interval = max(0.05, min(self.max_idle_s / 4, 30.0))
         while True:
             await asyncio.sleep(interval)
-            cutoff = time.monotonic() - self.max_idle_s
+            cutoff = self.clock.monotonic_s() - self.max_idle_s
             for conn in list(self.connections):
                 if conn.last_active < cutoff and not conn._pending:
                     log.info("closing idle connection %s", conn.peer)
