@@ -150,8 +150,10 @@ def _plant(log: PartitionLog, batch: bytes) -> int:
 
 def _log_with_rot(tmp_path: Path, policy: str = "delete") -> tuple[PartitionLog, list[int]]:
     log = open_log(tmp_path, cleanup_policy=policy)
+    # The first batch is stamped a second before the planted ones: stamped in the same
+    # millisecond, a search for a planted batch's time would rightly stop at offset 0.
     now = crafted.now_ms()
-    log.append(crafted.records([b"a", b"b"], ts=now), leader_epoch=0)
+    log.append(crafted.records([b"a", b"b"], ts=now - 1_000), leader_epoch=0)
     bad = [
         _plant(log, crafted.garbage(compression.ZSTD)),
         _plant(log, crafted.bomb(compression.ZSTD)),
