@@ -7,13 +7,13 @@ import itertools
 import pytest
 
 from riverlog.coordinator import transaction as t
+from riverlog.coordinator.records import partition_for
 from riverlog.coordinator.transaction import S, TxnEntry, TxnMetadata
 from riverlog.coordinator.transaction_records import (
     decode_key,
     decode_value,
     encode_key,
     encode_value,
-    partition_for,
     replay,
 )
 from riverlog.protocol import error_codes as ec
@@ -227,6 +227,9 @@ def test_records_round_trip(state: S, parts: int) -> None:
 def test_partition_for_is_kafkas() -> None:
     # Utils.abs("my-txn".hashCode()) % 50; "my-txn".hashCode() == -1061187895 in Java
     assert partition_for("my-txn", 50) == 1061187895 % 50 == 45
+    # Groups too: "my-group".hashCode() == -1906497762 (jshell), so Kafka's partition is 12
+    # of 50, where masking the sign bit (as riverlog once did) gives 36.
+    assert partition_for("my-group", 50) == 12
 
 
 def test_offsets_replay_holds_transactional_commits_until_their_marker() -> None:

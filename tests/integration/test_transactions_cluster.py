@@ -19,7 +19,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from riverlog.coordinator.transaction_records import partition_for
+from riverlog.coordinator.records import partition_for
 from tests.cluster_harness import Cluster, create_topic, partitions_of, wait_until
 from tests.zookeeper_server import ZooKeeperServer
 

@@ -5,6 +5,7 @@ DescribeGroups, DeleteGroups, OffsetDelete, and group state surviving a restart.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -447,3 +448,34 @@ def test_bad_joins_and_stale_members_get_kafkas_error_codes(
     assert isinstance(stale, m.HeartbeatResponse) and isinstance(stranger, m.HeartbeatResponse)
     assert stale.error_code == error_codes.ILLEGAL_GENERATION.code
     assert stranger.error_code == error_codes.UNKNOWN_MEMBER_ID.code
+
+
+def test_a_load_that_ends_after_its_partition_was_unloaded_serves_nothing() -> None:
+    """Leadership of an offsets partition left while it was being replayed: the replay's end
+    must not make the broker the group's coordinator again (it would answer stale offsets)."""
+    with broker(overrides={"offsets.topic.num.partitions": "1"}) as running:
+        bootstrap = running.bootstrap_servers
+        create_topic(bootstrap, "kept", 1)
+        one(bootstrap, m.FindCoordinatorRequest(key="moving"), 0)
+        assert commit_errors(one(bootstrap, commit("moving", {("kept", 0): 7}), 8)) == {
+            ("kept", 0): 0
+        }
+        assert running.broker is not None
+        groups = running.broker.groups
+
+        def reload_then_lose_leadership() -> None:
+            groups.unload_partition(0)
+            groups.load_partition(0)  # the replay is a task: it runs after this returns
+            groups.unload_partition(0)
+
+        running.call(reload_then_lose_leadership)
+        replays: list[int] = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            running.call(lambda: replays.append(len(groups._load_tasks)))
+            if replays[-1] == 0:
+                break
+        assert replays[-1] == 0, "the replay did not end"
+        response = one(bootstrap, fetch_request("moving", None, 5), 5)
+        assert isinstance(response, m.OffsetFetchResponse)
+        assert response.error_code == error_codes.NOT_COORDINATOR.code

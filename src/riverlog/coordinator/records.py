@@ -44,8 +44,11 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def partition_for(group_id: str, partition_count: int) -> int:
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % partition_count
+def partition_for(key: str, partition_count: int) -> int:
+    """The internal-topic partition of a group id or transactional id, as Kafka computes it
+    for both (`Utils.abs(key.hashCode) % count`: Java's hash, |MIN_VALUE| taken as 0)."""
+    h = java_string_hash(key)
+    return (0 if h == -(2**31) else abs(h)) % partition_count
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ import struct
 from collections import defaultdict
 from collections.abc import Iterable
 
-from riverlog.coordinator.records import java_string_hash
 from riverlog.coordinator.transaction import TxnMetadata, TxnState
 from riverlog.protocol.exceptions import DecodeError
 from riverlog.protocol.messages import TransactionLogKey, TransactionLogValue
@@ -25,11 +24,6 @@ from riverlog.protocol.messages import TransactionLogKey, TransactionLogValue
 _VERSION = struct.Struct(">h")
 KEY_VERSION = 0
 VALUE_VERSION = 0
-
-
-def partition_for(transactional_id: str, partition_count: int) -> int:
-    h = java_string_hash(transactional_id)
-    return (0 if h == -(2**31) else abs(h)) % partition_count
 
 
 def encode_key(transactional_id: str) -> bytes:

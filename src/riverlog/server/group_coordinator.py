@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import enum
 import logging
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,14 +40,14 @@ from riverlog.coordinator.records import (
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
-    partition_for,
     replay,
 )
 from riverlog.coordinator.txn_replay import TxnReplay
 from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
-from riverlog.protocol.records.v2 import Record, encode_batch, iter_record_batches
+from riverlog.protocol.records.v2 import Record, encode_batch
+from riverlog.server.coordinator_partitions import CoordinatorPartitions
 from riverlog.server.replication.partition import HostedPartition
 from riverlog.storage.log import AppendResult
 
@@ -61,12 +58,6 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _MOVED = {error_codes.NOT_LEADER_OR_FOLLOWER.code, error_codes.UNKNOWN_TOPIC_OR_PARTITION.code}
-LOAD_CHUNK_BYTES = 1 << 20
-
-
-class _Load(enum.Enum):
-    LOADING = "loading"
-    LOADED = "loaded"
 
 
 @dataclass(slots=True)
@@ -93,7 +84,9 @@ class GroupCoordinator:
         self.offsets = OffsetCache()
         self.retention_ms: int = config["offsets.retention.minutes"] * 60_000
         self.metadata_max_bytes: int = config["offset.metadata.max.bytes"]
-        self._partitions: dict[int, _Load] = {}
+        self.partitions = CoordinatorPartitions(
+            broker, OFFSETS_TOPIC, "offsets.topic.num.partitions"
+        )
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._retention_task: asyncio.Task[None] | None = None
@@ -108,9 +101,8 @@ class GroupCoordinator:
     def start(self) -> None:
         """Load the offsets partitions this broker leads; start the retention check."""
         for hosted in self.broker.replicas:
-            loading = hosted.index in self._partitions  # since a LeaderAndIsr
-            if hosted.topic == OFFSETS_TOPIC and hosted.is_leader and not loading:
-                self.load_partition(hosted.index)
+            if hosted.topic == OFFSETS_TOPIC and hosted.is_leader:
+                self.load_partition(hosted.index)  # unless loading since a LeaderAndIsr
         interval = self.broker.config["offsets.retention.check.interval.ms"]
         self._retention_task = asyncio.get_running_loop().create_task(
             self._retention_loop(interval)
@@ -123,52 +115,31 @@ class GroupCoordinator:
                 task.cancel()
         if self._timer is not None:
             self._timer.cancel()
-        for index in list(self._partitions):
+        for index in self.partitions.held():
             self.unload_partition(index)
 
-    def partition_count(self) -> int:
-        topic = self.broker.topics.get(OFFSETS_TOPIC)
-        if topic is not None:
-            return len(topic.partitions)
-        return int(self.broker.config["offsets.topic.num.partitions"])
-
     def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.partition_count())
+        return self.partitions.of(group_id)
 
     def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` on first use (compacted, Kafka's settings)."""
-        if self.broker.topics.get(OFFSETS_TOPIC) is not None:
-            return
         config = self.broker.config
-        factor = config["offsets.topic.replication.factor"]
-        try:
-            self.broker.create_topic(
-                OFFSETS_TOPIC,
-                config["offsets.topic.num.partitions"],
-                factor,
-                {
-                    "cleanup.policy": "compact",
-                    "compression.type": "producer",
-                    "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-                },
-            )
-        except KafkaError as e:
-            if e.code != error_codes.TOPIC_ALREADY_EXISTS.code:
-                raise
-            return  # another broker created it
+        self.partitions.ensure_topic(
+            config["offsets.topic.replication.factor"],
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+            },
+        )
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         """NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when this broker cannot serve the
         group now; None when it can."""
-        state = self._partitions.get(self.partition_of(group_id))
-        if state is None:
-            return error_codes.NOT_COORDINATOR
-        if state is _Load.LOADING:
-            return error_codes.COORDINATOR_LOAD_IN_PROGRESS
-        return None
+        return self.partitions.error_for(group_id)
 
     def loading(self) -> bool:
-        return any(state is _Load.LOADING for state in self._partitions.values())
+        return self.partitions.loading()
 
     def became_leader(self, index: int) -> None:
         self.load_partition(index)
@@ -177,19 +148,24 @@ class GroupCoordinator:
         self.unload_partition(index)
 
     def load_partition(self, index: int) -> None:
-        self._partitions[index] = _Load.LOADING
-        task = asyncio.get_running_loop().create_task(self._load(index))
+        """Replay partition `index` (led here) unless it is loading or loaded at this epoch."""
+        try:
+            epoch = self.broker.replicas.get(OFFSETS_TOPIC, index).leader_epoch
+        except KafkaError:
+            return
+        if not self.partitions.begin_load(index, epoch):
+            return
+        task = asyncio.get_running_loop().create_task(self._load(index, epoch))
         self._load_tasks.add(task)
         task.add_done_callback(self._load_tasks.discard)
 
     def unload_partition(self, index: int) -> None:
-        self._partitions.pop(index, None)
+        self.partitions.drop(index)
         self._pending.pop(index, None)
         self.broker.txn_offsets.drop_partition(index)
         box = Outbox()
-        count = self.partition_count()
         for group in self.manager:
-            if partition_for(group.group_id, count) != index:
+            if self.partitions.of(group.group_id) != index:
                 continue
             for member in group.members.values():
                 if member.join_waiter is not None:
@@ -202,17 +178,21 @@ class GroupCoordinator:
             self.offsets.delete_group(group.group_id)
         self._deliver(box)
 
-    async def _load(self, index: int) -> None:
+    async def _load(self, index: int, epoch: int) -> None:
+        """Replay the partition's records, to the log end (`CoordinatorPartitions.read`);
+        transactional offset commits come out at their commit marker."""
         replayed = Replayed({}, {})
         txns = TxnReplay()
         try:
-            for pairs in self._read_partition(index, txns):
+            for pairs in self.partitions.read(index, txns.feed):
                 replay(pairs, into=replayed)
                 await asyncio.sleep(0)
         except Exception:
             log.exception("loading %s-%d failed", OFFSETS_TOPIC, index)
-            self._partitions.pop(index, None)
+            self.partitions.drop(index)
             raise
+        if not self.partitions.finish_load(index, epoch):
+            return  # unloaded, or loading again under a newer epoch, meanwhile
         now = self.clock.wall_ms()
         for group_id in replayed.groups.keys() | replayed.offsets.keys():
             self.manager.load(group_id, replayed.groups.get(group_id), now)
@@ -220,35 +200,9 @@ class GroupCoordinator:
         self.broker.txn_offsets.drop_partition(index)
         for producer_id, pairs in txns.open.items():  # transactions awaiting their marker
             self.broker.txn_offsets.restore(producer_id, replay(pairs).offsets)
-        self._partitions[index] = _Load.LOADED
         self._reschedule()
         level = logging.INFO if replayed.groups or replayed.offsets else logging.DEBUG
         log.log(level, "loaded %d groups from %s-%d", len(replayed.groups), OFFSETS_TOPIC, index)
-
-    def _read_partition(
-        self, index: int, txns: TxnReplay
-    ) -> Iterator[list[tuple[bytes | None, bytes | None]]]:
-        """The (key, value) pairs of the partition's records, a chunk at a time — up to the
-        log end, as Kafka loads: a new leader's high watermark lags its log until the
-        followers fetch again, and a leader keeps what its log holds. Transactional offset
-        commits come out at their commit marker (`txns`)."""
-        plog = self.broker.replicas.get(OFFSETS_TOPIC, index).log
-        offset = plog.log_start_offset
-        # To the log end as it is after each chunk (no wait after the last one): a marker
-        # appended while loading is read, so no transaction stays pending for ever.
-        while offset < (end := plog.log_end_offset):
-            region = plog.read(offset, LOAD_CHUNK_BYTES, max_offset=end).records
-            if region is None:
-                return
-            data = os.pread(region.fileno, region.length, region.offset)
-            pairs: list[tuple[bytes | None, bytes | None]] = []
-            start = offset
-            for batch in iter_record_batches(data):
-                offset = batch.header.next_offset
-                pairs.extend(txns.feed(batch))
-            if offset == start:
-                raise KafkaError(error_codes.CORRUPT_MESSAGE, f"no whole batch at {offset}")
-            yield pairs
 
     # --- persistence ---------------------------------------------------------------------
 

@@ -27,10 +27,7 @@ Everything runs on the event loop thread.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
-import os
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from riverlog.coordinator import transaction as txn
@@ -38,12 +35,12 @@ from riverlog.coordinator.transaction import TopicPartition, Transition, TxnEntr
 from riverlog.coordinator.transaction_records import (
     encode_key,
     encode_value,
-    partition_for,
     replay,
 )
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
-from riverlog.protocol.records.v2 import Record, encode_batch, iter_record_batches
+from riverlog.protocol.records.v2 import Record, RecordBatch, encode_batch
+from riverlog.server.coordinator_partitions import CoordinatorPartitions, Pair
 from riverlog.server.txn_markers import MarkerSender, until_replicated
 
 if TYPE_CHECKING:
@@ -52,13 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TRANSACTION_TOPIC = "__transaction_state"
-LOAD_CHUNK_BYTES = 1 << 20
 _MOVED = {error_codes.NOT_LEADER_OR_FOLLOWER.code, error_codes.UNKNOWN_TOPIC_OR_PARTITION.code}
-
-
-class _Load(enum.Enum):
-    LOADING = "loading"
-    LOADED = "loaded"
 
 
 class TransactionCoordinator:
@@ -71,8 +62,9 @@ class TransactionCoordinator:
         self.entries: dict[str, TxnEntry] = {}
         self.sender = MarkerSender(broker)
         self.write_timeout_s: float = config["offsets.commit.timeout.ms"] / 1000
-        self._partitions: dict[int, _Load] = {}
-        self._epochs: dict[int, int] = {}
+        self.partitions = CoordinatorPartitions(
+            broker, TRANSACTION_TOPIC, "transaction.state.log.num.partitions"
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         broker.replicas.add_listener(TRANSACTION_TOPIC, self)
 
@@ -99,7 +91,7 @@ class TransactionCoordinator:
     async def stop(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        for index in list(self._partitions):
+        for index in self.partitions.held():
             self.unload_partition(index)
         await self.sender.close()
 
@@ -117,44 +109,25 @@ class TransactionCoordinator:
             except Exception:
                 log.exception("transaction coordinator timer failed")
 
-    def partition_count(self) -> int:
-        topic = self.broker.topics.get(TRANSACTION_TOPIC)
-        if topic is not None:
-            return len(topic.partitions)
-        return int(self.broker.config["transaction.state.log.num.partitions"])
-
     def partition_of(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.partition_count())
+        return self.partitions.of(transactional_id)
 
     def ensure_topic(self) -> None:
         """Create `__transaction_state` on first use (compacted, Kafka's settings)."""
-        if self.broker.topics.get(TRANSACTION_TOPIC) is not None:
-            return
         config = self.broker.config
-        try:
-            self.broker.create_topic(
-                TRANSACTION_TOPIC,
-                config["transaction.state.log.num.partitions"],
-                config["transaction.state.log.replication.factor"],
-                {
-                    "cleanup.policy": "compact",
-                    "compression.type": "uncompressed",
-                    "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
-                    "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
-                    "unclean.leader.election.enable": "false",
-                },
-            )
-        except KafkaError as e:
-            if e.code != error_codes.TOPIC_ALREADY_EXISTS.code:
-                raise
+        self.partitions.ensure_topic(
+            config["transaction.state.log.replication.factor"],
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+                "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+                "unclean.leader.election.enable": "false",
+            },
+        )
 
     def coordinator_error(self, transactional_id: str) -> ErrorCode | None:
-        state = self._partitions.get(self.partition_of(transactional_id))
-        if state is None:
-            return error_codes.NOT_COORDINATOR
-        if state is _Load.LOADING:
-            return error_codes.COORDINATOR_LOAD_IN_PROGRESS
-        return None
+        return self.partitions.error_for(transactional_id)
 
     def became_leader(self, index: int) -> None:
         self.load_partition(index)
@@ -163,42 +136,37 @@ class TransactionCoordinator:
         self.unload_partition(index)
 
     def load_partition(self, index: int) -> None:
+        """Replay partition `index` (led here) unless it is loading or loaded at this epoch;
+        what an earlier epoch loaded is dropped first."""
         try:
-            hosted = self.broker.replicas.get(TRANSACTION_TOPIC, index)
+            epoch = self.broker.replicas.get(TRANSACTION_TOPIC, index).leader_epoch
         except KafkaError:
             return
-        if (
-            self._partitions.get(index) is not None
-            and self._epochs.get(index) == hosted.leader_epoch
-        ):
-            return
+        if self.partitions.epoch(index) == epoch:
+            return  # loading or loaded at this epoch
         self.unload_partition(index)
-        self._partitions[index] = _Load.LOADING
-        self._epochs[index] = hosted.leader_epoch
-        self._spawn(self._load(index))
+        self.partitions.begin_load(index, epoch)
+        self._spawn(self._load(index, epoch))
 
     def unload_partition(self, index: int) -> None:
-        self._partitions.pop(index, None)
-        self._epochs.pop(index, None)
-        count = self.partition_count()
-        for transactional_id in [i for i in self.entries if partition_for(i, count) == index]:
+        self.partitions.drop(index)
+        for transactional_id in [i for i in self.entries if self.partitions.of(i) == index]:
             del self.entries[transactional_id]
 
-    async def _load(self, index: int) -> None:
+    async def _load(self, index: int, epoch: int) -> None:
         loaded: dict[str, TxnMetadata] = {}
         try:
-            for pairs in self._read_partition(index):
+            for pairs in self.partitions.read(index, _data_records):
                 replay(pairs, into=loaded)
                 await asyncio.sleep(0)
         except Exception:
             log.exception("loading %s-%d failed", TRANSACTION_TOPIC, index)
-            self._partitions.pop(index, None)
+            self.partitions.drop(index)
             return
-        if self._partitions.get(index) is not _Load.LOADING:
-            return  # unloaded meanwhile
+        if not self.partitions.finish_load(index, epoch):
+            return  # unloaded, or loading again under a newer epoch, meanwhile
         for transactional_id, meta in loaded.items():
             self.entries[transactional_id] = TxnEntry(meta)
-        self._partitions[index] = _Load.LOADED
         log.log(
             logging.INFO if loaded else logging.DEBUG,
             "loaded %d transactional ids from %s-%d",
@@ -216,31 +184,13 @@ class TransactionCoordinator:
                 )
                 self._spawn(self._finish(transactional_id, markers))
 
-    def _read_partition(self, index: int) -> Iterator[list[tuple[bytes | None, bytes | None]]]:
-        plog = self.broker.replicas.get(TRANSACTION_TOPIC, index).log
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            region = plog.read(offset, LOAD_CHUNK_BYTES, max_offset=end).records
-            if region is None:
-                return
-            data = os.pread(region.fileno, region.length, region.offset)
-            pairs: list[tuple[bytes | None, bytes | None]] = []
-            start = offset
-            for batch in iter_record_batches(data):
-                offset = batch.header.next_offset
-                if not batch.header.is_control:
-                    pairs.extend((r.key, r.value) for r in batch.records)
-            if offset == start:
-                raise KafkaError(error_codes.CORRUPT_MESSAGE, f"no whole batch at {offset}")
-            yield pairs
-
     # --- writing ---------------------------------------------------------------------------
 
     async def _write(self, entry: TxnEntry, transition: Transition) -> ErrorCode:
         """Append the transition, wait for the ISR, apply it; the error otherwise."""
         meta = transition.target
         index = self.partition_of(meta.transactional_id)
-        epoch = self._epochs.get(index)
+        epoch = self.partitions.epoch(index)
         entry.pending = transition
         value = None if meta.state is txn.S.DEAD else encode_value(meta)
         batch = encode_batch(
@@ -265,7 +215,8 @@ class TransactionCoordinator:
                 error = error_codes.NOT_COORDINATOR
             elif error is not error_codes.NONE:
                 error = error_codes.COORDINATOR_NOT_AVAILABLE
-        if self._epochs.get(index) != epoch or self.entries.get(meta.transactional_id) is not entry:
+        moved = self.partitions.epoch(index) != epoch
+        if moved or self.entries.get(meta.transactional_id) is not entry:
             return error_codes.NOT_COORDINATOR  # unloaded meanwhile: the new leader decides
         if error is not error_codes.NONE:
             entry.pending = None
@@ -280,13 +231,13 @@ class TransactionCoordinator:
     async def _finish(self, transactional_id: str, markers: txn.Markers) -> None:
         """Send the markers, then write CompleteCommit/CompleteAbort."""
         index = self.partition_of(transactional_id)
-        epoch = self._epochs.get(index)
+        epoch = self.partitions.epoch(index)
         if epoch is None:
             return
         await self.sender.send(markers, epoch)
         while True:
             entry = self.entries.get(transactional_id)
-            if entry is None or self._epochs.get(index) != epoch:
+            if entry is None or self.partitions.epoch(index) != epoch:
                 return
             if entry.pending is None:
                 error = await self._write(entry, txn.complete(entry, self.broker.clock.wall_ms()))
@@ -423,4 +374,11 @@ class TransactionCoordinator:
         ]
 
     def loading(self) -> bool:
-        return any(state is _Load.LOADING for state in self._partitions.values())
+        return self.partitions.loading()
+
+
+def _data_records(batch: RecordBatch) -> list[Pair]:
+    """A `__transaction_state` batch's (key, value) pairs; none from a control batch."""
+    if batch.header.is_control:
+        return []
+    return [(r.key, r.value) for r in batch.records]
