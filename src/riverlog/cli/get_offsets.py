@@ -26,7 +26,7 @@ from riverlog.cli.tool_errors import Waiter, exception_text
 from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
 from riverlog.protocol.error_codes import KafkaError, for_code
-from riverlog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from riverlog.protocol.messages import ListOffsetsResponse
 
 TOPIC_PARTITION_PATTERN = r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?"
 _SPECS = {
@@ -173,25 +173,7 @@ def rules_from_args(args: argparse.Namespace) -> list[Rule]:
 async def _offsets(
     cluster: Cluster, leader: int, tps: list[tuple[str, int]], timestamp: int
 ) -> dict[tuple[str, int], int | KafkaError]:
-    by_topic: dict[str, list[int]] = {}
-    for topic, p in tps:
-        by_topic.setdefault(topic, []).append(p)
-    request = ListOffsetsRequest(
-        replica_id=-1,
-        topics=[
-            ListOffsetsRequest.ListOffsetsTopic(
-                name=t,
-                partitions=[
-                    ListOffsetsRequest.ListOffsetsPartition(
-                        partition_index=p, timestamp=timestamp, max_num_offsets=1
-                    )
-                    for p in ps
-                ],
-            )
-            for t, ps in by_topic.items()
-        ],
-    )
-    response = await cluster.send(leader, request)
+    response = await cluster.send(leader, admin.list_offsets_request(tps, timestamp))
     assert isinstance(response, ListOffsetsResponse)
     out: dict[tuple[str, int], int | KafkaError] = {}
     for answer in response.topics:

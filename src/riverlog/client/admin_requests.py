@@ -257,15 +257,14 @@ async def alter_configs(
     _check(result.error_code, result.error_message)
 
 
-async def list_offsets(
-    conn: Connection, partitions: list[tuple[str, int]], timestamp: int
-) -> dict[tuple[str, int], int]:
-    """ListOffsets on the partitions' leader: the earliest (-2), latest (-1), or first offset
-    with a timestamp at or after `timestamp`; -1 where no record is that new."""
+def list_offsets_request(
+    partitions: Iterable[tuple[str, int]], timestamp: int
+) -> ListOffsetsRequest:
+    """A consumer's ListOffsets (replica -1) for one `timestamp` on every partition."""
     by_topic: dict[str, list[int]] = {}
     for topic, index in partitions:
         by_topic.setdefault(topic, []).append(index)
-    request = ListOffsetsRequest(
+    return ListOffsetsRequest(
         replica_id=-1,
         topics=[
             ListOffsetsRequest.ListOffsetsTopic(
@@ -280,7 +279,14 @@ async def list_offsets(
             for topic, indexes in by_topic.items()
         ],
     )
-    response = await conn.send(request)
+
+
+async def list_offsets(
+    conn: Connection, partitions: list[tuple[str, int]], timestamp: int
+) -> dict[tuple[str, int], int]:
+    """ListOffsets on the partitions' leader: the earliest (-2), latest (-1), or first offset
+    with a timestamp at or after `timestamp`; -1 where no record is that new."""
+    response = await conn.send(list_offsets_request(partitions, timestamp))
     assert isinstance(response, ListOffsetsResponse)
     old_style = conn.version_for(ListOffsetsRequest) == 0
     out = {}
