@@ -244,3 +244,36 @@ def test_console_tools_take_their_config_files(
         == 0
     )
     assert capsys.readouterr().out.splitlines()[:2] == ["one", "two"]
+
+
+def test_transactions_and_leader_election_read_java_properties(
+    broker: SecuredBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Their config files are Java properties, as every tool's: `key: value`, a JAAS line
+    continued with a trailing backslash."""
+    path = tmp_path / "admin-java.properties"
+    path.write_text(
+        "security.protocol: SASL_PLAINTEXT\nsasl.mechanism = PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+        '    username="admin" password="admin-secret";\n'
+    )
+    bootstrap = broker.address("SASL_PLAINTEXT")
+    assert (
+        main(
+            ["transactions", "--bootstrap-server", bootstrap, "--command-config", str(path), "list"]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.startswith("TransactionalId")
+    election = [
+        "leader-election",
+        "--bootstrap-server",
+        bootstrap,
+        "--admin.config",
+        str(path),
+        "--election-type",
+        "preferred",
+        "--all-topic-partitions",
+    ]
+    assert main(election) == 0
+    capsys.readouterr()

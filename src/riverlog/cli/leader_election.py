@@ -25,12 +25,12 @@ import json
 import sys
 from pathlib import Path
 
+from riverlog.cli.tool_config import load_properties
 from riverlog.client.admin import AsyncAdmin
 from riverlog.client.admin_requests import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
-from riverlog.server.config import ConfigError, parse_properties
 
 ELECTION_TYPES = {"PREFERRED": PREFERRED_ELECTION, "UNCLEAN": UNCLEAN_ELECTION}
 
@@ -149,8 +149,8 @@ def _config(args: argparse.Namespace) -> dict[str, object]:
     config: dict[str, object] = {}
     if args.admin_config is not None:
         try:
-            config.update(parse_properties(Path(args.admin_config).read_text()))
-        except (OSError, ConfigError) as e:
+            config.update(load_properties(args.admin_config))
+        except OSError as e:
             raise CommandError(f"Cannot read {args.admin_config}: {e}") from None
     config["bootstrap.servers"] = args.bootstrap_server
     config.setdefault("client.id", "riverlog-leader-election")

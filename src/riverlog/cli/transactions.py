@@ -20,13 +20,12 @@ import argparse
 import asyncio
 import sys
 import time
-from pathlib import Path
 
+from riverlog.cli.tool_config import load_properties
 from riverlog.client.admin import AsyncAdmin
 from riverlog.client.transactions_admin import ProducerState, TransactionsAdmin
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
-from riverlog.server.config import ConfigError, parse_properties
 
 TopicPartition = tuple[str, int]
 
@@ -89,8 +88,8 @@ def _config(args: argparse.Namespace) -> dict[str, str]:
     config: dict[str, str] = {}
     if args.command_config is not None:
         try:
-            config.update(parse_properties(Path(args.command_config).read_text()))
-        except (OSError, ConfigError) as e:
+            config.update(load_properties(args.command_config))
+        except OSError as e:
             raise CommandError(f"Failed to load admin client properties: {e}") from None
     config["bootstrap.servers"] = args.bootstrap_server
     return config
