@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from riverlog.server.config import BrokerConfig, ConfigError, parse_listener, parse_properties
+from riverlog.properties import parse_properties
+from riverlog.server.config import BrokerConfig, ConfigError, parse_listener
 
 
 def test_properties_file_and_overrides(tmp_path: Path) -> None:
@@ -56,8 +57,29 @@ def test_listener_forms() -> None:
     assert parse_listener("PLAINTEXT://:9092").host == ""
     with pytest.raises(ConfigError):
         parse_listener("PLAINTEXT://localhost")
-    with pytest.raises(ConfigError):
-        parse_properties("no separator here")
+    # As java.util.Properties: whitespace ends a key too (the broker then warns of "no").
+    assert parse_properties("no separator here") == {"no": "separator here"}
+
+
+def test_server_properties_are_read_as_java_reads_them(tmp_path: Path) -> None:
+    """A JAAS line continued with backslashes, as Kafka's security docs write it."""
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "listeners: SASL_PLAINTEXT://127.0.0.1:0\n"
+        "sasl.enabled.mechanisms=PLAIN\n"
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+        "org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+        '    username="admin" \\\n'
+        '    password="admin-secret" \\\n'
+        '    user_admin="admin-secret";\n'
+    )
+    props = parse_properties(path.read_text())
+    assert props["listeners"] == "SASL_PLAINTEXT://127.0.0.1:0"
+    assert props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-secret" user_admin="admin-secret";'
+    )
+    assert BrokerConfig.load(path, [])["listeners"] == ["SASL_PLAINTEXT://127.0.0.1:0"]
 
 
 def test_a_replica_selector_riverlog_does_not_implement_is_refused() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from riverlog.client.connection import PLAINTEXT
 from riverlog.client.security import ClientSecurity, is_security_key
-from riverlog.server.config import parse_properties
+from riverlog.properties import parse_properties
 
 
 def add_argument(parser: argparse.ArgumentParser) -> None:

@@ -25,9 +25,10 @@ import sys
 import time
 
 from riverlog.cli.message_formatter import FORMATTERS, DefaultMessageFormatter
-from riverlog.cli.tool_config import load_properties, parse_property_flags
+from riverlog.cli.tool_config import parse_property_flags
 from riverlog.client.consumer import AsyncConsumer
 from riverlog.client.producer import AsyncProducer, RecordMetadata
+from riverlog.properties import load_properties
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.records import compression
 

@@ -25,10 +25,10 @@ import json
 import sys
 from pathlib import Path
 
-from riverlog.cli.tool_config import load_properties
 from riverlog.client.admin import AsyncAdmin
 from riverlog.client.admin_requests import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from riverlog.model import TopicPartition
+from riverlog.properties import load_properties
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 

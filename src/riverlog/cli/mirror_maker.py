@@ -25,8 +25,9 @@ from pathlib import Path
 from riverlog.client.config import AdminConfig, ConsumerConfig, ProducerConfig
 from riverlog.mirror import mm1, mm2, mm2_config
 from riverlog.mirror.flow import SendFailed
+from riverlog.properties import parse_properties
 from riverlog.protocol.error_codes import KafkaError
-from riverlog.server.config import ConfigError, parse_properties
+from riverlog.server.config import ConfigError
 
 
 def add_mm1_arguments(parser: argparse.ArgumentParser) -> None:

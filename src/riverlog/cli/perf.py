@@ -26,10 +26,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from riverlog.cli.tool_config import load_properties
 from riverlog.client.consumer import AsyncConsumer
 from riverlog.client.producer import AsyncProducer, RecordMetadata
 from riverlog.client.transactional_producer import AsyncTransactionalProducer
+from riverlog.properties import load_properties
 from riverlog.protocol.error_codes import KafkaError
 
 REPORT_EVERY_S = 5.0

@@ -21,9 +21,9 @@ import asyncio
 import sys
 import time
 
-from riverlog.cli.tool_config import load_properties
 from riverlog.client.admin import AsyncAdmin
 from riverlog.client.transactions_admin import ProducerState, TransactionsAdmin
+from riverlog.properties import load_properties
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 

@@ -38,8 +38,8 @@ from typing import Any
 
 from riverlog.client.consumer import AsyncConsumer, ConsumerRecord
 from riverlog.client.producer import AsyncProducer, RecordMetadata
+from riverlog.properties import parse_properties
 from riverlog.protocol.error_codes import KafkaError
-from riverlog.server.config import parse_properties
 
 ASSIGNORS = {
     "org.apache.kafka.clients.consumer.RangeAssignor": "range",

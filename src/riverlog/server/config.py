@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from riverlog.properties import parse_properties
 from riverlog.server.replication.replica_selector import SELECTORS
 
 
@@ -205,23 +206,6 @@ def parse_listener(text: str) -> Listener:
     except ValueError:
         raise ConfigError(f"listener {text!r} has a bad port") from None
     return Listener(name.upper(), host.strip("[]"), port_number)
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java `.properties` lines: `key=value` or `key: value`, `#`/`!` comments."""
-    values: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        for sep in ("=", ":"):
-            if sep in line:
-                key, _, value = line.partition(sep)
-                values[key.strip()] = value.strip()
-                break
-        else:
-            raise ConfigError(f"line {number}: expected key=value, got {raw!r}")
-    return values
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
