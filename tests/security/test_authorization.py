@@ -619,6 +619,27 @@ async def test_each_api_needs_its_acl(admin: Connection, alice: Connection, case
     assert case.error(allowed) == 0, f"{case.api} with the ACL: {allowed!r}"
 
 
+async def test_an_idempotent_producer_may_start_with_write_on_any_topic(
+    admin: Connection, alice: Connection
+) -> None:
+    """KIP-679 (Kafka 2.8+): InitProducerId without a transactional id needs IdempotentWrite
+    on the cluster or Write on some topic — kafka-python 3 and librdkafka producers are
+    idempotent by default, and their users hold topic ACLs only."""
+    request = m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
+    denied = await alice.send(request)
+    assert isinstance(denied, m.InitProducerIdResponse) and denied.error_code == CLUSTER_DENIED
+    suffix = uuid.uuid4().hex[:8]
+    await grant(admin, "Topic", f"events-{suffix}", "Write", principal(alice), pattern="PREFIXED")
+    allowed = await alice.send(request)
+    assert isinstance(allowed, m.InitProducerIdResponse) and allowed.error_code == 0
+    assert allowed.producer_id >= 0
+    await grant(
+        admin, "Topic", "events-", "Write", principal(alice), permission="Deny", pattern="PREFIXED"
+    )
+    covered = await alice.send(request)
+    assert isinstance(covered, m.InitProducerIdResponse) and covered.error_code == CLUSTER_DENIED
+
+
 async def test_metadata_and_list_groups_hide_what_is_not_describable(
     admin: Connection, alice: Connection
 ) -> None:

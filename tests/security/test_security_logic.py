@@ -53,6 +53,34 @@ def test_acl_decisions_follow_kafkas_rules() -> None:
     )
 
 
+def test_by_resource_type_follows_kip_679() -> None:
+    """Kafka's authorizeByResourceType: some topic allows Write, and no DENY covers it."""
+
+    def may_write_some_topic(acls: dict[acl.Pattern, list[acl.Entry]], **kw: bool) -> bool:
+        return acl.authorize_by_resource_type(ALICE, "10.0.0.1", "Write", "Topic", acls, **kw)
+
+    def deny(name: str, pattern_type: str = acl.LITERAL) -> tuple[acl.Pattern, acl.Entry]:
+        return acl.Pattern("Topic", name, pattern_type), acl.Entry(ALICE, "*", "Write", acl.DENY)
+
+    literal = (acl.Pattern("Topic", "orders"), _allow(operation="Write"))
+    prefixed = (acl.Pattern("Topic", "pay", acl.PREFIXED), _allow(operation="All"))
+    assert not may_write_some_topic({})
+    assert may_write_some_topic({}, allow_if_no_acl=True)
+    assert not may_write_some_topic(_acls((acl.Pattern("Topic", "orders"), _allow())))  # Read
+    assert may_write_some_topic(_acls(literal))
+    assert not may_write_some_topic(_acls(literal, deny("orders")))
+    assert not may_write_some_topic(_acls(literal, deny("ord", acl.PREFIXED)))
+    assert may_write_some_topic(_acls(literal, deny("other")))
+    assert may_write_some_topic(_acls(prefixed, deny("payments")))  # "pay-x" stays writable
+    assert not may_write_some_topic(_acls(prefixed, deny("pa", acl.PREFIXED)))
+    assert not may_write_some_topic(_acls(literal, prefixed, deny("*")), allow_if_no_acl=True)
+    elsewhere = (acl.Pattern("Topic", "orders"), _allow(operation="Write", host="10.9.9.9"))
+    assert not may_write_some_topic(_acls(elsewhere))
+    assert acl.authorize_by_resource_type(
+        "User:root", "h", "Write", "Topic", {}, super_users={"User:root"}
+    )
+
+
 def test_acl_filters_match_like_describe_acls() -> None:
     acls = _acls(
         (acl.Pattern("Topic", "pay", acl.PREFIXED), _allow()),

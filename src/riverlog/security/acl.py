@@ -170,6 +170,58 @@ def authorize(
     return decide(entries, principal, host, operation, allow_if_no_acl=allow_if_no_acl)
 
 
+def authorize_by_resource_type(
+    principal: str,
+    host: str,
+    operation: str,
+    resource_type: str,
+    acls: Acls,
+    *,
+    super_users: Collection[str] = (),
+    allow_if_no_acl: bool = False,
+) -> bool:
+    """Whether `principal` may do `operation` on at least one resource of `resource_type`
+    (KIP-679, Kafka's `authorizeByResourceType`): an idempotent producer's InitProducerId
+    needs Write on some topic or IdempotentWrite on the cluster. Allowed by a wildcard or
+    prefixed ALLOW, or a literal one, unless a wildcard DENY, a DENY on that very name or a
+    DENY prefix of it covers it; with `allow.everyone.if.no.acl.found`, allowed unless a
+    wildcard DENY. Only the operation itself or All counts (no implied operations)."""
+    if principal in super_users:
+        return True
+
+    def names(permission: str, pattern_type: str) -> set[str]:
+        return {
+            pattern.name
+            for pattern, entries in acls.items()
+            if pattern.resource_type == resource_type
+            and pattern.pattern_type == pattern_type
+            and any(
+                e.permission == permission
+                and e.principal in (principal, PRINCIPAL_WILDCARD)
+                and e.host in (host, WILDCARD)
+                and e.operation in (operation, "All")
+                for e in entries
+            )
+        }
+
+    deny_literals = names(DENY, LITERAL)
+    if WILDCARD in deny_literals:
+        return False
+    if allow_if_no_acl:
+        return True
+    deny_prefixes = names(DENY, PREFIXED)
+
+    def denied(name: str) -> bool:
+        return any(name.startswith(prefix) for prefix in deny_prefixes)
+
+    if any(not denied(prefix) for prefix in names(ALLOW, PREFIXED)):
+        return True
+    return any(
+        name == WILDCARD or (name not in deny_literals and not denied(name))
+        for name in names(ALLOW, LITERAL)
+    )
+
+
 # --- filters (DescribeAcls, DeleteAcls, the acls tool) ---------------------------------
 
 

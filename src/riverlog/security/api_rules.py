@@ -305,7 +305,9 @@ def _init_producer_id(subject: Subject, request: Any) -> ApiMessage | None:
     if txn is not None:
         ok, error = subject.may(WRITE, TRANSACTIONAL_ID, txn), TXN_DENIED
     else:
-        ok, error = subject.on_cluster(IDEMPOTENT_WRITE), CLUSTER_DENIED
+        # KIP-679: IdempotentWrite on the cluster, or Write on any topic
+        ok = subject.on_cluster(IDEMPOTENT_WRITE) or subject.may_on_any(WRITE, TOPIC)
+        error = CLUSTER_DENIED
     return (
         None
         if ok

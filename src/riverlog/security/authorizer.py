@@ -78,6 +78,18 @@ class Authorizer:
             self._decisions[key] = decided
         return decided
 
+    def allowed_on_any(self, principal: str, host: str, operation: str, resource_type: str) -> bool:
+        """`acl.authorize_by_resource_type` over the cache (rare: not remembered)."""
+        return acl.authorize_by_resource_type(
+            principal,
+            host,
+            operation,
+            resource_type,
+            self.cache.acls,
+            super_users=self.super_users,
+            allow_if_no_acl=self.allow_if_no_acl,
+        )
+
     def operations(self, principal: str, host: str, resource_type: str, name: str) -> int:
         """Kafka's authorized-operations bit field for one resource."""
         bits = 0

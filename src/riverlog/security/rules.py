@@ -74,6 +74,10 @@ class Subject:
     def on_cluster(self, operation: str) -> bool:
         return self.may(operation, CLUSTER, CLUSTER_NAME)
 
+    def may_on_any(self, operation: str, resource_type: str) -> bool:
+        """Whether some resource of the type allows `operation` (KIP-679)."""
+        return self.authorizer.allowed_on_any(self.principal, self.host, operation, resource_type)
+
 
 # A check: (subject, request) → None to let the handler run, or the response to answer.
 Check = Callable[[Subject, Any], "ApiMessage | None"]
