@@ -3,7 +3,10 @@
 - produce throughput, 1 KiB records (confluent-kafka, acks=1, linger 5 ms), and consume
   throughput (kcat, librdkafka in C, so the client is not the ceiling) over PLAINTEXT, SSL and
   SASL_SSL (SCRAM-SHA-256) listeners of one broker process, with the broker's CPU seconds
-  per MB beside each rate;
+  per GB beside each rate; plus produce from riverlog's connection (pre-encoded ~1 MB
+  requests), whose TLS records are full 16 KiB where librdkafka's are ~2 KiB: the broker
+  pays per TLS record (one `SSL_read` each), see docs/field-notes.md. Median of ROUNDS runs
+  in alternating order. On a machine shared with other work, read the CPU columns;
 - TLS handshakes per second: sequential connect + handshake + close from one client, with
   the broker's CPU milliseconds per handshake;
 - the authorizer's cost per request: pipelined single-record Produce requests (riverlog's
@@ -13,7 +16,7 @@
 
 Brokers are their own processes (`riverlog server`). Targets (issue 23): TLS produce >= 70%
 and TLS consume >= 40% of plaintext; the authorizer costs <= 10% of the small-request rate.
-A run takes about a minute (SECONDS, PRODUCE_BYTES below).
+A run takes about two minutes (SECONDS, PRODUCE_BYTES, ROUNDS below).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import re
 import shutil
 import socket
 import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,6 +44,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from riverlog.client.connection import Connection
+from riverlog.client.security import ClientSecurity
 from riverlog.metadata.store import EmbeddedStore
 from riverlog.protocol import messages as m
 from riverlog.protocol.records.v2 import Record, encode_batch
@@ -52,6 +57,9 @@ from riverlog.security.rules import NoTopics
 PRODUCE_BYTES = 96 * 1024 * 1024
 SIZE = 1024
 SECONDS = 4.0
+RECORDS_PER_REQUEST = 1000
+"""1 KiB records per pre-encoded Produce request: within `message.max.bytes` (1 MB)."""
+ROUNDS = 3
 TICKS = os.sysconf("SC_CLK_TCK")
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'
 
@@ -180,9 +188,68 @@ def consume(conf: dict[str, str], topic: str) -> float:
     return elapsed
 
 
+def _security(listener: str, certs: DevCerts) -> ClientSecurity:
+    props = {"security.protocol": listener}
+    if "SSL" in listener:
+        props["ssl.ca.location"] = str(certs.ca)
+    if listener.startswith("SASL"):
+        props |= {
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "bench",
+            "sasl.password": "bench-secret",
+        }
+    return ClientSecurity.from_config(props)
+
+
+def produce_full_records(port: int, security: ClientSecurity, topic: str) -> float:
+    """PRODUCE_BYTES as pre-encoded ~1 MB Produce requests (1 KiB records), 4 in flight, on
+    riverlog's connection: its TLS writes are full 16 KiB TLS records, where librdkafka writes
+    one per buffer segment (~2 KiB). What the broker pays per TLS record shows in the gap."""
+
+    async def run() -> float:
+        conn = await Connection.open("127.0.0.1", port, security=security)
+        now = int(time.time() * 1000)
+        batch = encode_batch(
+            [Record(i, now, None, b"x" * SIZE) for i in range(RECORDS_PER_REQUEST)]
+        )
+        request = m.ProduceRequest(
+            acks=1,
+            timeout_ms=30000,
+            topic_data=[
+                m.ProduceRequest.TopicProduceData(
+                    name=topic,
+                    partition_data=[m.ProduceRequest.PartitionProduceData(index=0, records=batch)],
+                )
+            ],
+        )
+        start = time.perf_counter()
+        try:
+            pending: set[asyncio.Future[object]] = set()
+            for _ in range(PRODUCE_BYTES // (RECORDS_PER_REQUEST * SIZE)):
+                if len(pending) >= 4:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for f in done:
+                        response = f.result()
+                        assert isinstance(response, m.ProduceResponse)
+                        assert response.responses[0].partition_responses[0].error_code == 0
+                pending.add(asyncio.ensure_future(conn.send(request)))
+            await asyncio.gather(*pending)
+            return time.perf_counter() - start
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL")
+WAYS = ("produce", "produce, full TLS records", "consume")
+
+
 def throughput(certs: DevCerts, work: Path) -> None:
+    """Each listener in turn, ROUNDS times in alternating order (later runs pay less for
+    fresh memory, see docs/field-notes.md); the median of each."""
     settings = {
-        "listeners": "PLAINTEXT,SSL,SASL_SSL",
+        "listeners": ",".join(LISTENERS),
         "ssl.keystore.location": str(certs.broker),
         "ssl.truststore.location": str(certs.ca),
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-256",
@@ -198,27 +265,47 @@ def throughput(certs: DevCerts, work: Path) -> None:
     )
     store.close()
     with broker(data, settings) as (pid, ports):
-        rates: dict[str, tuple[float, float]] = {}
-        print(f"{'1 KiB records':<28}{'MB/s':>10}{'broker CPU s/GB':>18}{'vs plaintext':>15}")
-        for listener in ("PLAINTEXT", "SSL", "SASL_SSL"):
-            conf = client_config(listener, ports[listener], certs)
-            topic = f"bench-{listener.lower()}-{uuid.uuid4().hex[:6]}"
-            admin = AdminClient(conf)
-            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-            del admin  # not outliving its broker
-            for what, run in (("produce", produce), ("consume", consume)):
-                before = cpu_seconds(pid)
-                elapsed = run(conf, topic)
-                cpu = cpu_seconds(pid) - before
-                mb = PRODUCE_BYTES / 1e6
-                rates[f"{what} {listener}"] = (mb / elapsed, cpu / mb * 1000)
-        for what in ("produce", "consume"):
-            plain = rates[f"{what} PLAINTEXT"][0]
-            for listener in ("PLAINTEXT", "SSL", "SASL_SSL"):
-                rate, cpu = rates[f"{what} {listener}"]
+        rates: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        mb = PRODUCE_BYTES / 1e6
+        for round_ in range(ROUNDS):
+            for listener in LISTENERS if round_ % 2 == 0 else LISTENERS[::-1]:
+                conf = client_config(listener, ports[listener], certs)
+                topic, full = (f"bench-{listener.lower()}-{uuid.uuid4().hex[:6]}" for _ in "ab")
+                admin = AdminClient(conf)
+                for future in admin.create_topics(
+                    [NewTopic(t, 1, 1) for t in (topic, full)]
+                ).values():
+                    future.result(30)
+                del admin  # not outliving its broker
+                security = _security(listener, certs)
+                for what in WAYS:
+                    before = cpu_seconds(pid)
+                    if what == "produce":
+                        elapsed = produce(conf, topic)
+                    elif what == "consume":
+                        elapsed = consume(conf, topic)
+                    else:
+                        elapsed = produce_full_records(ports[listener], security, full)
+                    cpu = cpu_seconds(pid) - before
+                    rates.setdefault((what, listener), []).append((mb / elapsed, cpu / mb * 1000))
+        print(
+            f"1 KiB records, median of {ROUNDS}{'':<12}{'MB/s':>8}{'vs plaintext':>14}"
+            f"{'broker CPU s/GB':>17}{'vs plaintext':>14}"
+        )
+        for what in WAYS:
+            plain_rate, plain_cpu = _medians(rates[(what, "PLAINTEXT")])
+            for listener in LISTENERS:
+                rate, cpu = _medians(rates[(what, listener)])
                 label = f"{what} over {listener}"
-                print(f"{label:<28}{rate:>10.1f}{cpu:>18.2f}{rate / plain:>14.0%}")
+                print(
+                    f"{label:<40}{rate:>8.1f}{rate / plain_rate:>13.0%}"
+                    f"{cpu:>17.2f}{plain_cpu / cpu:>13.0%}"
+                )
         handshakes(pid, ports["SSL"], certs)
+
+
+def _medians(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(r for r, _ in runs), statistics.median(c for _, c in runs)
 
 
 def handshakes(pid: int, port: int, certs: DevCerts) -> None:
