@@ -12,8 +12,8 @@ comes back into the ISRs over SASL_SSL.
 Principals: `alice` (PLAIN, from the JAAS line), `bob` (SCRAM, stored in ZooKeeper as Kafka
 stores it), `client` (the client certificate, mapped by `ssl.principal.mapping.rules`) and
 `admin` are super users; `User:ANONYMOUS` (SSL without a certificate, and PLAINTEXT) gets
-prefixed ACLs on the test's topics and groups (and IdempotentWrite) only, so PLAINTEXT clients
-are refused anything else.
+prefixed ACLs on the test's topics and groups only (idempotent producers start on those,
+KIP-679), so PLAINTEXT clients are refused anything else.
 """
 
 from __future__ import annotations
@@ -168,14 +168,8 @@ def _prepare(secured: SecuredCluster) -> None:
         (ResourceType.TOPIC, "matrix-", ResourcePatternType.PREFIXED, AclOperation.ALL),
         (ResourceType.TOPIC, "after-", ResourcePatternType.PREFIXED, AclOperation.ALL),
         (ResourceType.GROUP, "matrix", ResourcePatternType.PREFIXED, AclOperation.READ),
-        # kafka-python's producers are idempotent; Kafka 2.8+ would also accept Write on any
-        # topic instead (KIP-679), riverlog asks for IdempotentWrite on the cluster.
-        (
-            ResourceType.BROKER,
-            "kafka-cluster",
-            ResourcePatternType.LITERAL,
-            AclOperation.IDEMPOTENT_WRITE,
-        ),
+        # no IdempotentWrite: kafka-python's idempotent producers start on the topic ACLs
+        # alone (KIP-679, Write on any topic)
     ]
     bindings = [
         AclBinding(kind, name, pattern, "User:ANONYMOUS", "*", op, AclPermissionType.ALLOW)
