@@ -2,7 +2,9 @@
 size to two topics, a group consumes part of one, another consumer reads one topic whole; the
 scraped counters and gauges must equal what was done and what the cluster says (log files on
 disk, confluent-kafka's watermarks and committed offsets). Then, in a 2-broker cluster, a
-stopped follower shows as an under-replicated partition on the leader's endpoint."""
+frozen follower is dropped from each ISR its leader holds (one ISR shrink per partition) and
+joins again when thawed (one expand each), and a stopped follower shows as an
+under-replicated partition on the leader's endpoint."""
 
 from __future__ import annotations
 
@@ -193,7 +195,9 @@ def test_metrics_are_off_when_unset(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_stopped_follower_shows_as_under_replicated(zookeeper: object, tmp_path: Path) -> None:
+def test_isr_changes_and_a_stopped_follower_show_on_the_leader(
+    zookeeper: object, tmp_path: Path
+) -> None:
     cluster = Cluster(
         zookeeper,
         tmp_path,
@@ -201,6 +205,7 @@ def test_a_stopped_follower_shows_as_under_replicated(zookeeper: object, tmp_pat
         settings={  # type: ignore[arg-type]
             "offsets.topic.replication.factor": "1",
             "replica.lag.time.max.ms": "2000",
+            "zookeeper.session.timeout.ms": "30000",  # a frozen broker stays registered
         },
     )
     ports = {}
@@ -221,6 +226,25 @@ def test_a_stopped_follower_shows_as_under_replicated(zookeeper: object, tmp_pat
         )
         gauge = "kafka_server_replicamanager_underreplicatedpartitions"
         assert one(scrape(ports[1]), gauge) == 0
+
+        # frozen, the follower stops fetching: the leader itself drops it from both ISRs
+        shrinks, expands = (
+            "kafka_server_replicamanager_isrshrinks_total",
+            "kafka_server_replicamanager_isrexpands_total",
+        )
+        before = scrape(ports[1])
+        cluster.brokers[2].freeze()
+        wait_until(lambda: one(scrape(ports[1]), gauge) == 2, 30, f"{topic} ISRs shrunk")
+        s = scrape(ports[1])
+        assert one(s, shrinks) - one(before, shrinks) == 2
+        assert one(s, expands) == one(before, expands)
+        cluster.brokers[2].thaw()  # it catches up; the leader adds it back to both
+        wait_until(lambda: one(scrape(ports[1]), gauge) == 0, 30, f"{topic} ISRs full again")
+        s = scrape(ports[1])
+        assert one(s, shrinks) - one(before, shrinks) == 2
+        assert one(s, expands) - one(before, expands) == 2
+        assert (one(scrape(ports[2]), shrinks), one(scrape(ports[2]), expands)) == (0, 0)
+
         cluster.brokers[2].stop()
         wait_until(lambda: one(scrape(ports[1]), gauge) == 2, 30, f"{topic} under-replicated")
         cluster.brokers[2].start()

@@ -97,6 +97,9 @@ class GroupManager:
         self._new_member_id = new_member_id
         self._groups: dict[str, Group] = {}
         self._timers: list[tuple[int, str]] = []
+        self.completed_rebalances = 0
+        """Leaders' SyncGroups that ended a rebalance (Kafka's group-completed-rebalance
+        count: recorded when the leader's assignment arrives in CompletingRebalance)."""
 
     # --- lookups ---------------------------------------------------------------------
 
@@ -378,6 +381,7 @@ class GroupManager:
             box.reply(member.sync_waiter, SyncResult(error_codes.REBALANCE_IN_PROGRESS))
         member.sync_waiter = waiter
         if member_id == group.leader_id:
+            self.completed_rebalances += 1
             group.complete_sync(assignments, now_ms, box)
         self._schedule(group)
         return box

@@ -38,6 +38,12 @@ class MemoryPool:
     def bounded(self) -> bool:
         return self.capacity >= 0
 
+    @property
+    def waiting(self) -> int:
+        """Connections stopped until budget is free, each on the one request it could not
+        reserve for."""
+        return len(self._waiters)
+
     def try_reserve(self, nbytes: int) -> bool:
         if self.bounded and self.used >= self.capacity:
             return False

@@ -2,8 +2,9 @@
 in Prometheus' text format; unset (the default), there is no endpoint and no counting.
 
 One `BrokerMetrics` per broker holds the registry that every source is registered in — the
-request counters the dispatcher feeds (`requests.RequestMetrics`) and the gauges computed
-from the broker's state at scrape time (`gauges.BrokerGauges`) — and serves it with a small
+request counters the dispatcher feeds (`requests.RequestMetrics`), the gauges computed
+from the broker's state at scrape time (`gauges.BrokerGauges`, `network.NetworkGauges`) and
+the ISR and rebalance counts (`membership.MembershipMetrics`) — and serves it with a small
 HTTP/1.1 responder on the broker's event loop, so a scrape reads the broker's state on the
 thread that changes it. Each connection gets one answer and is closed; a request line that
 is not `GET /metrics` (or `/`) is answered 404, a malformed one 400; a head over 8 KiB
@@ -25,6 +26,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from riverlog.server.metrics.gauges import BrokerGauges
+from riverlog.server.metrics.membership import MembershipMetrics
+from riverlog.server.metrics.network import NetworkGauges
 from riverlog.server.metrics.requests import RequestMetrics
 
 if TYPE_CHECKING:
@@ -59,6 +62,8 @@ class BrokerMetrics:
         self.gauges = BrokerGauges(broker)
         self.registry.register(self.requests)
         self.registry.register(self.gauges)
+        self.registry.register(NetworkGauges(broker))
+        self.registry.register(MembershipMetrics(broker))
         self._names_by_id: dict[uuid.UUID, str] = {}
         self._server: asyncio.Server | None = None
 

@@ -8,7 +8,6 @@ consumer lag, of kafka_exporter:
   0 elsewhere, as Kafka reports them);
 - `kafka_log_log_{size,logstartoffset,logendoffset,numlogsegments}{topic,partition}` for
   every replica this broker hosts;
-- `kafka_server_socketservermetrics_connection_count{listener}`;
 - `kafka_coordinator_group_groupmetadatamanager_{numgroups,numgroupsstable,...,numoffsets}`;
 - `kafka_consumergroup_current_offset`, `kafka_consumergroup_lag{consumergroup,topic,
   partition}` (high watermark minus committed offset, never below 0),
@@ -98,11 +97,6 @@ class BrokerGauges:
         yield from self._controller()
         yield from self._groups()
         yield from self._lag()
-        yield _gauge(
-            "kafka_server_socketservermetrics_connection_count",
-            "Open client connections",
-            len(self.broker.network.connections),
-        )
 
     def _replicas(self) -> Iterator[Metric]:
         hosted = list(self.broker.replicas)

@@ -112,6 +112,10 @@ class ReplicaManager:
         self._listeners: dict[str, LeadershipListener] = {}
         self.controller_epoch = 0
         self._isr_checked_s: float | None = None
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        """ISR changes this broker wrote as leader, one per partition changed (Kafka's
+        IsrShrinksPerSec / IsrExpandsPerSec counts; the metrics endpoint reads them)."""
 
     def __iter__(self) -> Iterator[HostedPartition]:
         return iter(list(self._partitions.values()))
@@ -388,6 +392,10 @@ class ReplicaManager:
             log.warning("ISR of %s-%d not changed for now: %s", hosted.topic, hosted.index, e)
             hosted.pending_isr = None  # nothing was written: the next check tries again
             return
+        if len(isr) < len(hosted.isr):
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
         state_change_log.isr_changed(
             self.broker_id, hosted.key, hosted.isr, isr, hosted.leader_epoch, version
         )
