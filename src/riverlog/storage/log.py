@@ -39,6 +39,7 @@ from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.primitives import FileRegion
 from riverlog.protocol.records.batch_header import BatchHeader
 from riverlog.protocol.records.v2 import Record, decode_records
+from riverlog.storage import checkpoint
 from riverlog.storage.epoch_cache import LeaderEpochCache
 from riverlog.storage.log_config import LogConfig
 from riverlog.storage.markers import encode_marker, read_marker
@@ -402,6 +403,10 @@ class PartitionLog:
             for seg in self.segments:
                 if seg.next_offset > self.recovery_point or seg is self.active:
                     seg.flush()
+            if any(seg.base_offset >= self.recovery_point for seg in self.segments):
+                # a segment created since the last flush: its name is durable only once the
+                # directory is fsynced (as Kafka's LocalLog.flush)
+                checkpoint.fsync_dir(self.directory)
             self.recovery_point = end
             self.unflushed_messages = 0
             self.last_flush_ms = self._now()

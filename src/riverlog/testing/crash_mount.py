@@ -146,8 +146,8 @@ class CrashMount:
         for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
                 pipe.close()
-        try:
-            proc.wait(self.timeout_s)
+        try:  # a mount still held open (unmounted lazily) keeps the server alive: end it
+            proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(self.timeout_s)

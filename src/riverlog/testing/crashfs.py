@@ -71,7 +71,7 @@ def _guarded(op: F) -> F:
     return run  # type: ignore[return-value]
 
 
-class CrashFS(mfusepy.Operations):
+class CrashFS(mfusepy.Operations):  # type: ignore[misc]  # mfusepy is untyped
     use_ns = True
 
     def __init__(self, backing: Path) -> None:
@@ -235,7 +235,10 @@ class CrashFS(mfusepy.Operations):
 
     @_guarded
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
-        os.utime(self._full(path), ns=times, follow_symlinks=False)
+        if times is None:
+            os.utime(self._full(path), follow_symlinks=False)
+        else:
+            os.utime(self._full(path), ns=times, follow_symlinks=False)
         return 0
 
     @_guarded
