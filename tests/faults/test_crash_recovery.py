@@ -92,3 +92,56 @@ def test_a_checkpoint_is_the_old_or_the_new_one_after_a_crash(disk: CrashMount) 
     disk.mount()
     assert checkpoint.read_offsets(path) == {("a", 0): 2}
     assert sorted(p.name for p in disk.mountpoint.iterdir()) == [checkpoint.RECOVERY_POINT_FILE]
+
+
+def test_segments_that_lost_all_their_data_do_not_leave_a_gap(disk: CrashMount) -> None:
+    """Segments rolled after the last flush come back from the crash as empty files (their
+    names were made durable, their data was not). Recovery must end the log where the data
+    ends: an empty segment in the middle or at the end would otherwise put the log end
+    offset past offsets that no longer exist, so consumers wait at the gap forever and a
+    restarted follower keeps a hole that leader-epoch truncation does not see."""
+    settings = {"segment.bytes": "2048", "index.interval.bytes": "256"}
+    manager = LogManager(disk.mountpoint, settings)
+    partition_log = manager.get_or_create("events", 0)
+    for i in range(20):
+        partition_log.append(batch(i), leader_epoch=0)
+    partition_log.flush()
+    manager.write_checkpoints()
+    flushed = partition_log.log_end_offset
+    for i in range(20, 60):  # several more segments, none of them flushed
+        partition_log.append(batch(i), leader_epoch=0)
+    assert len(partition_log.segments) > 4
+    abandon(manager)
+    disk.crash()
+    disk.mount()
+    again = LogManager(disk.mountpoint, settings)
+    recovered = again.get("events", 0)
+    assert recovered is not None
+    assert recovered.log_end_offset == flushed
+    assert all(seg.size > 0 for seg in recovered.segments[:-1])
+    assert recovered.append(batch(99), leader_epoch=0).first_offset == flushed
+    abandon(again)
+
+
+def test_a_rolled_segment_is_flushed_by_the_housekeeping(disk: CrashMount) -> None:
+    """As Kafka schedules a flush at every roll: after the next housekeeping round only the
+    active segment can lose data in a crash."""
+    settings = {"segment.bytes": "2048", "index.interval.bytes": "256"}
+    manager = LogManager(disk.mountpoint, settings)
+    partition_log = manager.get_or_create("events", 0)
+    for i in range(40):
+        partition_log.append(batch(i), leader_epoch=0)
+    active = partition_log.active.base_offset
+    assert active > 0 and partition_log.recovery_point == 0
+    manager.tick()
+    manager.write_checkpoints()
+    assert partition_log.recovery_point == partition_log.log_end_offset
+    partition_log.append(batch(40), leader_epoch=0)  # unflushed: the crash takes it
+    abandon(manager)
+    disk.crash()
+    disk.mount()
+    again = LogManager(disk.mountpoint, settings)
+    recovered = again.get("events", 0)
+    assert recovered is not None
+    assert recovered.log_end_offset == 40
+    abandon(again)

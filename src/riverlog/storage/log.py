@@ -106,6 +106,8 @@ class PartitionLog:
         self.log_start_offset = log_start_offset
         self.unflushed_messages = 0
         self.last_flush_ms = self._now()
+        self.flush_due = False
+        """A segment was rolled: the housekeeping flushes it soon (Kafka's flush on roll)."""
         self._load(clean_shutdown)
         self.high_watermark = self.log_end_offset
 
@@ -180,13 +182,25 @@ class PartitionLog:
             truncated = seg.recover(self.config.max_message_bytes)
             if kept and seg.base_offset < kept[-1].next_offset:
                 truncated = seg.size or 1  # overlaps its predecessor: unusable
+            # A segment is created for a batch at its base offset, so one rolled after the
+            # last flush that is empty after a crash (its name reached the disk, its data did
+            # not) lost that data: the log ends before it, as where bytes were truncated, or
+            # its end offset would jump past offsets that no longer exist. (An empty active
+            # segment after a compacted one may start past its predecessor's end; rolls are
+            # flushed, so such a segment does not start past the recovery point.)
+            lost = bool(
+                kept
+                and seg.size == 0
+                and seg.base_offset > max(kept[-1].next_offset, self.recovery_point)
+            )
             kept.append(seg)
-            if truncated:
+            if truncated or lost:
                 log.warning(
-                    "%s: truncated %d invalid bytes from segment %d",
+                    "%s: truncated %d invalid bytes from segment %d%s",
                     self.directory,
                     truncated,
                     seg.base_offset,
+                    ", which lost all its data" if lost else "",
                 )
                 for later in segments[segments.index(seg) + 1 :]:
                     later.close()
@@ -392,6 +406,7 @@ class PartitionLog:
             seg = LogSegment(self.directory, base, self.config.index_interval_bytes)
             self.segments = (*self.segments, seg)
             self.producers.take_snapshot(base)
+            self.flush_due = old.size > 0
             return seg
 
     # --- flushing ----------------------------------------------------------------------
@@ -409,11 +424,16 @@ class PartitionLog:
                 checkpoint.fsync_dir(self.directory)
             self.recovery_point = end
             self.unflushed_messages = 0
+            self.flush_due = False
             self.last_flush_ms = self._now()
 
     def maybe_flush(self, now_ms: int) -> bool:
-        """The `flush.ms` policy; called periodically by the log manager."""
-        if self.unflushed_messages and now_ms - self.last_flush_ms >= self.config.flush_ms:
+        """The `flush.ms` policy, and the flush that follows a roll (as Kafka schedules one
+        at every roll, so that only the active segment is ever at risk in a machine crash);
+        called periodically by the log manager."""
+        if self.flush_due or (
+            self.unflushed_messages and now_ms - self.last_flush_ms >= self.config.flush_ms
+        ):
             self.flush()
             return True
         return False
