@@ -17,7 +17,8 @@ not yet replicated (READ_COMMITTED reads stop there).
 Offsets: `log_start_offset` ≤ `last_stable_offset` ≤ `high_watermark` ≤ `log_end_offset`.
 Reads beyond the end or below the start raise OFFSET_OUT_OF_RANGE. The recovery point is
 the offset below which everything has been fsynced; after an unclean shutdown, segments
-from the one holding it are verified batch by batch and truncated at the first invalid byte.
+from the one holding it are verified batch by batch and truncated at the first invalid byte
+(or before a segment a machine crash left empty). A roll is flushed by the next housekeeping.
 """
 
 from __future__ import annotations
@@ -106,8 +107,7 @@ class PartitionLog:
         self.log_start_offset = log_start_offset
         self.unflushed_messages = 0
         self.last_flush_ms = self._now()
-        self.flush_due = False
-        """A segment was rolled: the housekeeping flushes it soon (Kafka's flush on roll)."""
+        self.flush_due = False  # a segment was rolled: flush soon (as Kafka at every roll)
         self._load(clean_shutdown)
         self.high_watermark = self.log_end_offset
 
@@ -182,12 +182,10 @@ class PartitionLog:
             truncated = seg.recover(self.config.max_message_bytes)
             if kept and seg.base_offset < kept[-1].next_offset:
                 truncated = seg.size or 1  # overlaps its predecessor: unusable
-            # A segment is created for a batch at its base offset, so one rolled after the
-            # last flush that is empty after a crash (its name reached the disk, its data did
-            # not) lost that data: the log ends before it, as where bytes were truncated, or
-            # its end offset would jump past offsets that no longer exist. (An empty active
-            # segment after a compacted one may start past its predecessor's end; rolls are
-            # flushed, so such a segment does not start past the recovery point.)
+            # A segment starts with a batch at its base offset: one past the recovery point
+            # left empty by a crash (name durable, data not) lost it, and the log ends there,
+            # or its end would jump past offsets that no longer exist. (Empty after a
+            # compacted one, it may start past its end, but rolls are flushed.)
             lost = bool(
                 kept
                 and seg.size == 0
@@ -406,7 +404,7 @@ class PartitionLog:
             seg = LogSegment(self.directory, base, self.config.index_interval_bytes)
             self.segments = (*self.segments, seg)
             self.producers.take_snapshot(base)
-            self.flush_due = old.size > 0
+            self.flush_due = self.flush_due or old.size > 0
             return seg
 
     # --- flushing ----------------------------------------------------------------------
