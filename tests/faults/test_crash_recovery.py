@@ -145,3 +145,24 @@ def test_a_rolled_segment_is_flushed_by_the_housekeeping(disk: CrashMount) -> No
     assert recovered is not None
     assert recovered.log_end_offset == 40
     abandon(again)
+
+
+def test_a_crash_after_a_clean_shutdown_loses_nothing(disk: CrashMount) -> None:
+    """The clean-shutdown marker promises that no recovery is needed: everything it covers
+    must be on the disk before it is, or a crash after a clean stop would skip the recovery
+    of torn segments."""
+    settings = {"segment.bytes": "2048", "index.interval.bytes": "256"}
+    manager = LogManager(disk.mountpoint, settings)
+    partition_log = manager.get_or_create("events", 0)
+    for i in range(30):
+        partition_log.append(batch(i), leader_epoch=0)
+    partition_log.update_high_watermark(30)
+    manager.shutdown()
+    assert disk.pending() == {"pending_bytes": 0, "new_names": []}
+    disk.crash()
+    disk.mount()
+    again = LogManager(disk.mountpoint, settings)
+    recovered = again.get("events", 0)
+    assert recovered is not None and recovered.log_end_offset == 30
+    assert recovered.append(batch(30), leader_epoch=0).first_offset == 30
+    abandon(again)
