@@ -114,7 +114,7 @@ def test_a_crash_writes_back_whole_pages_or_nothing(length: int, seed: int, p: f
     o = CrashOverlay()
     data = bytes(random.Random(seed).randbytes(length))
     o.write(1, 0, 0, data)
-    plan = o.crash(p, random.Random(seed))
+    plan = o.crash(p, seed)
     disk = apply(bytearray(), plan.writeback.get(1))
     assert plan.kept_bytes + plan.lost_bytes == length
     for page in range(0, length, PAGE):
@@ -122,6 +122,19 @@ def test_a_crash_writes_back_whole_pages_or_nothing(length: int, seed: int, p: f
         want = data[page : page + PAGE]
         assert got in (want, bytes(len(got))), page
     assert plan.writeback.get(1) is None or plan.writeback[1].size == len(disk)
+
+
+def test_a_crash_repeats_whatever_the_order_of_the_writes() -> None:
+    def dirty(order: list[int]) -> CrashOverlay:
+        o = CrashOverlay()
+        for inode in order:
+            o.write(inode, 0, 0, bytes(8 * PAGE))
+        return o
+
+    names = {1: "/a", 2: "/b", 3: "/c"}
+    first = dirty([1, 2, 3]).crash(0.5, 7, names)
+    assert first == dirty([3, 1, 2]).crash(0.5, 7, names)
+    assert first != dirty([1, 2, 3]).crash(0.5, 8, names)
 
 
 def test_a_created_name_is_lost_unless_its_directory_was_fsynced() -> None:

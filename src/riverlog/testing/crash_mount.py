@@ -38,8 +38,8 @@ def why_not() -> str | None:
         return "mfusepy is not installed (pip install -e '.[dev]')"
     try:
         import mfusepy  # noqa: F401  (loads libfuse)
-    except (OSError, EnvironmentError) as e:  # noqa: UP024
-        return f"libfuse3 cannot be loaded (apt-get install fuse3): {e}"
+    except (OSError, AttributeError) as e:  # no libfuse, or one it cannot read the version of
+        return f"libfuse cannot be loaded (apt-get install fuse3): {e}"
     return None
 
 

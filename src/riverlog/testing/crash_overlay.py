@@ -21,7 +21,7 @@ literally, as LazyFS does for data and ALICE-style checkers do for names):
   came from. A rename over an existing name is atomic and durable at once (the crash shows
   the new file under it). Removals (unlink, rmdir) are durable at once.
 - The crash. Everything not synced is lost, except that before the power went the kernel
-  may have written back any subset of the dirty pages: `crash(writeback, rng)` persists each
+  may have written back any subset of the dirty pages: `crash(writeback, seed)` persists each
   dirty 4 KiB page with probability `writeback` (a page past the durable end grows the file,
   leaving zeros in any page between that was not written back). writeback=0 is LazyFS's
   "clear-cache"; 0 < writeback < 1 makes torn tails, holes and indexes longer than their logs.
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_left
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 PAGE = 4096
@@ -208,10 +209,14 @@ class CrashOverlay:
 
     # --- the crash ----------------------------------------------------------------------
 
-    def crash(self, writeback: float = 0.0, rng: random.Random | None = None) -> CrashPlan:
+    def crash(
+        self, writeback: float = 0.0, seed: int = 0, names: Mapping[int, str] | None = None
+    ) -> CrashPlan:
         """The power goes: each dirty page was written back with probability `writeback`;
-        the rest is lost. Clears everything."""
-        rng = rng or random.Random(0)
+        the rest is lost. Clears everything. Whether a page was written back depends only on
+        `seed`, the file's name in `names` (inode -> path; else its inode) and the page's
+        offset, so a crash repeats exactly however the writes were ordered."""
+        names = names or {}
         plan: dict[int, Flush] = {}
         lost = kept = 0
         for inode, state in self.files.items():
@@ -220,7 +225,8 @@ class CrashOverlay:
                 page = start - start % PAGE
                 while page < start + len(buf):
                     lo, hi = max(page, start), min(page + PAGE, start + len(buf))
-                    if writeback > 0 and rng.random() < writeback:
+                    chance = random.Random(f"{seed}:{names.get(inode, inode)}:{page}")
+                    if writeback > 0 and chance.random() < writeback:
                         writes.append((lo, bytes(buf[lo - start : hi - start])))
                         kept += hi - lo
                     else:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import random
 import stat
 import subprocess
 import sys
@@ -265,17 +264,23 @@ class CrashFS(mfusepy.Operations):  # type: ignore[misc]  # mfusepy is untyped
                 }
             if len(words) == 3 and words[0] == "crash" and not self.crashed:
                 self.crashed = True
-                plan = self.overlay.crash(float(words[1]), random.Random(int(words[2])))
-                return self._apply(plan)
+                paths = self._paths()
+                names = {inode: path[len(self.root) :] for inode, path in paths.items()}
+                plan = self.overlay.crash(float(words[1]), int(words[2]), names)
+                return self._apply(plan, paths)
         return {"error": f"unknown command {line.strip()!r}"}
 
-    def _apply(self, plan: CrashPlan) -> dict[str, Any]:
-        """Make the backing directory what the disk holds after the power cut."""
+    def _paths(self) -> dict[int, str]:
+        """inode -> a backing path of every file."""
         paths: dict[int, str] = {}
         for directory, _, names in os.walk(self.root):
             for name in names:
                 full = os.path.join(directory, name)
                 paths.setdefault(os.lstat(full).st_ino, full)
+        return paths
+
+    def _apply(self, plan: CrashPlan, paths: dict[int, str]) -> dict[str, Any]:
+        """Make the backing directory what the disk holds after the power cut."""
         for inode, flush in plan.writeback.items():
             if inode in paths:  # else: removed since (its data went with it)
                 fd = os.open(paths[inode], os.O_WRONLY)
