@@ -66,6 +66,7 @@ from riverlog.server.replication.throttle import ReplicationQuota
 from riverlog.server.topics import Topic, TopicRegistry
 from riverlog.server.transaction_coordinator import TransactionCoordinator
 from riverlog.server.txn_offsets import TxnOffsets
+from riverlog.storage import checkpoint
 from riverlog.storage.dir_lock import LogDirLock
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
 from riverlog.storage.manager import LogManager
@@ -141,8 +142,11 @@ class Broker:
             if stored is not None:
                 registration.check_cluster_id(stored, self.cluster_id)
         if stored is None:
-            (self.data_dir / META_PROPERTIES).write_text(
-                f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
+            # atomically and fsynced (as Kafka): a machine crash must not leave it empty, or the
+            # broker would come back under a new cluster id
+            checkpoint.write_atomically(
+                self.data_dir / META_PROPERTIES,
+                f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n".encode(),
             )
         self.fence = ControllerFence(self.store, self.broker_id)
         self.topics = TopicRegistry(self.store)

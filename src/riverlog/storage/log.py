@@ -17,7 +17,8 @@ not yet replicated (READ_COMMITTED reads stop there).
 Offsets: `log_start_offset` ≤ `last_stable_offset` ≤ `high_watermark` ≤ `log_end_offset`.
 Reads beyond the end or below the start raise OFFSET_OUT_OF_RANGE. The recovery point is
 the offset below which everything has been fsynced; after an unclean shutdown, segments
-from the one holding it are verified batch by batch and truncated at the first invalid byte.
+from the one holding it are verified batch by batch and truncated at the first invalid byte
+(or before a segment a machine crash left empty). A roll is flushed by the next housekeeping.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.primitives import FileRegion
 from riverlog.protocol.records.batch_header import BatchHeader
 from riverlog.protocol.records.v2 import Record, decode_records
+from riverlog.storage import checkpoint
 from riverlog.storage.epoch_cache import LeaderEpochCache
 from riverlog.storage.log_config import LogConfig
 from riverlog.storage.markers import encode_marker, read_marker
@@ -105,6 +107,7 @@ class PartitionLog:
         self.log_start_offset = log_start_offset
         self.unflushed_messages = 0
         self.last_flush_ms = self._now()
+        self.flush_due = False  # a segment was rolled: flush soon (as Kafka at every roll)
         self._load(clean_shutdown)
         self.high_watermark = self.log_end_offset
 
@@ -179,13 +182,23 @@ class PartitionLog:
             truncated = seg.recover(self.config.max_message_bytes)
             if kept and seg.base_offset < kept[-1].next_offset:
                 truncated = seg.size or 1  # overlaps its predecessor: unusable
+            # A segment starts with a batch at its base offset: one past the recovery point
+            # left empty by a crash (name durable, data not) lost it, and the log ends there,
+            # or its end would jump past offsets that no longer exist. (Empty after a
+            # compacted one, it may start past its end, but rolls are flushed.)
+            lost = bool(
+                kept
+                and seg.size == 0
+                and seg.base_offset > max(kept[-1].next_offset, self.recovery_point)
+            )
             kept.append(seg)
-            if truncated:
+            if truncated or lost:
                 log.warning(
-                    "%s: truncated %d invalid bytes from segment %d",
+                    "%s: truncated %d invalid bytes from segment %d%s",
                     self.directory,
                     truncated,
                     seg.base_offset,
+                    ", which lost all its data" if lost else "",
                 )
                 for later in segments[segments.index(seg) + 1 :]:
                     later.close()
@@ -391,6 +404,7 @@ class PartitionLog:
             seg = LogSegment(self.directory, base, self.config.index_interval_bytes)
             self.segments = (*self.segments, seg)
             self.producers.take_snapshot(base)
+            self.flush_due = self.flush_due or old.size > 0
             return seg
 
     # --- flushing ----------------------------------------------------------------------
@@ -402,13 +416,22 @@ class PartitionLog:
             for seg in self.segments:
                 if seg.next_offset > self.recovery_point or seg is self.active:
                     seg.flush()
+            if any(seg.base_offset >= self.recovery_point for seg in self.segments):
+                # a segment created since the last flush: its name is durable only once the
+                # directory is fsynced (as Kafka's LocalLog.flush)
+                checkpoint.fsync_dir(self.directory)
             self.recovery_point = end
             self.unflushed_messages = 0
+            self.flush_due = False
             self.last_flush_ms = self._now()
 
     def maybe_flush(self, now_ms: int) -> bool:
-        """The `flush.ms` policy; called periodically by the log manager."""
-        if self.unflushed_messages and now_ms - self.last_flush_ms >= self.config.flush_ms:
+        """The `flush.ms` policy, and the flush that follows a roll (as Kafka schedules one
+        at every roll, so that only the active segment is ever at risk in a machine crash);
+        called periodically by the log manager."""
+        if self.flush_due or (
+            self.unflushed_messages and now_ms - self.last_flush_ms >= self.config.flush_ms
+        ):
             self.flush()
             return True
         return False

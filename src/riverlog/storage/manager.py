@@ -133,9 +133,14 @@ class LogManager:
             if existing is not None:
                 return existing
             directory = self.data_dir / partition_dir_name(topic, partition)
+            new_directory = not directory.exists()
             created = PartitionLog(
                 directory, self.config_for(overrides or {}), clock_ms=self.clock_ms
             )
+            if new_directory:
+                # a new directory's name is durable only once its parent is fsynced (fsync(2));
+                # without this a machine crash loses the whole partition, flushed data and all
+                checkpoint.fsync_dir(self.data_dir)
             self.logs[(topic, partition)] = created
             return created
 

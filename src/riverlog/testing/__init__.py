@@ -14,13 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from riverlog.embedded import EmbeddedBroker, broker
+if TYPE_CHECKING:
+    from riverlog.embedded import EmbeddedBroker
 
 
 @pytest.fixture
 def riverlog_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    # imported here, not at module level: the fault suite's helper processes
+    # (`python -m riverlog.testing.crashfs`) import this package and need no broker
+    from riverlog.embedded import broker
+
     with broker(tmp_path / "riverlog-data") as running:
         yield running
