@@ -222,7 +222,7 @@ class ExactlyOnceStream(MirrorStream):
         and fetch again."""
         stored = await self.store.load(partitions)
         owned = self.consumer.assignment()
-        for tp in partitions & owned:
+        for tp in sorted(partitions & owned):
             if tp in stored:
                 self.consumer.seek(tp, stored[tp])
             elif tp in self._start:
@@ -230,6 +230,12 @@ class ExactlyOnceStream(MirrorStream):
             else:
                 self._start[tp] = await self.consumer.position(tp)
             self._next.pop(tp, None)
+            log.info(
+                "mirror: %s-%d resumes at offset %d (%s)",
+                *tp,
+                stored.get(tp, self._start.get(tp, -1)),
+                "stored on the target" if tp in stored else "the group's or auto.offset.reset",
+            )
         self.consumer.resume(partitions)
 
     async def _drop(self, partitions: set[TopicPartition]) -> None:
