@@ -272,7 +272,7 @@ async def main() -> None:
                 mm2.wait(30)
         for label, measured in delays.items():
             print(
-                f"latency {label:<45} p50 {percentile(measured, 50):7.1f} ms  "
+                f"latency {label:<52} p50 {percentile(measured, 50):7.1f} ms  "
                 f"p99 {percentile(measured, 99):7.1f} ms  ({len(measured)} records at {RATE}/s)"
             )
 
