@@ -116,6 +116,7 @@ def test_mm2_properties_resolve_flow_then_top_level_then_defaults() -> None:
         ({"exactly.once.support": "enabled"}, "expected requested or required"),
         ({"exactly.once.support": "required"}, "b.exactly.once.source.support is not enabled"),
         ({"b.exactly.once.source.support": "preparing"}, "expected enabled or disabled"),
+        ({"transaction.boundary": "connector"}, "poll or interval"),
         ({"metrics.listener": "127.0.0.1:9404"}, "expected http://HOST:PORT"),
         ({"emit.heartbeats.enabled": "true"}, "emit.heartbeats.enabled"),
         ({"a->b.enabled": "false"}, "no flow is enabled"),
@@ -163,5 +164,10 @@ def test_mm2_exactly_once_security_and_metrics_settings() -> None:
     assert flow.target.admin_config()["ssl.truststore.location"] == "/ca.pem"
     assert "security.protocol" not in flow.source.consumer_config()
     assert mm2_config.metrics_listener(given) == "http://127.0.0.1:0"
+    assert flow.transaction_interval_ms == 0  # Kafka Connect's transaction.boundary=poll
     (plain,) = mm2_config.parse(props())
     assert not plain.exactly_once
+    interval = {"transaction.boundary": "interval", "offset.flush.interval.ms": "700"}
+    assert mm2_config.parse(props(**interval))[0].transaction_interval_ms == 700
+    interval["a->b.transaction.boundary.interval.ms"] = "50"
+    assert mm2_config.parse(props(**interval))[0].transaction_interval_ms == 50

@@ -16,8 +16,10 @@ transactional producer of its own, `transactional.id` = `<prefix>-<topic>-<parti
 assigned, its producer's `init_transactions` fences any earlier owner (a zombie mirror) and
 aborts its open transaction; only then is the partition's stored offset read (read_committed,
 up to the high watermark seen after the fencing, so nothing a fenced owner committed is
-missed) and the consumer seeks there. Every commit interval, on a revoke and on a clean stop,
-each partition's open transaction gets its offset record and is committed. A transaction
+missed) and the consumer seeks there. Every commit interval (0: after every poll, Kafka
+Connect's `transaction.boundary=poll`; at most half the producer's `transaction.timeout.ms`),
+on a revoke and on a clean stop, each partition's open transaction gets its offset record
+and is committed. A transaction
 that cannot be committed (its coordinator or a leader gone too long) is dropped: the
 partition's producer is replaced (fencing the old epoch, aborting what it wrote) and the
 partition resumes from the stored offset. A fenced producer means another mirror owns the
@@ -41,7 +43,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from riverlog.client.admin import AsyncAdmin
-from riverlog.client.config import common_config
+from riverlog.client.config import ProducerConfig, common_config
 from riverlog.client.consumer import AsyncConsumer, ConsumerRecord
 from riverlog.client.partitioner import key_partition
 from riverlog.client.producer import AsyncProducer
@@ -168,6 +170,14 @@ class ExactlyOnceStream(MirrorStream):
             **options,  # type: ignore[arg-type]
         )
         self.producer_config = {k: v for k, v in producer_config.items() if k != "transactional.id"}
+        # A transaction must end well within the coordinator's timeout for it.
+        timeout_s = ProducerConfig.parse(self.producer_config).transaction_timeout_ms / 1000
+        if self.commit_interval_s > timeout_s / 2:
+            log.info(
+                "mirror: transactions commit every %.1f s (half of transaction.timeout.ms)",
+                timeout_s / 2,
+            )
+            self.commit_interval_s = timeout_s / 2
         self.store = store
         self.prefix = transactional_prefix
         self._producers: dict[TopicPartition, AsyncTransactionalProducer] = {}

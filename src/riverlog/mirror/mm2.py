@@ -12,8 +12,8 @@ offset syncs follow the deliveries. A maintenance loop then, each on its interva
 writes checkpoints, `sync.group.offsets.interval.seconds` commits translated offsets for
 inactive groups on the target. With exactly-once enabled for the target
 (`exactly.once.source.support`) the streams are `exactly_once.ExactlyOnceStream`s: records
-and source offsets (in `offset.storage.topic` on the target) commit in one transaction every
-`offset.flush.interval.ms`, transactional ids
+and source offsets (in `offset.storage.topic` on the target) commit in one transaction per
+poll or `transaction.boundary.interval.ms`, transactional ids
 `mirror-maker-2.<source>-><target>-<topic>-<partition>`. A maintenance step that fails (a
 cluster unreachable) is logged and retried at its next interval; a send that fails for good
 stops the process (SendFailed). With `metrics.listener`, the process serves `metrics.py`'s.
@@ -113,6 +113,7 @@ class FlowRunner:
         store = OffsetStore(target, flow.offsets_topic, partitions, key_of)
         for i in range(count):
             consumer, options = self._stream_options(i)
+            options["commit_interval_ms"] = flow.transaction_interval_ms
             self.streams.append(
                 ExactlyOnceStream(consumer, self.producer, target, store, group_of(flow), **options)
             )

@@ -10,7 +10,9 @@ Exactly-once, as Kafka 3.5+'s dedicated MirrorMaker 2 switches it on: `exactly.o
 = enabled` for the target cluster (`b.exactly.once.source.support`, or top-level for every
 target, or per flow `a->b.exactly.once.source.support`); the connector-level
 `exactly.once.support` is `requested` (default) or `required` (then the target must have it
-enabled). Its source offsets go to `offset.storage.topic` on the target (default
+enabled). A transaction per poll (`transaction.boundary = poll`, Kafka Connect's default) or
+every `transaction.boundary.interval.ms` (`transaction.boundary = interval`; default
+`offset.flush.interval.ms`). Its source offsets go to `offset.storage.topic` on the target (default
 `mm2-offsets.<source>.internal`, `offset.storage.partitions` 25,
 `offset.storage.replication.factor` 3). Clusters take Kafka's client security settings
 (`a.security.protocol`, `a.ssl.*`, `a.sasl.*`, for every client of that cluster).
@@ -65,6 +67,8 @@ DEFAULTS: dict[str, str] = {
     "offset.storage.topic": "",
     "offset.storage.partitions": "25",
     "offset.storage.replication.factor": "3",
+    "transaction.boundary": "poll",
+    "transaction.boundary.interval.ms": "",
     "sync.topic.acls.enabled": "false",
     "emit.heartbeats.enabled": "false",
 }
@@ -148,6 +152,16 @@ class Flow:
         return self.settings["exactly.once.source.support"].strip().lower() == "enabled"
 
     @property
+    def transaction_interval_ms(self) -> int:
+        """How often an exactly-once flow commits: 0 after every poll (Kafka Connect's
+        default `transaction.boundary=poll`), else `transaction.boundary.interval.ms`
+        (default `offset.flush.interval.ms`)."""
+        if self.settings["transaction.boundary"].strip().lower() == "poll":
+            return 0
+        interval = self.settings["transaction.boundary.interval.ms"].strip()
+        return int(interval or self.settings["offset.flush.interval.ms"])
+
+    @property
     def offsets_topic(self) -> str:
         return self.settings["offset.storage.topic"] or f"mm2-offsets.{self.source.alias}.internal"
 
@@ -166,6 +180,8 @@ def _check(key: str, value: str) -> None:
         "disabled",
     ):
         raise ValueError(f"{key}={value}: expected enabled or disabled")
+    if base == "transaction.boundary" and value.strip().lower() not in ("poll", "interval"):
+        raise ValueError(f"{key}={value}: riverlog's mirror takes poll or interval")
     if base == "exactly.once.support" and value.strip().lower() not in ("requested", "required"):
         raise ValueError(f"{key}={value}: expected requested or required")
     if base in ("sync.topic.acls.enabled", "emit.heartbeats.enabled") and value.strip() == "true":
