@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from riverlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer
 from riverlog.embedded import EmbeddedBroker, broker
 from riverlog.mirror import mm1
+from riverlog.mirror.flow import SendFailed
 from riverlog.mirror.records import decode_source_offset, source_offset_key
 
 pytestmark = pytest.mark.timeout(90)
@@ -192,6 +194,38 @@ async def test_exactly_once_resumes_from_the_offsets_on_the_target(
         1: 129,
         2: 129,
     }
+
+
+async def test_a_fenced_mirror_stops(clusters: tuple[EmbeddedBroker, EmbeddedBroker]) -> None:
+    """Two mirrors with the same transactional ids (a zombie and its successor, here made
+    by sharing the `transactional.id` prefix): the older one is fenced and stops."""
+    source, target = clusters
+    topic = "fenced-events"
+    for cluster in clusters:
+        async with AsyncAdmin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            await admin.create_topic(topic, PARTITIONS, 1)
+    await produce(source.bootstrap_servers, topic, 0, 30)
+    shared = {"transactional.id": "same-mirror"}
+
+    def run(group: str) -> mm1.MirrorMakerOptions:
+        base = options(source, target, group)
+        return dataclasses.replace(base, producer={**base.producer, **shared}, include=topic)
+
+    zombie_stop, successor_stop = asyncio.Event(), asyncio.Event()
+    zombie = asyncio.create_task(mm1.run(run("fenced-1"), zombie_stop))
+    await wait_for(target.bootstrap_servers, topic, 30)
+    successor = asyncio.create_task(mm1.run(run("fenced-2"), successor_stop))
+    try:
+        async with asyncio.timeout(30):
+            while not zombie.done():  # records keep coming: the zombie must write again
+                await produce(source.bootstrap_servers, topic, 30, 3)
+                await asyncio.sleep(0.2)
+        with pytest.raises(SendFailed, match="fenced"):
+            await zombie
+    finally:
+        zombie_stop.set()
+        successor_stop.set()
+        await successor
 
 
 def free_port() -> int:

@@ -273,7 +273,13 @@ class ExactlyOnceStream(MirrorStream):
 
     async def _before_send(self, records: list[ConsumerRecord]) -> None:
         for tp in {(r.topic, r.partition) for r in records} - self._open:
-            await self._producers[tp].begin_transaction()
+            try:
+                await self._producers[tp].begin_transaction()
+            except KafkaError as e:
+                if e.error.code in FENCED:
+                    self._failed = SendFailed(f"{tp[0]}-{tp[1]}: fenced by another mirror ({e})")
+                    raise self._failed from e
+                raise
             self._open.add(tp)
 
     def _producer_for(self, topic: str, partition: int) -> AsyncProducer:
