@@ -5,22 +5,24 @@ one run:
 
 - baseline: riverlog's AsyncProducer writes N 1 KiB records (4 partitions, acks=all,
   idempotent, linger.ms 5) to the source; an AsyncConsumer reads them back.
-- `riverlog mirror-maker` (MM1) at-least-once, MM1 exactly-once
+- `riverlog mirror-maker` (MM1) at-least-once and exactly-once
   (`--exactly.once.source.support enabled`, a transaction per partition every
-  EOS_COMMIT_MS) and `riverlog connect-mirror-maker` (MM2, at-least-once, with offset syncs)
-  as processes copy the N records to the target: records/s from the first record a
-  read_committed consumer sees on the target to the N-th (start-up and group join excluded),
-  and the mirror process's CPU seconds.
+  EOS_COMMIT_MS), `riverlog connect-mirror-maker` (MM2, with offset syncs) at-least-once
+  and exactly-once (`exactly.once.source.support`, a transaction per partition per poll),
+  as processes, copy the N records to the target (at-least-once first; `--exactly-once-first`
+  swaps): records/s from the first record a read_committed consumer sees on the target to
+  the N-th (start-up and group join excluded), and the mirror process's CPU seconds.
 - latency: records carrying their send time, 1 KiB, at a steady RATE/s for a few seconds;
   produce -> consume on the source (baseline) and produce on the source -> consume on the
   target through the running MM1 processes (exactly-once: read_committed); p50 / p99.
 
 CPU seconds are per 100k records: the client process for the baselines, the mirror process
-for mirroring, and the two brokers' for each phase. About 1-2 minutes on two cores.
+for mirroring, and the two brokers' for each phase. About 2-3 minutes on two cores.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -32,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from riverlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer
 
@@ -40,6 +43,7 @@ SIZE = 1024
 PARTITIONS = 4
 RATE = 400  # records/s for the latency runs
 EOS_COMMIT_MS = 100  # the exactly-once mirror's --offset.commit.interval.ms
+_Run = TypeVar("_Run")
 LATENCY_SECONDS = 5
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -197,14 +201,19 @@ def mm1_args(directory: Path, source: str, group: str, topics: str, *extra: str)
     ]
 
 
-async def main() -> None:
+def order(runs: list[_Run], exactly_once_first: bool) -> list[_Run]:
+    """At-least-once first, unless asked otherwise (first runs pay for fresh memory)."""
+    return list(reversed(runs)) if exactly_once_first else runs
+
+
+async def main(exactly_once_first: bool) -> None:
     with broker() as (source, source_pid), broker() as (target, target_pid):
 
         def brokers() -> float:
             return cpu_seconds(source_pid) + cpu_seconds(target_pid)
 
         mirrored_topics = ("bench-mm1", "bench-eos", "bench-latency", "bench-latency-eos")
-        await create(source, "bench-mm2", *mirrored_topics)
+        await create(source, "bench-mm2", "bench-mm2-eos", *mirrored_topics)
         await create(target, *mirrored_topics)
         print(f"{N} records of {SIZE} B, {PARTITIONS} partitions, single-node source and target")
 
@@ -216,8 +225,8 @@ async def main() -> None:
         seconds = await consume(source, "bench-mm1")
         row("consume (AsyncConsumer, client CPU)", seconds, time.process_time() - cpu)
         print(f"{'':<48} brokers' CPU s/100k: {(brokers() - b0) * 100_000 / N:.2f}")
-        await produce(source, "bench-mm2")
-        await produce(source, "bench-eos")
+        for topic in ("bench-mm2", "bench-mm2-eos", "bench-eos"):
+            await produce(source, topic)
 
         with tempfile.TemporaryDirectory() as scratch:
             directory = Path(scratch)
@@ -233,7 +242,7 @@ async def main() -> None:
                 ),
             ]
             delays: dict[str, list[float]] = {}
-            for label, topic, latency_topic, extra in runs:
+            for label, topic, latency_topic, extra in order(runs, exactly_once_first):
                 group = f"bench-{topic}"
                 args = mm1_args(directory, source, group, f"{topic},{latency_topic}", *extra)
                 mm1 = start_mirror(args, directory)
@@ -253,23 +262,34 @@ async def main() -> None:
                 finally:
                     mm1.terminate()
                     mm1.wait(30)
-            (directory / "mm2.properties").write_text(
-                f"clusters = a, b\na.bootstrap.servers = {source}\nb.bootstrap.servers = {target}\n"
-                "a->b.enabled = true\na->b.topics = bench-mm2\nreplication.factor = 1\n"
-                "offset-syncs.topic.replication.factor = 1\n"
-                "checkpoints.topic.replication.factor = 1\n"
-            )
-            mm2 = start_mirror(
-                ["connect-mirror-maker", str(directory / "mm2.properties")], directory
-            )
-            try:
-                b0 = brokers()
-                seconds, cpu = await mirrored_in(target, "a.bench-mm2", mm2.pid)
-                row("connect-mirror-maker (MM2 process CPU)", seconds, cpu)
-                print(f"{'':<48} brokers' CPU s/100k: {(brokers() - b0) * 100_000 / N:.2f}")
-            finally:
-                mm2.terminate()
-                mm2.wait(30)
+            mm2_runs = [
+                ("connect-mirror-maker (MM2 process CPU)", "a", "b", "bench-mm2", ""),
+                (
+                    "connect-mirror-maker exactly-once, txn/poll",
+                    "e",
+                    "f",
+                    "bench-mm2-eos",
+                    "f.exactly.once.source.support = enabled\n",
+                ),
+            ]
+            for label, a, b, topic, extra_line in order(mm2_runs, exactly_once_first):
+                config = directory / f"{a}{b}.properties"
+                config.write_text(
+                    f"clusters = {a}, {b}\n{a}.bootstrap.servers = {source}\n"
+                    f"{b}.bootstrap.servers = {target}\n{a}->{b}.enabled = true\n"
+                    f"{a}->{b}.topics = {topic}\nreplication.factor = 1\n"
+                    "offset-syncs.topic.replication.factor = 1\n"
+                    f"checkpoints.topic.replication.factor = 1\n{extra_line}"
+                )
+                mm2 = start_mirror(["connect-mirror-maker", str(config)], directory)
+                try:
+                    b0 = brokers()
+                    seconds, cpu = await mirrored_in(target, f"{a}.{topic}", mm2.pid)
+                    row(label, seconds, cpu)
+                    print(f"{'':<48} brokers' CPU s/100k: {(brokers() - b0) * 100_000 / N:.2f}")
+                finally:
+                    mm2.terminate()
+                    mm2.wait(30)
         for label, measured in delays.items():
             print(
                 f"latency {label:<52} p50 {percentile(measured, 50):7.1f} ms  "
@@ -278,4 +298,10 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--exactly-once-first",
+        action="store_true",
+        help="run the exactly-once mirrors before the at-least-once ones",
+    )
+    asyncio.run(main(parser.parse_args().exactly_once_first))
