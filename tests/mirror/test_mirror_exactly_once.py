@@ -228,6 +228,32 @@ async def test_a_fenced_mirror_stops(clusters: tuple[EmbeddedBroker, EmbeddedBro
         await successor
 
 
+async def test_a_record_the_target_refuses_stops_the_mirror_after_retries(
+    clusters: tuple[EmbeddedBroker, EmbeddedBroker], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failed transaction is aborted and the partition resumes from its stored offset;
+    one that keeps failing (a record too large for the target) stops the mirror."""
+    source, target = clusters
+    topic = "refused-events"
+    async with AsyncAdmin({"bootstrap.servers": source.bootstrap_servers}) as admin:
+        await admin.create_topic(topic, PARTITIONS, 1)
+    async with AsyncAdmin({"bootstrap.servers": target.bootstrap_servers}) as admin:
+        await admin.create_topic(topic, PARTITIONS, 1, {"max.message.bytes": "2000"})
+    await produce(source.bootstrap_servers, topic, 0, 3)
+    async with AsyncProducer({"bootstrap.servers": source.bootstrap_servers}) as producer:
+        await producer.send(topic, b"x" * 5000, partition=0)
+    run = dataclasses.replace(options(source, target, "refused"), include=topic)
+    with pytest.raises(SendFailed, match="5 transactions in a row failed"):
+        async with asyncio.timeout(60):
+            await mm1.run(run, asyncio.Event())
+    assert caplog.text.count("resuming from its stored offset") == 4
+    assert await committed_values(target.bootstrap_servers, topic) == {
+        0: [],  # never committed: the big record shares partition 0's transaction
+        1: [b"v1"],
+        2: [b"v2"],
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -188,8 +188,6 @@ class ExactlyOnceStream(MirrorStream):
         self._lock = asyncio.Lock()
         self._failures: dict[TopicPartition, int] = {}
         """Transactions of a partition that failed in a row."""
-        self.restarts = 0
-        """Transactions dropped and partitions resumed from their stored offsets."""
 
     # -- partitions come and go ------------------------------------------------------------
 
@@ -215,17 +213,26 @@ class ExactlyOnceStream(MirrorStream):
             await self._drop(partitions)
 
     async def _new_producer(self, tp: TopicPartition) -> None:
-        producer = AsyncTransactionalProducer(
-            {**self.producer_config, "transactional.id": f"{self.prefix}-{tp[0]}-{tp[1]}"}
-        )
-        try:
-            await producer.init_transactions()  # fences an earlier owner, aborts its txn
-            await producer.partitions_for(self.store.topic)
-        except BaseException:
-            with contextlib.suppress(KafkaError, ConnectionError, OSError):
-                await producer.close(0)
-            raise
-        self._producers[tp] = producer
+        """A transactional producer for `tp`, initialised (which fences an earlier owner and
+        aborts its open transaction); retried while the target cannot answer, up to
+        RESTART_ATTEMPTS times."""
+        for attempt in range(RESTART_ATTEMPTS):
+            producer = AsyncTransactionalProducer(
+                {**self.producer_config, "transactional.id": f"{self.prefix}-{tp[0]}-{tp[1]}"}
+            )
+            try:
+                await producer.init_transactions()
+                await producer.partitions_for(self.store.topic)
+                self._producers[tp] = producer
+                return
+            except (KafkaError, ConnectionError, OSError) as e:
+                with contextlib.suppress(KafkaError, ConnectionError, OSError):
+                    await producer.close(0)
+                fenced = isinstance(e, KafkaError) and e.error.code in FENCED
+                if fenced or attempt == RESTART_ATTEMPTS - 1:
+                    raise
+                log.warning("mirror: a producer for %s-%d: %s; retrying", tp[0], tp[1], e)
+                await asyncio.sleep(self.consumer.config.retry_backoff_ms / 1000)
 
     async def _resume(self, partitions: set[TopicPartition]) -> None:
         """Seek to the stored offsets (or note where the group's offsets put the partition)
@@ -342,6 +349,7 @@ class ExactlyOnceStream(MirrorStream):
                 raise SendFailed(
                     f"{tp[0]}-{tp[1]}: {failures} transactions in a row failed, the last: {e}"
                 ) from e
+            self._open.discard(tp)  # that transaction is lost; `_restart` aborts it
             log.warning(
                 "mirror: the transaction of %s-%d failed (%s); resuming from its stored offset",
                 tp[0],
@@ -356,19 +364,8 @@ class ExactlyOnceStream(MirrorStream):
     async def _restart(self, tp: TopicPartition) -> None:
         """Replace a partition's producer (aborting what it wrote) and resume the partition
         from its stored offset."""
-        self.restarts += 1
         await self._close(tp)
-        for attempt in range(RESTART_ATTEMPTS):
-            try:
-                await self._new_producer(tp)
-                break
-            except (KafkaError, ConnectionError, OSError) as e:
-                if attempt == RESTART_ATTEMPTS - 1 or (
-                    isinstance(e, KafkaError) and e.error.code in FENCED
-                ):
-                    raise
-                log.warning("mirror: restarting %s-%d: %s; retrying", tp[0], tp[1], e)
-                await asyncio.sleep(self.consumer.config.retry_backoff_ms / 1000)
+        await self._new_producer(tp)
         if tp in self.consumer.assignment():
             self.consumer.pause({tp})
             await self._resume({tp})
