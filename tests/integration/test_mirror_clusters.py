@@ -1,9 +1,12 @@
 """Mirroring between two 3-broker clusters (one ZooKeeper, two chroots) with
 `riverlog connect-mirror-maker` as a process (issue 26).
 
-1. Under produce load, a source leader, a target leader and the mirror process are each
-   SIGKILLed and restarted: the target then holds every source record, in order per
-   partition; at-least-once, so it may hold some twice — counted and printed.
+1. Under produce load, a source leader, a target leader and the mirror processes are each
+   SIGKILLed and restarted. Two mirrors copy the same topic: the at-least-once one (flow a->b,
+   remote topic `a.T`) and an exactly-once one (the same clusters under the aliases src/dst,
+   `dst.exactly.once.source.support = enabled`, remote topic `src.T`). The target then holds
+   every source record in order per partition: at-least-once may hold some twice (counted
+   and printed); exactly-once, read with read_committed, holds each exactly once.
 2. A consumer group reading on the source fails over to the target at the offsets the
    checkpoints translated (`consumer-groups --reset-offsets --from-checkpoints a`) and misses
    nothing, re-reading at most `offset.lag.max` records per partition.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -24,11 +28,12 @@ import pytest
 
 from riverlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer
 from riverlog.mirror.records import Checkpoint
+from riverlog.protocol import messages as m
 from riverlog.protocol.error_codes import UNKNOWN_TOPIC_OR_PARTITION, KafkaError
 from tests.cluster_harness import Cluster, isr_full, partitions_of, wait_until
 from tests.zookeeper_server import ZooKeeperServer
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = pytest.mark.timeout(400)
 LAG_MAX = 10
 
 
@@ -59,51 +64,86 @@ class MirrorProcess:
         return self.proc.wait(30)
 
 
+TXN_SETTINGS = {
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.num.partitions": "6",
+}
+
+
+def mm2_properties(a: Cluster, b: Cluster, source: str, target: str, *extra: str) -> str:
+    return "\n".join(
+        [
+            f"clusters = {source}, {target}",
+            f"{source}.bootstrap.servers = {a.bootstrap_servers}",
+            f"{target}.bootstrap.servers = {b.bootstrap_servers}",
+            f"{source}->{target}.enabled = true",
+            f"{source}->{target}.topics = events-.*",
+            "replication.factor = 3",
+            "refresh.topics.interval.seconds = 1",
+            "emit.checkpoints.interval.seconds = 1",
+            "offset.flush.interval.ms = 3000",  # a kill is likely to find records uncommitted
+            f"offset.lag.max = {LAG_MAX}",
+            f"{source}.consumer.session.timeout.ms = 6000",
+            f"{source}.consumer.heartbeat.interval.ms = 1000",
+            f"{target}.producer.request.timeout.ms = 5000",
+            f"{target}.producer.retry.backoff.ms = 200",
+            *extra,
+            "",
+        ]
+    )
+
+
 @pytest.fixture(scope="module")
 def two_clusters(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Cluster, Cluster, MirrorProcess]]:
-    a = Cluster(zookeeper, tmp_path_factory.mktemp("cluster-a")).start()
-    b = Cluster(zookeeper, tmp_path_factory.mktemp("cluster-b")).start()
+) -> Iterator[tuple[Cluster, Cluster, MirrorProcess, MirrorProcess]]:
+    """The clusters, the at-least-once mirror a->b and the exactly-once mirror src->dst."""
+    a = Cluster(zookeeper, tmp_path_factory.mktemp("cluster-a"), settings=TXN_SETTINGS).start()
+    b = Cluster(zookeeper, tmp_path_factory.mktemp("cluster-b"), settings=TXN_SETTINGS).start()
     directory = tmp_path_factory.mktemp("mirror")
     config = directory / "mm2.properties"
-    config.write_text(
-        "\n".join(
-            [
-                "clusters = a, b",
-                f"a.bootstrap.servers = {a.bootstrap_servers}",
-                f"b.bootstrap.servers = {b.bootstrap_servers}",
-                "a->b.enabled = true",
-                "a->b.topics = events-.*",
-                "replication.factor = 3",
-                "refresh.topics.interval.seconds = 1",
-                "emit.checkpoints.interval.seconds = 1",
-                "offset.flush.interval.ms = 500",
-                f"offset.lag.max = {LAG_MAX}",
-                "a.consumer.session.timeout.ms = 6000",
-                "a.consumer.heartbeat.interval.ms = 1000",
-                "b.producer.request.timeout.ms = 5000",
-                "b.producer.retry.backoff.ms = 200",
-                "",
-            ]
+    config.write_text(mm2_properties(a, b, "a", "b"))
+    eos_config = directory / "mm2-eos.properties"
+    eos_config.write_text(
+        mm2_properties(
+            a,
+            b,
+            "src",
+            "dst",
+            "dst.exactly.once.source.support = enabled",
+            "src->dst.exactly.once.support = required",
+            "offset.storage.partitions = 5",
+            "emit.checkpoints.enabled = false",
         )
     )
     mirror = MirrorProcess(config, directory / "mirror.log")
+    eos_mirror = MirrorProcess(eos_config, directory / "mirror-eos.log")
     mirror.start()
+    eos_mirror.start()
     try:
-        yield a, b, mirror
+        yield a, b, mirror, eos_mirror
     finally:
-        if mirror.proc is not None and mirror.proc.poll() is None:
-            mirror.kill()
+        for m in (mirror, eos_mirror):
+            if m.proc is not None and m.proc.poll() is None:
+                m.kill()
         a.stop()
         b.stop()
 
 
-async def read_partition(bootstrap: str, topic: str, partition: int) -> list[bytes]:
-    """Every value of one partition, up to its end offset now."""
+async def read_partition(
+    bootstrap: str, topic: str, partition: int, isolation: str = "read_uncommitted"
+) -> list[bytes]:
+    """Every value of one partition, up to its end offset (high watermark) now."""
     async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
         end = (await admin.list_offsets([(topic, partition)], -1))[(topic, partition)]
-    consumer = AsyncConsumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"})
+    consumer = AsyncConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+        }
+    )
     consumer.assign([(topic, partition)])
     values: list[bytes] = []
     async with consumer:
@@ -112,21 +152,56 @@ async def read_partition(bootstrap: str, topic: str, partition: int) -> list[byt
     return values
 
 
+async def open_transaction_records(bootstrap: str, topic: str) -> int:
+    """Records of transactions still open on `topic` (high watermark minus last stable
+    offset, summed over its 3 partitions); 0 when the cluster cannot say now."""
+    tps = [(topic, p) for p in range(3)]
+    try:
+        async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
+            ends = await admin.list_offsets(tps, -1)
+            total = 0
+            for name, p in tps:
+                leader = await admin.cluster.leader_of(name, p)
+                request = m.ListOffsetsRequest(
+                    replica_id=-1,
+                    isolation_level=1,  # read_committed: the last stable offset
+                    topics=[
+                        m.ListOffsetsRequest.ListOffsetsTopic(
+                            name=name,
+                            partitions=[
+                                m.ListOffsetsRequest.ListOffsetsPartition(
+                                    partition_index=p, timestamp=-1
+                                )
+                            ],
+                        )
+                    ],
+                )
+                answer = await (await admin.cluster.connection(leader)).send(request)
+                assert isinstance(answer, m.ListOffsetsResponse)
+                found = answer.topics[0].partitions[0]
+                if found.error_code:
+                    return 0
+                total += ends[(name, p)] - found.offset
+            return total
+    except (KafkaError, ConnectionError):
+        return 0
+
+
 def first_copies(values: list[bytes]) -> list[bytes]:
     seen: set[bytes] = set()
     return [v for v in values if not (v in seen or seen.add(v))]  # type: ignore[func-returns-value]
 
 
 async def test_the_target_holds_every_record_through_kills(
-    two_clusters: tuple[Cluster, Cluster, MirrorProcess],
+    two_clusters: tuple[Cluster, Cluster, MirrorProcess, MirrorProcess],
 ) -> None:
-    a, b, mirror = two_clusters
+    a, b, mirror, eos_mirror = two_clusters
     topic_name = f"events-{uuid.uuid4().hex[:6]}"
     admin_a = {"bootstrap.servers": a.bootstrap_servers}
     async with AsyncAdmin(admin_a) as admin:
         await admin.create_topic(topic_name, 3, 3, {"min.insync.replicas": "2"})
     await asyncio.to_thread(wait_until, lambda: isr_full(a, topic_name), 60, "a's ISR full")
-    remote = f"a.{topic_name}"
+    remote, eos_remote = f"a.{topic_name}", f"src.{topic_name}"
     stop = asyncio.Event()
     sent = [0]
 
@@ -148,25 +223,28 @@ async def test_the_target_holds_every_record_through_kills(
             await producer.flush(60)
 
     async def mirrored() -> int:
-        """Records on the target now; 0 while its leaders are moving (a killed broker)."""
+        """Records both mirrors put on the target now (the fewer); 0 while its leaders are
+        moving (a killed broker)."""
         try:
             async with AsyncAdmin({"bootstrap.servers": b.bootstrap_servers}) as admin:
-                if remote not in await admin.list_topics():
+                if not {remote, eos_remote} <= set(await admin.list_topics()):
                     return 0
-                ends = await admin.list_offsets([(remote, p) for p in range(3)], -1)
-                return sum(ends.values())
+                ends = await admin.list_offsets(
+                    [(t, p) for t in (remote, eos_remote) for p in range(3)], -1
+                )
+                return min(sum(ends[(t, p)] for p in range(3)) for t in (remote, eos_remote))
         except (KafkaError, ConnectionError) as e:
             if isinstance(e, KafkaError) and not e.retriable:
                 raise
             return 0
 
     async def progress(more: int) -> None:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # generous: CI machines can be loaded
         while not (start := await mirrored()):
             assert time.monotonic() < deadline, "the target's offsets stayed unknown"
             await asyncio.sleep(0.2)
         while await mirrored() < start + more:
-            assert time.monotonic() < deadline, "the mirror made no progress"
+            assert time.monotonic() < deadline, "the mirrors made no progress"
             await asyncio.sleep(0.2)
 
     producing = asyncio.create_task(produce())
@@ -175,29 +253,44 @@ async def test_the_target_holds_every_record_through_kills(
         leader = partitions_of(a, topic_name)[0][0]
         await asyncio.to_thread(a.brokers[leader].kill)
         await progress(300)
-        await asyncio.to_thread(a.brokers[leader].start)
+        await asyncio.to_thread(a.brokers[leader].start, 90.0)
         await asyncio.to_thread(wait_until, lambda: isr_full(a, topic_name), 60, "a's ISR")
 
         leader = partitions_of(b, remote)[0][0]
         await asyncio.to_thread(b.brokers[leader].kill)
         await progress(300)
-        await asyncio.to_thread(b.brokers[leader].start)
+        await asyncio.to_thread(b.brokers[leader].start, 90.0)
         await asyncio.to_thread(wait_until, lambda: isr_full(b, remote), 60, "b's ISR")
 
+        # The exactly-once mirror is killed with records of an open transaction on the
+        # target: frozen (SIGSTOP) until one is seen, then SIGKILLed.
+        assert eos_mirror.proc is not None
+        deadline = time.monotonic() + 60
+        while True:
+            os.kill(eos_mirror.proc.pid, signal.SIGSTOP)
+            if await open_transaction_records(b.bootstrap_servers, eos_remote) > 0:
+                break
+            os.kill(eos_mirror.proc.pid, signal.SIGCONT)
+            assert time.monotonic() < deadline, "never saw an open transaction"
+            await asyncio.sleep(0.2)
         await asyncio.to_thread(mirror.kill)
+        await asyncio.to_thread(eos_mirror.kill)
         await asyncio.sleep(0.5)  # records keep arriving on the source meanwhile
         mirror.start()
+        eos_mirror.start()
         await progress(300)
     finally:
         stop.set()
         await producing
         for broker in [*a.brokers.values(), *b.brokers.values()]:
             if not broker.running:  # a failed step left it down: the next test needs it
-                await asyncio.to_thread(broker.start)
-        if mirror.proc is None or mirror.proc.poll() is not None:
-            mirror.start()
+                await asyncio.to_thread(broker.start, 90.0)
+        for m in (mirror, eos_mirror):
+            if m.proc is None or m.proc.poll() is not None:
+                m.start()
 
     duplicates = 0
+    uncommitted = 0
     for p in range(3):
         source = await read_partition(a.bootstrap_servers, topic_name, p)
         deadline = time.monotonic() + 60
@@ -208,15 +301,25 @@ async def test_the_target_holds_every_record_through_kills(
             await asyncio.sleep(0.5)
         assert first_copies(target) == source, f"partition {p}: not every record, in order"
         duplicates += len(target) - len(source)
+        while True:
+            exact = await read_partition(b.bootstrap_servers, eos_remote, p, "read_committed")
+            if len(exact) >= len(source) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        assert exact == source, f"partition {p}: exactly-once copy differs"
+        uncommitted += len(await read_partition(b.bootstrap_servers, eos_remote, p)) - len(exact)
+    assert uncommitted > 0, "the killed exactly-once mirror left no aborted records"
     print(
-        f"\nmirrored {sent[0]} records through three kills; at-least-once duplicates: {duplicates}"
+        f"\nmirrored {sent[0]} records through three kills; at-least-once duplicates: "
+        f"{duplicates}; exactly-once duplicates: 0 (records of aborted transactions, "
+        f"invisible to read_committed: {uncommitted})"
     )
 
 
 async def test_a_group_fails_over_at_translated_offsets(
-    two_clusters: tuple[Cluster, Cluster, MirrorProcess],
+    two_clusters: tuple[Cluster, Cluster, MirrorProcess, MirrorProcess],
 ) -> None:
-    a, b, mirror = two_clusters
+    a, b, mirror, _ = two_clusters
     assert mirror.proc is not None and mirror.proc.poll() is None
     topic = "events-failover"
     remote = f"a.{topic}"

@@ -385,3 +385,27 @@ async def new_topic_named(bootstrap: str, name: str) -> str:
     async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
         await admin.create_topic(name, 1, 1)
     return name
+
+
+async def test_current_lag_counts_from_the_position_to_the_end(broker: BrokerProcess) -> None:
+    topic = await new_topic(broker.bootstrap_servers, 1)
+    async with AsyncProducer({"bootstrap.servers": broker.bootstrap_servers}) as producer:
+        for i in range(100):
+            await producer.send(topic, f"{i}".encode())
+    consumer = AsyncConsumer(
+        {"bootstrap.servers": broker.bootstrap_servers, "max.poll.records": 10}
+    )
+    consumer.assign([(topic, 0)])
+    consumer.seek_to_beginning()
+    async with consumer:
+        assert consumer.current_lag((topic, 0)) is None  # no fetch answered yet
+        taken = []
+        async with asyncio.timeout(20):
+            while not taken:
+                taken = await consumer.poll(500)
+        assert len(taken) == 10
+        assert consumer.current_lag((topic, 0)) == 90
+        async with asyncio.timeout(20):
+            while len(taken) < 100:
+                taken += await consumer.poll(500)
+        assert consumer.current_lag((topic, 0)) == 0

@@ -7,7 +7,14 @@ import pytest
 
 from riverlog.mirror import mm2_config
 from riverlog.mirror.policy import ReplicationPolicy, include_pattern, regex_list
-from riverlog.mirror.records import Checkpoint, OffsetSync, OffsetSyncStore
+from riverlog.mirror.records import (
+    Checkpoint,
+    OffsetSync,
+    OffsetSyncStore,
+    decode_source_offset,
+    source_offset_key,
+    source_offset_value,
+)
 
 
 def test_offset_sync_and_checkpoint_bytes_are_kafkas() -> None:
@@ -106,12 +113,16 @@ def test_mm2_properties_resolve_flow_then_top_level_then_defaults() -> None:
     [
         ({"no.such.setting": "1"}, "no.such.setting"),
         ({"a->c.enabled": "true"}, "a->c"),
-        ({"exactly.once.support": "enabled"}, "at-least-once"),
+        ({"exactly.once.support": "enabled"}, "expected requested or required"),
+        ({"exactly.once.support": "required"}, "b.exactly.once.source.support is not enabled"),
+        ({"b.exactly.once.source.support": "preparing"}, "expected enabled or disabled"),
+        ({"transaction.boundary": "connector"}, "poll or interval"),
+        ({"metrics.listener": "127.0.0.1:9404"}, "expected http://HOST:PORT"),
         ({"emit.heartbeats.enabled": "true"}, "emit.heartbeats.enabled"),
         ({"a->b.enabled": "false"}, "no flow is enabled"),
         ({"a->b.emit.checkpoints.interval.seconds": "soon"}, "expected a number"),
         ({"replication.policy.class": "x.Custom"}, "not supported"),
-        ({"a.ssl.keystore.location": "/k"}, "a.ssl.keystore.location"),
+        ({"a.ssl.endpoint.identification.algorithm.x": "y", "a.tls.thing": "1"}, "a.tls.thing"),
         ({"a.bootstrap.servers": ""}, ""),
     ],
 )
@@ -122,3 +133,41 @@ def test_mm2_properties_fail_closed(extra: dict[str, str], message: str) -> None
         message = "a.bootstrap.servers is required"
     with pytest.raises(ValueError, match=message):
         mm2_config.parse(given)
+
+
+def test_source_offsets_are_connects_json_records() -> None:
+    key = source_offset_key("MirrorSourceConnector", {"cluster": "a", "topic": "t", "partition": 2})
+    assert key == b'["MirrorSourceConnector",{"cluster":"a","partition":2,"topic":"t"}]'
+    assert source_offset_value(41) == b'{"offset":41}'
+    assert decode_source_offset(source_offset_value(41)) == 41
+    for bad in (b"", b"[]", b'{"offset":"x"}', b'{"offset":-2}'):
+        with pytest.raises(ValueError):
+            decode_source_offset(bad)
+
+
+def test_mm2_exactly_once_security_and_metrics_settings() -> None:
+    given = props(
+        **{
+            "b.exactly.once.source.support": "enabled",
+            "exactly.once.support": "required",
+            "b.security.protocol": "SASL_SSL",
+            "b.sasl.mechanism": "SCRAM-SHA-512",
+            "b.ssl.truststore.location": "/ca.pem",
+            "metrics.listener": "http://127.0.0.1:0",
+        }
+    )
+    (flow,) = mm2_config.parse(given)
+    assert flow.exactly_once
+    assert flow.offsets_topic == "mm2-offsets.a.internal"
+    assert flow.number("offset.storage.partitions") == 25
+    assert flow.target.producer_config()["security.protocol"] == "SASL_SSL"
+    assert flow.target.admin_config()["ssl.truststore.location"] == "/ca.pem"
+    assert "security.protocol" not in flow.source.consumer_config()
+    assert mm2_config.metrics_listener(given) == "http://127.0.0.1:0"
+    assert flow.transaction_interval_ms == 0  # Kafka Connect's transaction.boundary=poll
+    (plain,) = mm2_config.parse(props())
+    assert not plain.exactly_once
+    interval = {"transaction.boundary": "interval", "offset.flush.interval.ms": "700"}
+    assert mm2_config.parse(props(**interval))[0].transaction_interval_ms == 700
+    interval["a->b.transaction.boundary.interval.ms"] = "50"
+    assert mm2_config.parse(props(**interval))[0].transaction_interval_ms == 50

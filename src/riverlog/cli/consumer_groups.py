@@ -366,7 +366,8 @@ class Command:
 
     async def reset_from_checkpoints(self, source_alias: str) -> None:
         """--reset-offsets --from-checkpoints: the translated offsets, within the scope."""
-        translated = await read_checkpoints(self.args.bootstrap_server, source_alias)
+        client = {**command_properties(self.args), "bootstrap.servers": self.args.bootstrap_server}
+        translated = await read_checkpoints(client, source_alias)
         for group in await self.group_ids():
             description = await self._retrying(group, partial(self.groups.describe_group, group))
             if description.state not in INACTIVE:

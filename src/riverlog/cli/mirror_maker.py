@@ -3,13 +3,16 @@ connect-mirror-maker` (connect-mirror-maker.sh, MirrorMaker 2): flags, files and
 
     riverlog mirror-maker --consumer.config source.properties --producer.config target.properties \\
         --include 'events.*' [--num.streams N] [--offset.commit.interval.ms MS] \\
-        [--abort.on.send.failure true|false]
+        [--abort.on.send.failure true|false] [--exactly.once.source.support enabled|disabled] \\
+        [--metrics.listener http://HOST:PORT]
     riverlog connect-mirror-maker mm2.properties [--clusters b ...]
 
 Both run until SIGTERM or SIGINT, then flush and commit what the targets acknowledged and
 exit 0. A record that cannot be delivered stops them with status 1 (MM1 only with
-`--abort.on.send.failure true`, its default); a bad flag or file, status 2. Both mirror
-at-least-once: a killed mirror resends what followed its last commit.
+`--abort.on.send.failure true`, its default); a bad flag or file, status 2. By default both
+mirror at-least-once (a killed mirror resends what followed its last commit); with
+exactly-once (`--exactly.once.source.support enabled`; MM2: `exactly.once.source.support`)
+records and source offsets commit in one transaction on the target.
 """
 
 from __future__ import annotations
@@ -73,6 +76,20 @@ def add_mm1_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["true", "false"],
         help="stop when a send fails (default true)",
     )
+    parser.add_argument(
+        "--exactly.once.source.support",
+        dest="exactly_once",
+        default="disabled",
+        choices=["enabled", "disabled"],
+        help="records and source offsets in one transaction on the target (default disabled)",
+    )
+    parser.add_argument(
+        "--metrics.listener",
+        dest="metrics_listener",
+        default="",
+        metavar="http://HOST:PORT",
+        help="serve Prometheus metrics at /metrics (default: none)",
+    )
 
 
 def add_mm2_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,9 +138,10 @@ def run_mm1(args: argparse.Namespace) -> int:
             num_streams=args.num_streams,
             offset_commit_interval_ms=args.offset_commit_interval_ms,
             abort_on_send_failure=args.abort_on_send_failure == "true",
+            exactly_once=args.exactly_once == "enabled",
+            metrics_listener=args.metrics_listener,
         )
-        if options.num_streams < 1:
-            raise ValueError("--num.streams must be at least 1")
+        options.check()
         ConsumerConfig.parse(mm1.consumer_config(options, 0))
         ProducerConfig.parse(mm1.producer_config(options))
     except (ConfigError, OSError, ValueError) as e:
@@ -134,7 +152,9 @@ def run_mm1(args: argparse.Namespace) -> int:
 
 def run_mm2(args: argparse.Namespace) -> int:
     try:
-        flows = mm2_config.parse(_load(args.config))
+        props = _load(args.config)
+        flows = mm2_config.parse(props)
+        listener = mm2_config.metrics_listener(props)
         if args.clusters:
             flows = [f for f in flows if f.target.alias in args.clusters]
             if not flows:
@@ -147,4 +167,4 @@ def run_mm2(args: argparse.Namespace) -> int:
     except (ConfigError, OSError, ValueError) as e:
         print(f"riverlog connect-mirror-maker: {e}", file=sys.stderr)
         return 2
-    return _serve("connect-mirror-maker", lambda stop: mm2.run(flows, stop))
+    return _serve("connect-mirror-maker", lambda stop: mm2.run(flows, stop, listener))

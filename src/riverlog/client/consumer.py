@@ -78,6 +78,9 @@ class AsyncConsumer:
         self._needs_reset: set[TopicPartition] = set()
         self._refresh: asyncio.Task[None] | None = None
         self._commits: set[asyncio.Task[None]] = set()
+        self._end_offsets: dict[TopicPartition, int] = {}
+        """Per partition, the end offset the last fetch answer gave (the high watermark, or
+        the last stable offset with read_committed): for `current_lag`."""
         self._closed = False
 
     async def __aenter__(self) -> AsyncConsumer:
@@ -151,6 +154,7 @@ class AsyncConsumer:
 
     def _drop(self, tp: TopicPartition) -> None:
         self._positions.pop(tp, None)
+        self._end_offsets.pop(tp, None)
         self._buffered.pop(tp, None)
         self._paused.discard(tp)
 
@@ -212,6 +216,14 @@ class AsyncConsumer:
         position = self._positions[tp]
         assert position is not None
         return position
+
+    def current_lag(self, tp: TopicPartition) -> int | None:
+        """Records between the position and the partition's end offset as of the last fetch
+        (the Java consumer's `currentLag`, KIP-695); None before a fetch answered."""
+        end, position = self._end_offsets.get(tp), self._positions.get(tp)
+        if end is None or position is None or position < 0:
+            return None
+        return max(0, end - position)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         self._paused.update(partitions)
@@ -448,6 +460,12 @@ class AsyncConsumer:
         for fetched in results:
             if self._positions.get(fetched.tp) != fetched.fetch_offset:
                 continue  # a seek or a rebalance happened meanwhile
+            if fetched.error_code == 0:
+                end = fetched.high_watermark
+                if self.config.isolation_level == "read_committed":
+                    end = fetched.last_stable_offset
+                if end >= 0:
+                    self._end_offsets[fetched.tp] = end
             if fetched.error_code == 0 and not fetched.batches:
                 if fetched.next_offset > fetched.fetch_offset:  # only markers: skip them
                     self._positions[fetched.tp] = fetched.next_offset

@@ -70,6 +70,7 @@ class FetchedPartition:
     fetch_offset: int
     error_code: int = 0
     high_watermark: int = -1
+    last_stable_offset: int = -1
     batches: list[memoryview] = field(default_factory=list)
     next_offset: int = -1
     records: list[ConsumerRecord] | None = None
@@ -206,7 +207,9 @@ async def fetch_from(
             tp = (t.topic, p.partition_index)
             if tp not in positions:
                 continue
-            fetched = FetchedPartition(tp, positions[tp], p.error_code, p.high_watermark)
+            fetched = FetchedPartition(
+                tp, positions[tp], p.error_code, p.high_watermark, p.last_stable_offset
+            )
             raw = p.records
             if p.error_code == 0 and isinstance(raw, bytes | bytearray | memoryview):
                 aborted = None

@@ -8,6 +8,9 @@ grows remote topics and copies their configs, `records.py` holds the offset-sync
 checkpoint record formats and the translation of offsets, `checkpoints.py` emits checkpoints
 and syncs group offsets, and `mm2.py` runs the enabled flows (`riverlog connect-mirror-maker`).
 
-Nothing here is transactional yet: a mirror killed between a send and its commit sends the
-records again on restart (duplicates on the target, never gaps).
+By default mirroring is at-least-once: a mirror killed between a send and its commit sends the
+records again on restart (duplicates on the target, never gaps). `exactly_once.py` commits
+records and source offsets (kept in an offsets topic on the target) in one transaction per
+source partition, so a killed mirror duplicates nothing for read_committed readers.
+`metrics.py` serves a mirror process's Prometheus metrics.
 """

@@ -22,8 +22,10 @@ active member there, and only forward of what it has committed there (as Kafka d
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from riverlog.client.admin import AsyncAdmin
+from riverlog.client.config import common_config
 from riverlog.client.consumer import AsyncConsumer
 from riverlog.client.producer import AsyncProducer, RecordMetadata
 from riverlog.mirror.mm2_config import Flow
@@ -172,11 +174,12 @@ class Checkpointer:
 
 
 async def read_checkpoints(
-    bootstrap_servers: str, source_alias: str
+    client_config: Mapping[str, object], source_alias: str
 ) -> dict[str, dict[TopicPartition, int]]:
     """Per group, the latest checkpointed target offset of each partition (from
-    `<source_alias>.checkpoints.internal` on the cluster at `bootstrap_servers`)."""
-    config = {"bootstrap.servers": bootstrap_servers, "client.id": "riverlog-checkpoints"}
+    `<source_alias>.checkpoints.internal` on the cluster `client_config` reaches: Kafka client
+    keys, `bootstrap.servers` and security settings)."""
+    config = {"client.id": "riverlog-checkpoints", **common_config(client_config)}
     topic = checkpoints_topic(source_alias)
     async with AsyncAdmin(config) as admin:
         if topic not in await admin.list_topics():

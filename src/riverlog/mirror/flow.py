@@ -19,8 +19,11 @@ the stream without committing when `abort_on_send_failure` (the default, as in M
 otherwise it is logged and skipped. A `tracker` hears where the records it asks for and the
 last record of each partition of each poll landed (MirrorMaker 2's offset syncs).
 
-Where metrics go (the observability issue): records and bytes are known per poll in `_send`,
-delivery in `_delivery_callback`, lag from the consumer's positions at `_commit`.
+Metrics (`metrics.MirrorMetrics`, when given): records and bytes counted per poll as they are
+handed to the producer, replication latency (acknowledgement time minus the source record's
+timestamp) from the last record of each partition of each poll, lag per partition from the
+consumer (`current_lag`) at scrape time. `exactly_once.py` subclasses the stream: one
+transactional producer per source partition (`_producer_for`, `_before_send`, `_commit`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Protocol
 
 from riverlog.client.consumer import AsyncConsumer, ConsumerRecord
 from riverlog.client.producer import AsyncProducer, RecordMetadata
+from riverlog.mirror.metrics import FlowMetrics
 from riverlog.protocol.error_codes import KafkaError
 
 log = logging.getLogger("riverlog.mirror")
@@ -73,8 +77,12 @@ class MirrorStream:
         rename: Callable[[str], str] = _same,
         keep_partitions: bool = False,
         tracker: DeliveryTracker | None = None,
+        metrics: FlowMetrics | None = None,
     ) -> None:
         self.consumer = AsyncConsumer(consumer_config)
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.watch(self.consumer)
         self.producer = producer
         self.commit_interval_s = commit_interval_ms / 1000
         self.abort_on_send_failure = abort_on_send_failure
@@ -93,10 +101,18 @@ class MirrorStream:
         """Mirror `topics`, or every topic matching `pattern` (a whole-name regex)."""
         if pattern is not None:
             re.compile(pattern)
-            self.consumer.subscribe(pattern=pattern, on_revoke=self._revoked, on_lost=self._lost)
+            self.consumer.subscribe(
+                pattern=pattern,
+                on_assign=self._assigned,
+                on_revoke=self._revoked,
+                on_lost=self._lost,
+            )
         else:
             self.consumer.subscribe(
-                sorted(topics or ()), on_revoke=self._revoked, on_lost=self._lost
+                sorted(topics or ()),
+                on_assign=self._assigned,
+                on_revoke=self._revoked,
+                on_lost=self._lost,
             )
 
     def _owned(self) -> dict[TopicPartition, int]:
@@ -104,6 +120,9 @@ class MirrorStream:
         while records of a revoked one were being sent)."""
         owned = self.consumer.assignment()
         return {tp: offset for tp, offset in self._next.items() if tp in owned}
+
+    async def _assigned(self, partitions: set[TopicPartition]) -> None:
+        """New partitions (they resume from the group's committed offsets)."""
 
     async def _revoked(self, partitions: set[TopicPartition]) -> None:
         await self._commit({tp: self._next[tp] for tp in partitions if tp in self._next})
@@ -146,28 +165,31 @@ class MirrorStream:
                 await self.consumer.close()
 
     async def _send(self, records: list[ConsumerRecord]) -> None:
-        producer, tracker = self.producer, self.tracker
+        tracker, metrics = self.tracker, self.metrics
+        await self._before_send(records)
         last: dict[TopicPartition, int] = {}
-        if tracker is not None:
+        if tracker is not None or metrics is not None:
             for i, r in enumerate(records):
                 last[(r.topic, r.partition)] = i
-        counts = producer.cluster.partition_counts
+        if metrics is not None:
+            metrics.sent(records)
         source_counts = self.consumer.cluster.partition_counts
         for i, r in enumerate(records):
+            producer = self._producer_for(r.topic, r.partition)
+            counts = producer.cluster.partition_counts
             target = self.rename(r.topic)
             if target not in counts:
                 await producer.partitions_for(target)
             partition: int | None = r.partition
             if self.keep_partitions:
                 if r.partition >= counts[target]:
-                    await self._wait_for_partition(target, r.partition)
+                    await self._wait_for_partition(producer, target, r.partition)
             elif counts.get(target) != source_counts.get(r.topic):
                 partition = None
             waiter = None
-            if tracker is not None and (
-                last[(r.topic, r.partition)] == i or tracker.wants(r.topic, r.partition, r.offset)
-            ):
-                waiter = self._delivery_callback(r.topic, r.partition, r.offset)
+            is_last = bool(last) and last[(r.topic, r.partition)] == i
+            if is_last or (tracker is not None and tracker.wants(r.topic, r.partition, r.offset)):
+                waiter = self._delivery_callback(r, producer)
             timestamp = r.timestamp if r.timestamp >= 0 else None
             headers = r.headers or None
             if producer.can_enqueue(target):
@@ -182,41 +204,64 @@ class MirrorStream:
                     timestamp_ms=timestamp,
                     headers=headers,
                 )
-                future.add_done_callback(self._future_done(waiter))
+                future.add_done_callback(self._future_done(waiter, producer))
             self._next[(r.topic, r.partition)] = r.offset + 1
 
-    async def _wait_for_partition(self, topic: str, partition: int) -> None:
+    async def _before_send(self, records: list[ConsumerRecord]) -> None:
+        """Called before `records` are sent (the exactly-once stream begins transactions)."""
+
+    def _producer_for(self, topic: str, partition: int) -> AsyncProducer:
+        """The producer that sends the records of one source partition."""
+        return self.producer
+
+    async def _wait_for_partition(
+        self, producer: AsyncProducer, topic: str, partition: int
+    ) -> None:
         """The target topic grew after the source's (MirrorMaker 2 grows it first): wait
         until the producer's metadata shows the partition."""
-        cluster = self.producer.cluster
-        deadline = time.monotonic() + self.producer.config.max_block_ms / 1000
+        cluster = producer.cluster
+        deadline = time.monotonic() + producer.config.max_block_ms / 1000
         while partition >= cluster.partition_counts.get(topic, 0):
             if time.monotonic() > deadline:
                 raise SendFailed(f"{topic} has no partition {partition} on the target")
-            await asyncio.sleep(self.producer.config.retry_backoff_ms / 1000)
+            await asyncio.sleep(producer.config.retry_backoff_ms / 1000)
             with contextlib.suppress(KafkaError, ConnectionError):
                 await cluster.refresh([topic], allow_auto_create=False)
 
     def _delivery_callback(
-        self, topic: str, partition: int, offset: int
+        self, record: ConsumerRecord, producer: AsyncProducer
     ) -> Callable[[BaseException | None, RecordMetadata | None], None]:
+        topic, partition, offset, timestamp = (
+            record.topic,
+            record.partition,
+            record.offset,
+            record.timestamp,
+        )
+
         def delivered(error: BaseException | None, metadata: RecordMetadata | None) -> None:
             if error is not None:
-                self.producer.unreported_errors.append(error)
-            elif metadata is not None and self.tracker is not None:
+                producer.unreported_errors.append(error)
+                return
+            if metadata is None:
+                return
+            if self.tracker is not None:
                 self.tracker.delivered(topic, partition, offset, metadata)
+            if self.metrics is not None and timestamp >= 0:
+                self.metrics.delivered(topic, partition, time.time() * 1000 - timestamp)
 
         return delivered
 
     def _future_done(
-        self, waiter: Callable[[BaseException | None, RecordMetadata | None], None] | None
+        self,
+        waiter: Callable[[BaseException | None, RecordMetadata | None], None] | None,
+        producer: AsyncProducer,
     ) -> Callable[[asyncio.Future[RecordMetadata]], None]:
         def done(future: asyncio.Future[RecordMetadata]) -> None:
             error = future.exception()
             if waiter is not None:
                 waiter(error, None if error else future.result())
             elif error is not None:
-                self.producer.unreported_errors.append(error)
+                producer.unreported_errors.append(error)
 
         return done
 

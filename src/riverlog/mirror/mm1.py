@@ -10,18 +10,31 @@ deserializer keys of Kafka's files are accepted only as the byte-array classes M
 
 Target topics are not created here (MM1 relies on the target's `auto.create.topics.enable`);
 MirrorMaker 2 (`mm2.py`) creates them.
+
+Exactly-once (`--exactly.once.source.support enabled`, riverlog's flag, named after the
+MirrorMaker 2 worker setting; Kafka's MM1 has none): each stream is an
+`exactly_once.ExactlyOnceStream`; transactional ids `<prefix>-<topic>-<partition>`, the prefix
+being the producer config's `transactional.id` if set, else `group.id`; source offsets in the
+compacted topic `mm1-offsets.<group.id>.internal` on the target (25 partitions, replication
+factor up to 3), keys `["mirror-maker",{"group":...,"partition":...,"topic":...}]`. It needs
+`--abort.on.send.failure true` (a record cannot be skipped inside a transaction).
+`--metrics.listener http://HOST:PORT` serves the mirror's metrics (`metrics.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from riverlog.client.producer import AsyncProducer
+from riverlog.mirror.exactly_once import ExactlyOnceStream, OffsetStore, ensure_offsets_topic
 from riverlog.mirror.flow import MirrorStream
+from riverlog.mirror.metrics import MetricsEndpoint, MirrorMetrics, parse_listener
 from riverlog.mirror.policy import include_pattern
+from riverlog.mirror.records import source_offset_key
 
 log = logging.getLogger("riverlog.mirror")
 INT_MAX = 2_147_483_647
@@ -41,6 +54,20 @@ class MirrorMakerOptions:
     num_streams: int = 1
     offset_commit_interval_ms: int = 60_000
     abort_on_send_failure: bool = True
+    exactly_once: bool = False
+    metrics_listener: str = ""
+    offsets_partitions = 25
+    offsets_replication_factor = 3
+
+    def check(self) -> None:
+        """ValueError for options that cannot work together."""
+        if self.num_streams < 1:
+            raise ValueError("--num.streams must be at least 1")
+        if self.exactly_once and not self.abort_on_send_failure:
+            raise ValueError(
+                "--exactly.once.source.support enabled needs --abort.on.send.failure true"
+            )
+        parse_listener(self.metrics_listener)
 
 
 def _client_config(props: Mapping[str, str], what: str) -> dict[str, str]:
@@ -80,22 +107,72 @@ def producer_config(options: MirrorMakerOptions) -> dict[str, str]:
     return config
 
 
+def offsets_topic(group: str) -> str:
+    return f"mm1-offsets.{group}.internal"
+
+
+def _key_of(group: str) -> Callable[[str, int], bytes]:
+    def key(topic: str, partition: int) -> bytes:
+        return source_offset_key(
+            "mirror-maker", {"group": group, "topic": topic, "partition": partition}
+        )
+
+    return key
+
+
 async def run(options: MirrorMakerOptions, stop: asyncio.Event) -> None:
     """Mirror until `stop` is set; raises SendFailed (after stopping every stream) when a
     send failed for good with `abort_on_send_failure`."""
+    address = parse_listener(options.metrics_listener)
+    metrics = MirrorMetrics() if address is not None else None
+    async with contextlib.AsyncExitStack() as stack:
+        if address is not None and metrics is not None:
+            await stack.enter_async_context(MetricsEndpoint(metrics, *address))
+        await _run(options, stop, metrics)
+
+
+async def _run(
+    options: MirrorMakerOptions, stop: asyncio.Event, metrics: MirrorMetrics | None
+) -> None:
     pattern = include_pattern(options.include).pattern
     pattern = f"(?!__)(?:{pattern})"  # internal topics are never mirrored, as in MM1
     configs = [consumer_config(options, i) for i in range(options.num_streams)]
-    async with AsyncProducer(producer_config(options)) as producer:
-        streams = [
-            MirrorStream(
-                config,
-                producer,
-                commit_interval_ms=options.offset_commit_interval_ms,
-                abort_on_send_failure=options.abort_on_send_failure,
-            )
-            for config in configs
-        ]
+    group = configs[0]["group.id"]
+    target_config = producer_config(options)
+    flow_metrics = metrics.flow("source", "target") if metrics is not None else None
+    store = None
+    if options.exactly_once:
+        topic = offsets_topic(group)
+        partitions = await ensure_offsets_topic(
+            target_config, topic, options.offsets_partitions, options.offsets_replication_factor
+        )
+        store = OffsetStore(target_config, topic, partitions, _key_of(group))
+    shared = {k: v for k, v in target_config.items() if k != "transactional.id"}
+    async with AsyncProducer(shared) as producer:
+        streams: list[MirrorStream] = []
+        for config in configs:
+            if store is not None:
+                streams.append(
+                    ExactlyOnceStream(
+                        config,
+                        producer,
+                        target_config,
+                        store,
+                        target_config.get("transactional.id") or group,
+                        commit_interval_ms=options.offset_commit_interval_ms,
+                        metrics=flow_metrics,
+                    )
+                )
+            else:
+                streams.append(
+                    MirrorStream(
+                        config,
+                        producer,
+                        commit_interval_ms=options.offset_commit_interval_ms,
+                        abort_on_send_failure=options.abort_on_send_failure,
+                        metrics=flow_metrics,
+                    )
+                )
         for stream in streams:
             stream.subscribe(pattern=pattern)
         tasks = [asyncio.create_task(s.run(stop)) for s in streams]

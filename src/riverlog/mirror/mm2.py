@@ -10,8 +10,13 @@ offset syncs follow the deliveries. A maintenance loop then, each on its interva
 `refresh.topics.interval.seconds` picks up new matching topics and added partitions,
 `sync.topic.configs.interval.seconds` copies config changes, `emit.checkpoints.interval.seconds`
 writes checkpoints, `sync.group.offsets.interval.seconds` commits translated offsets for
-inactive groups on the target. A maintenance step that fails (a cluster unreachable) is logged
-and retried at its next interval; a send that fails for good stops the process (SendFailed).
+inactive groups on the target. With exactly-once enabled for the target
+(`exactly.once.source.support`) the streams are `exactly_once.ExactlyOnceStream`s: records
+and source offsets (in `offset.storage.topic` on the target) commit in one transaction per
+poll or `transaction.boundary.interval.ms`, transactional ids
+`mirror-maker-2.<source>-><target>-<topic>-<partition>`. A maintenance step that fails (a
+cluster unreachable) is logged and retried at its next interval; a send that fails for good
+stops the process (SendFailed). With `metrics.listener`, the process serves `metrics.py`'s.
 """
 
 from __future__ import annotations
@@ -25,10 +30,17 @@ from collections.abc import Awaitable, Callable
 from riverlog.client.admin import AsyncAdmin
 from riverlog.client.producer import AsyncProducer
 from riverlog.mirror.checkpoints import Checkpointer, OffsetSyncEmitter
+from riverlog.mirror.exactly_once import ExactlyOnceStream, OffsetStore, ensure_offsets_topic
 from riverlog.mirror.flow import MirrorStream
+from riverlog.mirror.metrics import MetricsEndpoint, MirrorMetrics, parse_listener
 from riverlog.mirror.mm1 import INT_MAX
 from riverlog.mirror.mm2_config import Flow
-from riverlog.mirror.records import Checkpoint, checkpoints_topic, offset_syncs_topic
+from riverlog.mirror.records import (
+    Checkpoint,
+    checkpoints_topic,
+    offset_syncs_topic,
+    source_offset_key,
+)
 from riverlog.mirror.topic_sync import TopicSync, ensure_internal_topic
 from riverlog.protocol.error_codes import KafkaError
 
@@ -36,6 +48,7 @@ log = logging.getLogger("riverlog.mirror")
 
 
 GROUP_PREFIX = "mirror-maker-2."
+NO_LOSS = {"acks": "all", "delivery.timeout.ms": str(INT_MAX), "max.block.ms": str(INT_MAX)}
 
 
 def group_of(flow: Flow) -> str:
@@ -45,36 +58,65 @@ def group_of(flow: Flow) -> str:
 class FlowRunner:
     """One flow's clients, streams and maintenance."""
 
-    def __init__(self, flow: Flow) -> None:
+    def __init__(self, flow: Flow, metrics: MirrorMetrics | None = None) -> None:
         self.flow = flow
         self.source = AsyncAdmin(flow.source.admin_config())
         self.target = AsyncAdmin(flow.target.admin_config())
         self.topic_sync = TopicSync(flow, self.source, self.target)
-        no_loss = {"acks": "all", "delivery.timeout.ms": str(INT_MAX), "max.block.ms": str(INT_MAX)}
-        self.producer = AsyncProducer({**no_loss, **flow.target.producer_config()})
-        self.sync_producer = AsyncProducer({**no_loss, **flow.source.producer_config()})
+        self.producer = AsyncProducer({**NO_LOSS, **flow.target.producer_config()})
+        self.sync_producer = AsyncProducer({**NO_LOSS, **flow.source.producer_config()})
         self.emitter = OffsetSyncEmitter(flow, self.sync_producer)
         self.checkpointer: Checkpointer | None = None
         self.checkpoints: list[Checkpoint] = []
         self.topics: dict[str, int] = {}
-        group = group_of(flow)
-        self.streams = [
-            MirrorStream(
-                {
-                    **flow.source.consumer_config(),
-                    "group.id": group,
-                    "client.id": f"{group}-{i}",
-                    "enable.auto.commit": "false",
-                    "auto.offset.reset": "earliest",
-                },
-                self.producer,
-                commit_interval_ms=flow.number("offset.flush.interval.ms"),
-                rename=lambda topic: flow.policy.remote_topic(flow.source.alias, topic),
-                keep_partitions=True,
-                tracker=self.emitter,
+        self.metrics = metrics.flow(flow.source.alias, flow.target.alias) if metrics else None
+        self.streams: list[MirrorStream] = []
+
+    def _stream_options(self, i: int) -> tuple[dict[str, str], dict[str, object]]:
+        flow, group = self.flow, group_of(self.flow)
+        consumer = {
+            **flow.source.consumer_config(),
+            "group.id": group,
+            "client.id": f"{group}-{i}",
+            "enable.auto.commit": "false",
+            "auto.offset.reset": "earliest",
+        }
+        options: dict[str, object] = {
+            "commit_interval_ms": flow.number("offset.flush.interval.ms"),
+            "rename": lambda topic: flow.policy.remote_topic(flow.source.alias, topic),
+            "keep_partitions": True,
+            "tracker": self.emitter,
+            "metrics": self.metrics,
+        }
+        return consumer, options
+
+    async def _make_streams(self) -> None:
+        flow, count = self.flow, self.flow.number("tasks.max")
+        if not flow.exactly_once:
+            for i in range(count):
+                consumer, options = self._stream_options(i)
+                self.streams.append(MirrorStream(consumer, self.producer, **options))  # type: ignore[arg-type]
+            return
+        target = {**NO_LOSS, **flow.target.producer_config()}
+        partitions = await ensure_offsets_topic(
+            target,
+            flow.offsets_topic,
+            flow.number("offset.storage.partitions"),
+            flow.number("offset.storage.replication.factor"),
+        )
+        alias = flow.source.alias
+
+        def key_of(topic: str, partition: int) -> bytes:
+            where: dict[str, str | int] = {"cluster": alias, "topic": topic, "partition": partition}
+            return source_offset_key("MirrorSourceConnector", where)
+
+        store = OffsetStore(target, flow.offsets_topic, partitions, key_of)
+        for i in range(count):
+            consumer, options = self._stream_options(i)
+            options["commit_interval_ms"] = flow.transaction_interval_ms
+            self.streams.append(
+                ExactlyOnceStream(consumer, self.producer, target, store, group_of(flow), **options)
             )
-            for i in range(flow.number("tasks.max"))
-        ]
 
     async def start(self) -> None:
         flow = self.flow
@@ -90,6 +132,7 @@ class FlowRunner:
             self.checkpointer = Checkpointer(
                 flow, self.source, self.target, self.producer, GROUP_PREFIX
             )
+        await self._make_streams()
         await self.refresh_topics()
 
     async def refresh_topics(self) -> None:
@@ -181,15 +224,21 @@ class FlowRunner:
             await self.close()
 
 
-async def run(flows: list[Flow], stop: asyncio.Event) -> None:
-    """Run every flow until `stop` is set or one fails (then all stop and it raises)."""
-    runners = [FlowRunner(flow) for flow in flows]
-    tasks = [asyncio.create_task(r.run(stop)) for r in runners]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        failed = [t.exception() for t in done if t.exception() is not None]
-        if failed:
-            raise failed[0]  # type: ignore[misc]
-    finally:
-        stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
+async def run(flows: list[Flow], stop: asyncio.Event, metrics_listener: str = "") -> None:
+    """Run every flow until `stop` is set or one fails (then all stop and it raises); with
+    `metrics_listener`, serve the metrics meanwhile."""
+    address = parse_listener(metrics_listener)
+    metrics = MirrorMetrics() if address is not None else None
+    async with contextlib.AsyncExitStack() as stack:
+        if address is not None and metrics is not None:
+            await stack.enter_async_context(MetricsEndpoint(metrics, *address))
+        runners = [FlowRunner(flow, metrics) for flow in flows]
+        tasks = [asyncio.create_task(r.run(stop)) for r in runners]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            failed = [t.exception() for t in done if t.exception() is not None]
+            if failed:
+                raise failed[0]  # type: ignore[misc]
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)

@@ -14,10 +14,16 @@ record has a copy after Ds (one writer per partition at a time, records in order
 target offset Ds (when Us == U) or Ds + 1 (when Us < U) loses nothing. The store takes the
 most recent such sync (largest Ds). Invariant: a translated offset never skips a record that
 was not yet consumed on the source; it may re-read up to the records between the sync and U.
+
+Source offsets (exactly-once mirroring: the offsets topic on the target, written in the same
+transaction as the records) use Kafka Connect's JSON layout for MirrorSourceConnector: key
+`["<name>",{"cluster":"a","partition":0,"topic":"t"}]` (MirrorMaker 1: `{"group":...}` instead of
+`"cluster"`), value `{"offset":N}`, N the offset of the last record mirrored (resume at N + 1).
 """
 
 from __future__ import annotations
 
+import json
 import struct
 from collections import deque
 from dataclasses import dataclass
@@ -33,6 +39,27 @@ def offset_syncs_topic(target_alias: str) -> str:
 
 def checkpoints_topic(source_alias: str) -> str:
     return f"{source_alias}.checkpoints.internal"
+
+
+def source_offset_key(name: str, where: dict[str, str | int]) -> bytes:
+    """The offsets-topic key of one source partition (`where`: cluster or group, topic,
+    partition); compact and key-sorted, so the same partition always has the same bytes."""
+    return json.dumps([name, where], separators=(",", ":"), sort_keys=True).encode()
+
+
+def source_offset_value(last_offset: int) -> bytes:
+    return json.dumps({"offset": last_offset}, separators=(",", ":")).encode()
+
+
+def decode_source_offset(value: bytes) -> int:
+    """The last mirrored offset a stored value holds; ValueError if it is not one."""
+    try:
+        offset = json.loads(value)["offset"]
+    except (ValueError, TypeError, KeyError):
+        raise ValueError("not a source offset record") from None
+    if not isinstance(offset, int) or offset < -1:
+        raise ValueError(f"bad source offset {offset!r}")
+    return offset
 
 
 def _string(text: str) -> bytes:
