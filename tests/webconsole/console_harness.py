@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from aiohttp import web
 
@@ -22,16 +22,18 @@ from riverlog.webconsole.queries import ConsoleClient
 
 
 class RunningConsole:
-    def __init__(self, bootstrap: str, interval_s: float) -> None:
+    def __init__(
+        self, bootstrap: str, interval_s: float, config: Mapping[str, object] | None = None
+    ) -> None:
         self.history = History(3600_000)
-        self._bootstrap = bootstrap
+        self._config = {**(config or {}), "bootstrap.servers": bootstrap}
         self._interval_s = interval_s
         self.loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self.url = ""
 
     async def _start(self) -> None:
-        client = ConsoleClient({"bootstrap.servers": self._bootstrap})
+        client = ConsoleClient(self._config)
         self._runner = web.AppRunner(build_app(client, self.history, self._interval_s))
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
@@ -56,8 +58,11 @@ class RunningConsole:
 
 
 @contextlib.contextmanager
-def running_console(bootstrap: str, interval_s: float = 0.3) -> Iterator[RunningConsole]:
-    console = RunningConsole(bootstrap, interval_s)
+def running_console(
+    bootstrap: str, interval_s: float = 0.3, config: Mapping[str, object] | None = None
+) -> Iterator[RunningConsole]:
+    """`config`: client keys beyond the bootstrap servers (security settings, say)."""
+    console = RunningConsole(bootstrap, interval_s, config)
     thread = threading.Thread(target=console.run, name="console", daemon=True)
     thread.start()
     asyncio.run_coroutine_threadsafe(console._start(), console.loop).result(30)

@@ -54,7 +54,10 @@ def test_client_config_fails_closed(tmp_path: Path) -> None:
     props.write_text("# console\nrequest.timeout.ms=5000\nsecurity.protocol=PLAINTEXT\n")
     assert client_config("h:9092", str(props))["request.timeout.ms"] == "5000"
     props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n")
-    with pytest.raises(ValueError, match="SASL_SSL"):
+    with pytest.raises(ValueError, match=r"sasl\.username and sasl\.password"):
+        client_config("h:9092", str(props))
+    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
+    with pytest.raises(ValueError, match="GSSAPI is not supported"):
         client_config("h:9092", str(props))
     props.write_text("no.such.key=1\n")
     with pytest.raises(ValueError, match=r"no\.such\.key"):

@@ -7,9 +7,10 @@
 
 Serves the pages of `riverlog.webconsole` until SIGINT/SIGTERM. The console connects with the
 client config it is given: `--command-config` is a Java properties file of Kafka client keys
-(as Kafka's tools take), merged over `bootstrap.servers`. A key riverlog's client cannot
-honour (for example `security.protocol=SASL_SSL` while the client speaks only PLAINTEXT)
-stops start-up with the reason: the console never connects with less than it was told to.
+(as Kafka's tools take: `security.protocol`, `ssl.*`, `sasl.*` included), merged over
+`bootstrap.servers`. A key riverlog's client cannot honour (for example
+`sasl.mechanism=GSSAPI`) stops start-up with the reason: the console never connects with less
+than it was told to.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import asyncio
 import contextlib
 import signal
 import sys
-from pathlib import Path
 
 from riverlog.client.config import AdminConfig
+from riverlog.properties import load_properties
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,31 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def read_properties(path: Path) -> dict[str, str]:
-    """A Java properties file's `key=value` (or `key: value`) lines; `#`/`!` comments."""
-    out = {}
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut < 0:
-            raise ValueError(f"{path}: line {raw!r} is not key=value")
-        out[line[:cut].strip()] = line[cut + 1 :].strip()
-    return out
-
-
 def client_config(bootstrap: str, command_config: str | None) -> dict[str, object]:
     """The console's client config; raises ValueError for what the client cannot honour."""
     config: dict[str, object] = {"bootstrap.servers": bootstrap, "client.id": "riverlog-console"}
     if command_config:
-        props = read_properties(Path(command_config))
-        protocol = props.pop("security.protocol", "PLAINTEXT").upper()
-        if protocol != "PLAINTEXT":
-            raise ValueError(
-                f"security.protocol={protocol}: riverlog's client speaks only PLAINTEXT today"
-            )
-        config.update(props)
+        config.update(load_properties(command_config))
     AdminConfig.parse(config)  # unknown keys and bad values stop start-up here
     return config
 
