@@ -59,6 +59,7 @@ class BrokerMetrics:
         self.gauges = BrokerGauges(broker)
         self.registry.register(self.requests)
         self.registry.register(self.gauges)
+        self.registry.register(broker.client_quotas)
         self._names_by_id: dict[uuid.UUID, str] = {}
         self._server: asyncio.Server | None = None
 
