@@ -1,6 +1,6 @@
-"""`riverlog configs`: Kafka's `kafka-configs.sh` for topics, brokers, broker loggers and
-users (SCRAM credentials, cli/user_configs.py), same flags and output; `--command-config` for
-security.
+"""`riverlog configs`: Kafka's `kafka-configs.sh` for topics, brokers, broker loggers, users
+(SCRAM credentials, cli/user_configs.py; quotas) and clients (quotas, cli/quota_configs.py),
+same flags and output; `--command-config` for security.
 
     riverlog configs --bootstrap-server HOST:PORT --entity-type topics|brokers
                      [--entity-name NAME | --entity-default] --describe [--all]
