@@ -13,8 +13,12 @@ is shared by all its clients, a `<default>` part gives each user (client-id) its
 Rates (`SampledRate`): `quota.window.num` (11) samples of `quota.window.size.seconds` (1 s);
 a sample starts at the first record after the previous one ended; samples older than all of
 them together are reset; the rate divides the samples' sum by the time since the oldest
-sample began, but by no less than `quota.window.num - 1` windows (a new client is not
-throttled for its first second's burst).
+sample began, but by no less than one window. One deliberate difference from Kafka's `Rate`,
+which divides by no less than `quota.window.num - 1` windows: with that padding a greedy
+client may send ~10 s of quota at once whenever its samples are empty — at its start, and
+again each time that burst's sample expires 11 s later — so 30 s of it measure 0.8-1.3x
+its quota (docs/field-notes.md); with one window the burst is one second's worth and a
+greedy client is held within a few percent.
 
 Throttle (`throttle_ms`): a request that takes its rate above the bound is answered at once
 with `throttle_time_ms = (rate - bound) / bound * window`, the time after which the rate
@@ -183,14 +187,10 @@ class SampledRate:
                 self._starts[i], self._values[i], self._counts[i] = now_ms, 0.0, 0
 
     def window(self, now_ms: int) -> float:
-        """The milliseconds the rate divides by: since the oldest sample began, at least
-        `samples - 1` whole windows."""
+        """The milliseconds the rate divides by: since the oldest sample began, at least one
+        window (see the module docstring for why not Kafka's `samples - 1`)."""
         self._purge(now_ms)
-        elapsed = now_ms - min(self._starts)
-        full = elapsed // self.window_ms
-        if full < self.samples - 1:
-            elapsed += (self.samples - 1 - full) * self.window_ms
-        return float(elapsed)
+        return float(max(now_ms - min(self._starts), self.window_ms))
 
     def rate(self, now_ms: int) -> float:
         """What was recorded per second."""
