@@ -192,6 +192,41 @@ def test_metrics_are_off_when_unset(tmp_path: Path) -> None:
         assert b.broker.metrics is None and b.broker.dispatcher.metrics is None
 
 
+def test_memory_pool_and_requests_in_flight(tmp_path: Path) -> None:
+    overrides = {"metrics.listener": "http://127.0.0.1:0", "queued.max.request.bytes": "100000"}
+    with broker(tmp_path / "data", overrides=overrides) as b:
+        assert b.broker is not None and b.broker.metrics is not None
+        port = b.broker.metrics.port
+        idle = scrape(port)
+        assert one(idle, "kafka_network_socketserver_memorypoolavailable") == 100_000
+        assert one(idle, "kafka_network_socketserver_memorypoolused") == 0
+        assert one(idle, "kafka_network_requestchannel_requestqueuesize") == 0
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("empty", 1, 1)])["empty"].result(30)
+        consumer = confluent_kafka.Consumer(  # long polls on an empty topic: in flight
+            {
+                "bootstrap.servers": b.bootstrap_servers,
+                "group.id": "g",
+                "fetch.wait.max.ms": 5000,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        try:
+            consumer.assign([confluent_kafka.TopicPartition("empty", 0)])
+
+            def polling() -> bool:
+                consumer.poll(0.1)
+                now = scrape(port)
+                used = one(now, "kafka_network_socketserver_memorypoolused")
+                available = one(now, "kafka_network_socketserver_memorypoolavailable")
+                in_flight = one(now, "kafka_network_requestchannel_requestqueuesize")
+                return in_flight >= 1 and used > 0 and used + available == 100_000
+
+            wait_until(polling, 30, "a long poll in flight, its bytes reserved")
+        finally:
+            consumer.close()
+
+
 @pytest.mark.slow
 def test_a_stopped_follower_shows_as_under_replicated(zookeeper: object, tmp_path: Path) -> None:
     cluster = Cluster(
@@ -220,10 +255,21 @@ def test_a_stopped_follower_shows_as_under_replicated(zookeeper: object, tmp_pat
             "the ISRs full",
         )
         gauge = "kafka_server_replicamanager_underreplicatedpartitions"
-        assert one(scrape(ports[1]), gauge) == 0
+        shrinks = "kafka_server_replicamanager_isrshrinks_total"
+        expands = "kafka_server_replicamanager_isrexpands_total"
+        before = scrape(ports[1])
+        assert one(before, gauge) == 0
+        assert one(before, shrinks) == 0 and one(before, expands) == 0
         cluster.brokers[2].stop()
         wait_until(lambda: one(scrape(ports[1]), gauge) == 2, 30, f"{topic} under-replicated")
+        # a controlled shutdown: the controller took broker 2 out of the ISRs, not the leader
+        assert one(scrape(ports[1]), shrinks) == 0
         cluster.brokers[2].start()
         wait_until(lambda: one(scrape(ports[1]), gauge) == 0, 30, f"{topic} fully replicated")
+        assert one(scrape(ports[1]), expands) == 2  # the leader took it back into both
+        cluster.brokers[2].freeze()  # now the leader must shrink the ISRs itself
+        wait_until(lambda: one(scrape(ports[1]), shrinks) == 2, 30, "the leader's shrinks")
+        assert one(scrape(ports[1]), gauge) == 2
+        cluster.brokers[2].thaw()
     finally:
         cluster.stop()

@@ -468,6 +468,12 @@ class Connection(asyncio.BufferedProtocol):
             return None
         return self._sock
 
+    @property
+    def in_flight(self) -> int:
+        """Requests read and not yet answered (long polls, acks=all, answers queued behind
+        them)."""
+        return len(self._pending)
+
     def close(self) -> None:
         if not self.closed and self.transport is not None:
             self.closed = True

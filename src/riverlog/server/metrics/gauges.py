@@ -8,7 +8,13 @@ consumer lag, of kafka_exporter:
   0 elsewhere, as Kafka reports them);
 - `kafka_log_log_{size,logstartoffset,logendoffset,numlogsegments}{topic,partition}` for
   every replica this broker hosts;
-- `kafka_server_socketservermetrics_connection_count{listener}`;
+- `kafka_server_replicamanager_{isrshrinks,isrexpands}_total`: ISR changes written by this
+  broker as leader (counted by the replica manager);
+- `kafka_server_socketservermetrics_connection_count`;
+  `kafka_network_socketserver_memorypool{used,available}` (`queued.max.request.bytes`;
+  available only when bounded); `kafka_network_requestchannel_requestqueuesize`: riverlog
+  starts every request when it is read (no queue in front of handlers), so this is the
+  requests read and not yet answered (long polls, acks=all waits and the answers behind them);
 - `kafka_coordinator_group_groupmetadatamanager_{numgroups,numgroupsstable,...,numoffsets}`;
 - `kafka_consumergroup_current_offset`, `kafka_consumergroup_lag{consumergroup,topic,
   partition}` (high watermark minus committed offset, never below 0),
@@ -28,7 +34,7 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from riverlog.coordinator.group import GroupState
 from riverlog.model import LATEST_TIMESTAMP, NO_LEADER, TopicPartition
@@ -103,6 +109,26 @@ class BrokerGauges:
             "Open client connections",
             len(self.broker.network.connections),
         )
+        yield from self._network()
+
+    def _network(self) -> Iterator[Metric]:
+        memory = self.broker.network.memory
+        yield _gauge(
+            "kafka_network_socketserver_memorypoolused",
+            "Bytes of requests in flight reserved from queued.max.request.bytes",
+            memory.used,
+        )
+        if memory.bounded:
+            yield _gauge(
+                "kafka_network_socketserver_memorypoolavailable",
+                "Bytes left in the queued.max.request.bytes pool",
+                memory.capacity - memory.used,
+            )
+        yield _gauge(
+            "kafka_network_requestchannel_requestqueuesize",
+            "Requests read and not yet answered",
+            sum(c.in_flight for n in self.broker.networks for c in n.connections),
+        )
 
     def _replicas(self) -> Iterator[Metric]:
         hosted = list(self.broker.replicas)
@@ -110,6 +136,11 @@ class BrokerGauges:
         under = sum(1 for h in leaders if len(h.isr) < len(h.replicas))
         prefix = "kafka_server_replicamanager_"
         yield _gauge(prefix + "partitioncount", "Replicas hosted", len(hosted))
+        for name, value, doc in (
+            ("isrshrinks", self.broker.replicas.isr_shrinks, "ISR shrinks written as leader"),
+            ("isrexpands", self.broker.replicas.isr_expands, "ISR expansions written as leader"),
+        ):
+            yield CounterMetricFamily(prefix + name, doc, value=value)
         yield _gauge(prefix + "leadercount", "Partitions led", len(leaders))
         yield _gauge(
             prefix + "underreplicatedpartitions",

@@ -112,6 +112,10 @@ class ReplicaManager:
         self._listeners: dict[str, LeadershipListener] = {}
         self.controller_epoch = 0
         self._isr_checked_s: float | None = None
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        """ISR changes this broker wrote as leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec;
+        the controller's changes, e.g. for a controlled shutdown, are not counted)."""
 
     def __iter__(self) -> Iterator[HostedPartition]:
         return iter(list(self._partitions.values()))
@@ -391,6 +395,10 @@ class ReplicaManager:
         state_change_log.isr_changed(
             self.broker_id, hosted.key, hosted.isr, isr, hosted.leader_epoch, version
         )
+        if len(isr) < len(hosted.isr):
+            self.isr_shrinks += 1
+        elif len(isr) > len(hosted.isr):
+            self.isr_expands += 1
         hosted.isr_written(isr, version)
         self._wake(hosted.key)  # the HW may have moved, or the ISR fell below the minimum
         note = json.dumps(
