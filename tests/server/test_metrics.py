@@ -273,3 +273,33 @@ def test_a_stopped_follower_shows_as_under_replicated(zookeeper: object, tmp_pat
         cluster.brokers[2].thaw()
     finally:
         cluster.stop()
+
+
+def test_rebalances_are_counted(tmp_path: Path) -> None:
+    overrides = {"metrics.listener": "http://127.0.0.1:0", "group.initial.rebalance.delay.ms": "0"}
+    with broker(tmp_path / "data", overrides=overrides) as b:
+        assert b.broker is not None and b.broker.metrics is not None
+        port = b.broker.metrics.port
+        name = "kafka_server_group_coordinator_metrics_group_completed_rebalance_count_total"
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("two", 2, 1)])["two"].result(30)
+        assert one(scrape(port), name) == 0
+        consumers = []
+        try:
+            for expected in (1, 2):  # the first member's join, then the second's
+                consumer = confluent_kafka.Consumer(
+                    {"bootstrap.servers": b.bootstrap_servers, "group.id": "pair"}
+                )
+                consumer.subscribe(["two"])
+                consumers.append(consumer)
+
+                def settled(count: int = expected) -> bool:
+                    for c in consumers:
+                        c.poll(0.1)
+                    owned = [len(c.assignment()) for c in consumers]
+                    return sum(owned) == 2 and all(owned) and one(scrape(port), name) == count
+
+                wait_until(settled, 30, f"{expected} rebalance(s) done")
+        finally:
+            for c in consumers:
+                c.close()

@@ -88,6 +88,8 @@ class Outbox:
 
     persist: list[str] = field(default_factory=list)
     replies: list[tuple[object, JoinResult | SyncResult]] = field(default_factory=list)
+    rebalances: int = 0
+    """Rebalances completed (join phases that started a generation with members)."""
 
     def reply(self, waiter: object, result: JoinResult | SyncResult) -> None:
         self.replies.append((waiter, result))
@@ -357,6 +359,7 @@ class Group:
             return
         self.protocol_name = self.select_protocol()
         self.transition(GroupState.COMPLETING_REBALANCE, now_ms)
+        box.rebalances += 1
         for member in self.members.values():
             waiter = member.join_waiter
             assert waiter is not None

@@ -80,6 +80,8 @@ class _PendingCommit:
 
 class GroupCoordinator:
     def __init__(self, broker: Broker) -> None:
+        self.completed_rebalances = 0
+        """Rebalances completed by the groups this broker coordinated (a metric)."""
         config = broker.config
         self.broker = broker
         self.manager = GroupManager(
@@ -306,6 +308,7 @@ class GroupCoordinator:
         return encode_group_key(GroupKey(group_id)), value
 
     def _deliver(self, box: Outbox) -> None:
+        self.completed_rebalances += box.rebalances
         for group_id in box.persist:
             try:
                 self._append(group_id, [self._group_entry(group_id)])

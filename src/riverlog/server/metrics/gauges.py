@@ -15,7 +15,9 @@ consumer lag, of kafka_exporter:
   available only when bounded); `kafka_network_requestchannel_requestqueuesize`: riverlog
   starts every request when it is read (no queue in front of handlers), so this is the
   requests read and not yet answered (long polls, acks=all waits and the answers behind them);
-- `kafka_coordinator_group_groupmetadatamanager_{numgroups,numgroupsstable,...,numoffsets}`;
+- `kafka_coordinator_group_groupmetadatamanager_{numgroups,numgroupsstable,...,numoffsets}`,
+  `kafka_server_group_coordinator_metrics_group_completed_rebalance_count_total` (Kafka's
+  group-completed-rebalance-count: join phases that started a generation with members);
 - `kafka_consumergroup_current_offset`, `kafka_consumergroup_lag{consumergroup,topic,
   partition}` (high watermark minus committed offset, never below 0),
   `kafka_consumergroup_lag_sum{consumergroup,topic}` and `kafka_consumergroup_lag_seconds`
@@ -194,6 +196,11 @@ class BrokerGauges:
             count = sum(1 for g in groups if g.state is state)
             name = prefix + "numgroups" + state.value.lower()
             yield _gauge(name, f"Groups in state {state.value}", count)
+        yield CounterMetricFamily(
+            "kafka_server_group_coordinator_metrics_group_completed_rebalance_count",
+            "Rebalances completed by the groups this broker coordinates",
+            value=self.broker.groups.completed_rebalances,
+        )
         offsets = self.broker.groups.offsets
         yield _gauge(
             prefix + "numoffsets",
