@@ -190,7 +190,12 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
         self.txn_offsets = TxnOffsets(self)
-        self.client_quotas = QuotaManager(self.store, self.clock)
+        self.client_quotas = QuotaManager(
+            self.store,
+            self.clock,
+            config["quota.window.num"],
+            config["quota.window.size.seconds"] * 1000,
+        )
         self.client_quotas.reload()  # notifications from here on: `config_changes`
         self.dispatcher = Dispatcher()
         for request_cls, handler in HANDLERS:

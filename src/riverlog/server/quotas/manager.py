@@ -34,6 +34,7 @@ from riverlog.server.quotas.rules import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
+    WINDOW_NUM,
     WINDOW_SIZE_MS,
     SampledRate,
     SensorKey,
@@ -60,9 +61,17 @@ def user_of(principal: str) -> str:
 
 
 class QuotaManager:
-    def __init__(self, store: MetadataStore, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        clock: Clock,
+        samples: int = WINDOW_NUM,
+        window_ms: int = WINDOW_SIZE_MS,
+    ) -> None:
+        """`samples` and `window_ms`: `quota.window.num`, `quota.window.size.seconds`."""
         self.store = store
         self.clock = clock
+        self.samples, self.window_ms = samples, window_ms
         self.quotas: quota_store.Quotas = {}
         self.active = False
         self._keys: set[str] = set()
@@ -114,12 +123,14 @@ class QuotaManager:
         sensor, bound = found
         rate = self._rates.get((key, sensor))
         if rate is None:
-            rate = self._rates[(key, sensor)] = SampledRate(now_ms)
-        cap = WINDOW_SIZE_MS if key == REQUEST_PERCENTAGE else None
+            rate = self._rates[(key, sensor)] = SampledRate(now_ms, self.samples, self.window_ms)
+        cap = self.window_ms if key == REQUEST_PERCENTAGE else None
         throttle = record_and_throttle(rate, value, bound, now_ms, cap)
         throttles = self._throttles.get((key, sensor))
         if throttles is None:
-            throttles = self._throttles[(key, sensor)] = SampledRate(now_ms)
+            throttles = self._throttles[(key, sensor)] = SampledRate(
+                now_ms, self.samples, self.window_ms
+            )
         throttles.record(throttle, now_ms)
         return throttle
 

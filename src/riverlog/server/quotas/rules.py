@@ -25,6 +25,9 @@ with `throttle_time_ms = (rate - bound) / bound * window`, the time after which 
 would be back at the bound (KIP-219); request-time throttles are capped at one window, as
 Kafka's ClientRequestQuotaManager caps them.
 
+The manager builds its rates with the broker's `quota.window.num` and
+`quota.window.size.seconds` (`WINDOW_NUM` and `WINDOW_SIZE_MS` are Kafka's defaults).
+
 Pure: every function takes `now_ms`; nothing here reads a clock or the store.
 """
 
