@@ -8,7 +8,11 @@ then 3N more and dumped again: (I(3N) - I(N)) / 2N is the cost of one request wi
 warm-up and the fixed part of a run cancelled out. About a minute per variant.
 
     python bench/callgrind_requests.py                      # metrics off vs on
+    python bench/callgrind_requests.py --produce            # Produce requests instead
     python bench/callgrind_requests.py --requests 2000 --override KEY=VALUE ...
+
+`--produce` sends Produce requests (acks=1) of one batch of 100 records of 100 bytes to a
+one-partition topic instead of Metadata requests.
 
 Prints instructions per request per variant; `--keep DIR` keeps the callgrind files there
 (`callgrind_annotate DIR/callgrind.out.<pid>.2` shows where they go).
@@ -26,16 +30,31 @@ import tempfile
 import time
 from pathlib import Path
 
+from riverlog.client.admin import AsyncAdmin
 from riverlog.client.connection import connect_any
 from riverlog.devcluster import free_port
-from riverlog.protocol.messages import MetadataRequest
+from riverlog.protocol.api import ApiMessage
+from riverlog.protocol.messages import MetadataRequest, ProduceRequest
+from riverlog.protocol.records.v2 import Record, encode_batch
 
 IN_FLIGHT = 32
 
 
-async def _send(bootstrap: str, count: int) -> None:
+def _produce_request() -> ProduceRequest:
+    now = int(time.time() * 1000)
+    batch = encode_batch([Record(i, now, None, b"x" * 100) for i in range(100)])
+    partition = ProduceRequest.PartitionProduceData(index=0, records=batch)
+    topic = ProduceRequest.TopicProduceData(name="load", partition_data=[partition])
+    return ProduceRequest(acks=1, timeout_ms=30_000, topic_data=[topic])
+
+
+async def _send(bootstrap: str, count: int, produce: bool) -> None:
     conn = await connect_any(bootstrap, client_id="callgrind-bench")
-    request = MetadataRequest(topics=[], allow_auto_topic_creation=False)
+    request: ApiMessage = (
+        _produce_request()
+        if produce
+        else MetadataRequest(topics=[], allow_auto_topic_creation=False)
+    )
     try:
         for _ in range(count // IN_FLIGHT):
             await asyncio.gather(*(conn.send(request, timeout_s=600) for _ in range(IN_FLIGHT)))
@@ -62,7 +81,12 @@ def _wait_dump(out_dir: Path, pid: int, n: int, timeout_s: float = 300) -> int:
         time.sleep(0.5)
 
 
-def measure(overrides: list[str], requests: int, out_dir: Path) -> float:
+async def _create_topic(bootstrap: str) -> None:
+    async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
+        await admin.create_topic("load", 1, 1)
+
+
+def measure(overrides: list[str], requests: int, out_dir: Path, produce: bool = False) -> float:
     """Instructions per request of a broker with these `--override`s."""
     data_dir = tempfile.mkdtemp(prefix="callgrind-broker-")
     args = [
@@ -92,13 +116,15 @@ def measure(overrides: list[str], requests: int, out_dir: Path) -> float:
                 break
         else:
             raise RuntimeError("the broker did not start")
-        asyncio.run(_send(bootstrap, 2 * IN_FLIGHT * 10))  # warm-up, not instrumented
+        if produce:
+            asyncio.run(_create_topic(bootstrap))
+        asyncio.run(_send(bootstrap, 2 * IN_FLIGHT * 10, produce))  # warm-up, not instrumented
         _control(proc.pid, "--instr=on")
         _control(proc.pid, "--zero")
-        asyncio.run(_send(bootstrap, requests))
+        asyncio.run(_send(bootstrap, requests, produce))
         _control(proc.pid, "--dump=n")
         first = _wait_dump(out_dir, proc.pid, 1)
-        asyncio.run(_send(bootstrap, 3 * requests))
+        asyncio.run(_send(bootstrap, 3 * requests, produce))
         _control(proc.pid, "--dump=3n")
         second = _wait_dump(out_dir, proc.pid, 2)
         return (second - first) / (2 * requests)
@@ -112,6 +138,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=1024, help="N (a multiple of 32)")
     parser.add_argument("--override", action="append", default=[], help="KEY=VALUE")
     parser.add_argument("--keep", help="directory for the callgrind files")
+    parser.add_argument("--produce", action="store_true", help="Produce requests instead")
     options = parser.parse_args()
     out_dir = Path(options.keep or tempfile.mkdtemp(prefix="callgrind-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -124,7 +151,7 @@ def main() -> None:
         }
     results = {}
     for name, overrides in variants.items():
-        results[name] = measure(overrides, options.requests, out_dir)
+        results[name] = measure(overrides, options.requests, out_dir, options.produce)
         print(f"  {name:<16} {results[name]:10,.0f} instructions per request", flush=True)
     if len(results) == 2:
         off, on = results.values()
