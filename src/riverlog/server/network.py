@@ -24,6 +24,11 @@ the connection stops reading. A connection over `max.connections` /
 `max.connections.per.ip` (+ overrides) is closed on arrival; one idle for
 `connections.max.idle.ms` is closed by the reaper.
 
+Client quotas (`server/quotas/manager.py`, KIP-219). While any quota is set, each request's
+handler time is measured and the quota manager told of the request and its answer; a
+throttle it returns is already in the answer's `throttle_time_ms`, and the connection is
+muted — not read — for that long (`mute`), its answers still written.
+
 Errors. A frame whose size is negative or above `socket.request.max.bytes`, or a request that
 cannot be decoded, closes that one connection (Kafka does the same); an ApiVersions request
 at an unknown version gets an ApiVersions v0 answer with UNSUPPORTED_VERSION so the client can
