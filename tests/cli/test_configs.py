@@ -37,7 +37,10 @@ def test_entry_line() -> None:
     ("argv", "message"),
     [
         (["--describe"], "--entity-type must be specified"),
-        (["--entity-type", "topics", "--entity-default", "--describe"], "only valid for brokers"),
+        (
+            ["--entity-type", "topics", "--entity-default", "--describe"],
+            "only valid for brokers, users and clients",
+        ),
         (
             ["--entity-type", "brokers", "--entity-name", "x", "--describe"],
             "valid integer broker id",

@@ -247,6 +247,8 @@ def test_isr_changes_and_a_stopped_follower_show_on_the_leader(
 
         cluster.brokers[2].stop()
         wait_until(lambda: one(scrape(ports[1]), gauge) == 2, 30, f"{topic} under-replicated")
+        # a controlled shutdown: the controller took broker 2 out of the ISRs, not the leader
+        assert one(scrape(ports[1]), shrinks) - one(before, shrinks) == 2
         cluster.brokers[2].start()
         wait_until(lambda: one(scrape(ports[1]), gauge) == 0, 30, f"{topic} fully replicated")
     finally:

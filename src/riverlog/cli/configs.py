@@ -1,6 +1,6 @@
-"""`riverlog configs`: Kafka's `kafka-configs.sh` for topics, brokers, broker loggers and
-users (SCRAM credentials, cli/user_configs.py), same flags and output; `--command-config` for
-security.
+"""`riverlog configs`: Kafka's `kafka-configs.sh` for topics, brokers, broker loggers, users
+(SCRAM credentials, cli/user_configs.py; quotas) and clients (quotas, cli/quota_configs.py),
+same flags and output; `--command-config` for security.
 
     riverlog configs --bootstrap-server HOST:PORT --entity-type topics|brokers
                      [--entity-name NAME | --entity-default] --describe [--all]
@@ -26,7 +26,7 @@ import asyncio
 import re
 import sys
 
-from riverlog.cli import command_config, user_configs
+from riverlog.cli import command_config, quota_configs, user_configs
 from riverlog.cli.tool_config import admin_config, command_properties
 from riverlog.client import admin_requests as admin
 from riverlog.client.cluster import Cluster
@@ -56,15 +56,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--entity-type",
-        choices=["topics", "brokers", "broker-loggers", "users"],
-        help="type of entity (topics/brokers/broker-loggers/users)",
+        choices=["topics", "brokers", "broker-loggers", "users", "clients"],
+        help="type of entity (topics/brokers/broker-loggers/users/clients)",
     )
     command_config.add_argument(parser)
     parser.add_argument(
         "--entity-name", metavar="NAME", help="name of entity (topic name or broker id)"
     )
     parser.add_argument(
-        "--entity-default", action="store_true", help="the default config of all brokers"
+        "--entity-default",
+        action="store_true",
+        help="the default config of all brokers, users or clients",
     )
     parser.add_argument("--topic", help="shorthand: --entity-type topics --entity-name TOPIC")
     parser.add_argument("--broker", help="shorthand: --entity-type brokers --entity-name ID")
@@ -115,8 +117,8 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
         kind, default = "brokers", True
     if kind is None:
         raise CommandError("--entity-type must be specified")
-    if default and kind != "brokers":
-        raise CommandError("--entity-default is only valid for brokers")
+    if default and kind not in ("brokers", "users", "clients"):
+        raise CommandError("--entity-default is only valid for brokers, users and clients")
     if default and name is not None:
         raise CommandError("only one of --entity-name and --entity-default may be given")
     if kind in ("brokers", "broker-loggers") and name is not None and not name.isdigit():
@@ -242,15 +244,8 @@ async def _run(args: argparse.Namespace, kind: str, name: str | None) -> None:
         admin_config(args.bootstrap_server, "riverlog-configs", command_properties(args))
     )
     try:
-        if kind == "users":  # SCRAM credentials (cli/user_configs.py)
-            conn = await cluster.any_connection()
-            if args.describe:
-                await user_configs.describe(conn, name)
-                return
-            assert name is not None
-            add = {} if args.add_config is None else parse_add_config(args.add_config)
-            delete = [] if args.delete_config is None else parse_delete_config(args.delete_config)
-            await user_configs.alter(conn, name, add, delete)
+        if kind in ("users", "clients"):  # quotas; users' SCRAM credentials
+            await _users_or_clients(args, await cluster.any_connection(), kind, name)
             return
         configs = Configs(cluster)
         if args.describe:
@@ -262,6 +257,32 @@ async def _run(args: argparse.Namespace, kind: str, name: str | None) -> None:
             await configs.alter(kind, name, add, delete)
     finally:
         await cluster.close()
+
+
+async def _users_or_clients(
+    args: argparse.Namespace, conn: Connection, kind: str, name: str | None
+) -> None:
+    """Quotas (cli/quota_configs.py) and, for a named user, SCRAM credentials
+    (cli/user_configs.py), split by key as kafka-configs.sh splits them."""
+    scram = kind == "users" and name != DEFAULT
+    if args.describe:
+        await quota_configs.describe(conn, kind, name)
+        if scram:
+            await user_configs.describe(conn, name)
+        return
+    assert name is not None
+    add = {} if args.add_config is None else parse_add_config(args.add_config)
+    delete = [] if args.delete_config is None else parse_delete_config(args.delete_config)
+    quota_add = {k: v for k, v in add.items() if k in quota_configs.QUOTA_KEYS}
+    quota_delete = [k for k in delete if k in quota_configs.QUOTA_KEYS]
+    other_add = {k: v for k, v in add.items() if k not in quota_add}
+    other_delete = [k for k in delete if k not in quota_delete]
+    if (other_add or other_delete) and not scram:
+        raise CommandError(f"Invalid config(s): {','.join([*other_add, *other_delete])}")
+    if quota_add or quota_delete:
+        await quota_configs.alter(conn, kind, name, quota_add, quota_delete)
+    if other_add or other_delete:
+        await user_configs.alter(conn, name, other_add, other_delete)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -60,6 +60,7 @@ from riverlog.server.metadata_cache import MetadataCache
 from riverlog.server.metrics import endpoint as metrics_endpoint
 from riverlog.server.network import NetworkServer
 from riverlog.server.producer_ids import ProducerIdAllocator
+from riverlog.server.quotas.manager import QuotaManager
 from riverlog.server.replication.replica_fetcher import ReplicaFetchers
 from riverlog.server.replication.replica_manager import ReplicaManager
 from riverlog.server.replication.throttle import ReplicationQuota
@@ -193,6 +194,13 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
         self.txn_offsets = TxnOffsets(self)
+        self.client_quotas = QuotaManager(
+            self.store,
+            self.clock,
+            config["quota.window.num"],
+            config["quota.window.size.seconds"] * 1000,
+        )
+        self.client_quotas.reload()  # notifications from here on: `config_changes`
         self.dispatcher = Dispatcher()
         for request_cls, handler in HANDLERS:
             bound: Handler = self._bind(handler)
@@ -221,6 +229,7 @@ class Broker:
                 memory=memory,
                 quotas=quotas,
                 clock=self.clock,
+                client_quotas=self.client_quotas,
             )
             for spec in self.security.listeners.bound
         ]

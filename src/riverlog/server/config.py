@@ -167,6 +167,8 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "zookeeper.connection.timeout.ms": (_int(1), ""),
     "broker.rack": (_str, ""),
     "metrics.listener": (_metrics_listener, ""),
+    "quota.window.num": (_int(1), "11"),
+    "quota.window.size.seconds": (_int(1), "1"),
     "replica.lag.time.max.ms": (_int(1), "30000"),
     "replica.fetch.max.bytes": (_int(0), "1048576"),
     "replica.fetch.response.max.bytes": (_int(0), "10485760"),

@@ -2,11 +2,13 @@
 
 Kafka's ZooKeeper-era scheme. Whoever changes `/config/topics/T` or `/config/brokers/B`
 then creates a sequential node `/config/changes/config_change_NNNNNNNNNN` naming the entity
-(`topics/T`, `brokers/B`, `brokers/<default>`) — `announce`. Every broker watches
+(`topics/T`, `brokers/B`, `brokers/<default>`, `users/U`, `clients/C`,
+`users/U/clients/C`) — `announce`. Every broker watches
 `/config/changes`; for each notification numbered above the last it handled, it re-reads
 that topic's config and applies it to its logs, or — for its own id or the cluster default —
 its dynamic broker config (`server/broker_configs.py`), so retention, segment size,
-`min.insync.replicas`, cleanup policy and the like change without a restart.
+`min.insync.replicas`, cleanup policy and the like change without a restart; a user or
+client entity's client quotas are re-read (`server/quotas/`).
 
 Invariants: notifications are handled in number order, each once per broker; the watch is
 re-armed before the children are read, so a change made meanwhile fires it again. The writer
@@ -42,6 +44,7 @@ RESYNC_RETRY_S = 1.0
 TOPIC_ENTITY = "topics/"
 BROKER_ENTITY = "brokers/"
 USER_ENTITY = "users/"
+CLIENT_ENTITY = "clients/"
 
 
 def _sequence(child: str) -> int:
@@ -85,6 +88,7 @@ class ConfigChangeListener:
         try:
             self._arm()
             self.broker.reload_broker_config()
+            self.broker.client_quotas.reload()
             for topic in self.broker.topics.all():
                 self.broker.reload_topic_config(topic.name)
             self.process()
@@ -130,9 +134,12 @@ class ConfigChangeListener:
             elif entity.startswith(BROKER_ENTITY):
                 if entity[len(BROKER_ENTITY) :] in (str(self.broker.broker_id), DEFAULT_ENTITY):
                     self.broker.reload_broker_config()
-            elif entity.startswith(USER_ENTITY):
-                pass  # SCRAM credentials: read from the store at each login (security/)
+            elif entity.startswith((USER_ENTITY, CLIENT_ENTITY)):
+                # quotas; SCRAM credentials are read from the store at each login (security/)
+                self.broker.client_quotas.changed(entity)
             else:
                 log.warning(
-                    "config change of %s ignored: only topic and broker configs are dynamic", entity
+                    "config change of %s ignored: only topics, brokers, users and clients have "
+                    "dynamic configs",
+                    entity,
                 )

@@ -94,6 +94,8 @@ CONFIG_TYPES: dict[str, int] = {
     "offsets.topic.replication.factor": SHORT,
     "offsets.topic.segment.bytes": INT,
     "preallocate": BOOLEAN,
+    "quota.window.num": INT,
+    "quota.window.size.seconds": INT,
     "replica.fetch.max.bytes": INT,
     "replica.fetch.min.bytes": INT,
     "replica.fetch.response.max.bytes": INT,
@@ -437,6 +439,8 @@ DOCUMENTATION: dict[str, str] = {
         "broker is defined via <code>message.max.bytes</code> (broker config) or "
         "<code>max.message.bytes</code> (topic config)."
     ),
+    "quota.window.num": "The number of samples to retain in memory for client quotas",
+    "quota.window.size.seconds": "The time span of each sample for client quotas",
     "replica.fetch.min.bytes": (
         "Minimum bytes expected for each fetch response. If not enough bytes, wait up to "
         "<code>replica.fetch.wait.max.ms</code> (broker config)."

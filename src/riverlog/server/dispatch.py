@@ -15,13 +15,14 @@ A handler that raises is a bug: the error is logged and that one connection clos
 client retries elsewhere or reconnects); other connections are untouched.
 
 With `metrics.listener` set, `metrics` (server/metrics/requests.py) is told of every
-request answered or failed, with its start time; unset, the cost is one attribute check.
+request answered or failed: an answer ready at once is counted here and its API key
+appended to `metrics.answered`, which the network layer times once per read; an awaited
+one is counted and timed when it is ready. Unset, the cost is one attribute check.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from riverlog.server.network import Connection
 
 log = logging.getLogger(__name__)
+FETCH = 1
+"""Produce (0) and Fetch (1): the API keys whose answers metrics count per topic."""
 
 Response = ApiMessage | None
 
@@ -160,23 +163,30 @@ class Dispatcher:
     def dispatch(
         self, request: Request, connection: Connection | None
     ) -> Response | Awaitable[Response]:
-        entry = self._entries.get(request.api_key)
+        key = request.api_key
+        entry = self._entries.get(key)
         if entry is None:
-            raise UnhandledApiError(request.api_key)
+            raise UnhandledApiError(key)
         context = RequestContext(request, connection)
         metrics = self.metrics
-        started = 0.0 if metrics is None else time.perf_counter()
         try:
             result = entry.handler(context)
         except Exception:
             log.exception("handler for %s v%d failed", entry.request_cls.NAME, context.version)
             if metrics is not None:
-                metrics.failed(request, started)
+                metrics.failed(request, metrics.started)
             raise
         if result is None or isinstance(result, ApiMessage):  # a plain class: a cheap check
-            if metrics is not None:
-                metrics.done(request, result, started)
+            if metrics is not None:  # counted now, timed per read (metrics/requests.py)
+                metrics.answered.append(key)
+                if key <= FETCH:
+                    metrics.count_records(request, result)
+                elif metrics.error_coded[key] and result is not None:
+                    code = result.error_code  # type: ignore[attr-defined]
+                    if code:
+                        metrics.error(key, code)
             return result
+        started = 0.0 if metrics is None else metrics.started
         return _guarded(result, entry.request_cls.NAME, metrics, request, started)
 
     def _api_keys(self) -> list[ApiVersionsResponse.ApiVersion]:

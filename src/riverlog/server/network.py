@@ -24,6 +24,11 @@ the connection stops reading. A connection over `max.connections` /
 `max.connections.per.ip` (+ overrides) is closed on arrival; one idle for
 `connections.max.idle.ms` is closed by the reaper.
 
+Client quotas (`server/quotas/manager.py`, KIP-219). While any quota is set, each request's
+handler time is measured and the quota manager told of the request and its answer; a
+throttle it returns is already in the answer's `throttle_time_ms`, and the connection is
+muted — not read — for that long (`mute`), its answers still written.
+
 Errors. A frame whose size is negative or above `socket.request.max.bytes`, or a request that
 cannot be decoded, closes that one connection (Kafka does the same); an ApiVersions request
 at an unknown version gets an ApiVersions v0 answer with UNSUPPORTED_VERSION so the client can
@@ -51,6 +56,7 @@ import logging
 import os
 import socket
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -71,9 +77,12 @@ from riverlog.security.sasl import SaslServer
 from riverlog.server.admission import ConnectionQuotas, MemoryPool
 
 if TYPE_CHECKING:
+    from riverlog.protocol.framing import Request
     from riverlog.server.dispatch import Dispatcher, Response
+    from riverlog.server.quotas.manager import QuotaManager
 
 log = logging.getLogger(__name__)
+_perf = time.perf_counter
 
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 MAX_IN_FLIGHT_PER_CONNECTION = 64
@@ -101,6 +110,8 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write.set()
         self._reading_paused = False
         """Too many answers in flight (`MAX_IN_FLIGHT_PER_CONNECTION`)."""
+        self._muted_until = 0.0
+        """Monotonic seconds until which a throttled client is not read (`mute`)."""
         self._transport_paused = False
         self._sock: socket.socket | None = None
         """The transport's socket descriptor, to send to straight when nothing is buffered
@@ -158,6 +169,9 @@ class Connection(asyncio.BufferedProtocol):
         self._handle(frames)
 
     def _handle(self, frames: list[bytes | bytearray]) -> None:
+        metrics = self.server.dispatcher.metrics if frames else None
+        if metrics is not None:
+            metrics.begin()  # the read's requests are timed together (metrics/requests.py)
         self._burst = []
         for i, frame in enumerate(frames):
             if self.closed:
@@ -167,6 +181,8 @@ class Connection(asyncio.BufferedProtocol):
         burst, self._burst = self._burst, None
         if burst and not self.closed and self.transport is not None:
             self.transport.writelines(burst)  # type: ignore[arg-type]
+        if metrics is not None:
+            metrics.settle()
         if self.reader.blocked and not self.closed:
             assert self._memory is not None
             self._memory.wait(self._wake)
@@ -196,7 +212,7 @@ class Connection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or self.closed:
             return
-        pause = self._reading_paused or self.reader.blocked
+        pause = self._reading_paused or self.reader.blocked or self._muted_until > 0
         if pause != self._transport_paused:
             self._transport_paused = pause
             if pause:
@@ -270,6 +286,8 @@ class Connection(asyncio.BufferedProtocol):
                 self.close()
                 return
         del frame  # the request holds what it needs
+        quotas = self.server.client_quotas
+        started = _perf() if quotas is not None and quotas.active else 0.0
         try:
             result = self.server.dispatcher.dispatch(request, self)
         except Exception as e:
@@ -277,6 +295,13 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("closing %s: %s", self.peer, e)
             self.close()
             return
+        if started:
+            assert quotas is not None
+            handler_s = _perf() - started
+            if result is None or isinstance(result, ApiMessage):
+                self.mute(quotas.throttle(self.principal, request, result, size, handler_s))
+            else:
+                result = self._throttle_when_done(quotas, request, result, size, handler_s)
         self._enqueue(request.correlation_id, request.api_version, result)
         if self._memory is None:
             return
@@ -284,6 +309,35 @@ class Connection(asyncio.BufferedProtocol):
             self._release(size)  # answered: the request's bytes are free again
         else:
             self._pending[-1].add_done_callback(lambda _: self._release(size))
+
+    async def _throttle_when_done(
+        self,
+        quotas: QuotaManager,
+        request: Request,
+        result: Awaitable[Response],
+        size: int,
+        handler_s: float,
+    ) -> Response:
+        response = await result
+        self.mute(quotas.throttle(self.principal, request, response, size, handler_s))
+        return response
+
+    def mute(self, throttle_ms: int) -> None:
+        """Read nothing more from this client for `throttle_ms` (KIP-219: its answer, already
+        carrying the throttle, goes out at once)."""
+        if throttle_ms <= 0 or self.closed:
+            return
+        until = self.server.clock.monotonic_s() + throttle_ms / 1000.0
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        self._update_reading()
+        asyncio.get_running_loop().call_later(throttle_ms / 1000.0, self._unmute, until)
+
+    def _unmute(self, until: float) -> None:
+        if self._muted_until == until:  # not extended meanwhile
+            self._muted_until = 0.0
+            self._update_reading()
 
     def _raw_sasl_token(self, sasl: SaslServer, frame: bytes | bytearray) -> None:
         """A token after a v0 SaslHandshake: the frame is the token, the answer is the
@@ -534,8 +588,11 @@ class NetworkServer:
         memory: MemoryPool | None = None,
         quotas: ConnectionQuotas | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        client_quotas: QuotaManager | None = None,
     ) -> None:
         self.clock = clock
+        self.client_quotas = client_quotas
+        """Client quotas (server/quotas/manager.py): throttle and mute (KIP-219)."""
         self.dispatcher = dispatcher
         self.host = host
         self.port = port

@@ -15,6 +15,7 @@ from riverlog.protocol.api import ApiMessage
 from riverlog.server.handlers import (
     acls,
     admin,
+    client_quotas,
     cluster,
     configs,
     elect_leaders,
@@ -51,6 +52,8 @@ HANDLERS: list[tuple[type[ApiMessage], Callable[..., Any]]] = [
     (m.CreateAclsRequest, acls.handle_create_acls),
     (m.DescribeAclsRequest, acls.handle_describe_acls),
     (m.DeleteAclsRequest, acls.handle_delete_acls),
+    (m.DescribeClientQuotasRequest, client_quotas.handle_describe_client_quotas),
+    (m.AlterClientQuotasRequest, client_quotas.handle_alter_client_quotas),
     (m.DescribeUserScramCredentialsRequest, acls.handle_describe_user_scram_credentials),
     (m.AlterUserScramCredentialsRequest, acls.handle_alter_user_scram_credentials),
     (m.FindCoordinatorRequest, groups.handle_find_coordinator),

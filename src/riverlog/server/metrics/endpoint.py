@@ -64,6 +64,7 @@ class BrokerMetrics:
         self.registry.register(self.gauges)
         self.registry.register(NetworkGauges(broker))
         self.registry.register(MembershipMetrics(broker))
+        self.registry.register(broker.client_quotas)
         self._names_by_id: dict[uuid.UUID, str] = {}
         self._server: asyncio.Server | None = None
 

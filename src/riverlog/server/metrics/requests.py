@@ -1,24 +1,38 @@
-"""Counters of the broker's work, incremented where the work happens (the dispatcher calls
-`done` / `failed` once per request) and read only when Prometheus scrapes.
+"""Counters of the broker's work, incremented where the work happens and read only when
+Prometheus scrapes.
 
 Kept as plain Python numbers in lists indexed by API key and in one small slotted object per
 topic, not as prometheus-client metric children: an increment is a list or attribute update
 with no lock, no label lookup and no object made per request (a topic's counters are made
-once, the first time it is seen). `collect()` turns them into metric families with the names
-Kafka's JMX exporter gives the same MBeans:
+once, the first time it is seen).
+
+Timing costs more than counting (two clock reads and a bucket search were most of the
+metrics' cost per request, measured with callgrind: docs/field-notes.md), so requests are
+timed per *read*, not one by one: the network layer calls `begin` when a read's frames are
+about to be handled (one clock read) and `settle` once their answers are written (one more);
+in between the dispatcher appends each answered request's API key to `answered`, counts an
+`error_code` in the answer (`error`; `error_coded` says which answers have one), and for
+Produce and Fetch the per-topic records (`count_records`). Every request of a
+read thus gets that read's time, which is Kafka's TotalTimeMs for them (from the request
+being read to its answer being sent, waiting behind the read's earlier requests included).
+An answer that is awaited (a long poll, acks=all) is timed on its own by `done`.
+
+`collect()` turns the counters into metric families with the names Kafka's JMX exporter
+gives the same MBeans:
 
 - `kafka_network_requestmetrics_requests_total{request}`: requests answered per type;
 - `kafka_network_requestmetrics_errors_total{request,error}`: error codes in the answers
   (per partition for Produce and Fetch, the top-level `error_code` of others; a handler
   that failed counts as UNKNOWN_SERVER_ERROR);
-- `kafka_network_requestmetrics_totaltimems{request}`: a histogram of the time from dispatch
-  to the answer being ready, in milliseconds (long polls included, as Kafka's TotalTimeMs);
+- `kafka_network_requestmetrics_totaltimems{request}`: a histogram of the time from the
+  request being read to its answer being ready, in milliseconds (long polls included, as
+  Kafka's TotalTimeMs);
 - `kafka_server_brokertopicmetrics_{messagesin,bytesin,bytesout,replicationbytesout}_total
   {topic}`: records and bytes appended by Produce, and record bytes sent to consumers and to
   follower replicas by Fetch. A Produce with acks=0 has no answer: its records count as in.
 
 Invariant: every counter only grows; the collector reads them on the event loop thread, the
-only thread that writes them.
+only thread that writes them. `answered` is empty outside a read's handling.
 """
 
 from __future__ import annotations
@@ -32,7 +46,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 
-from riverlog.protocol import error_codes
+from riverlog.protocol import error_codes, messages
 from riverlog.protocol.framing import Request
 from riverlog.protocol.records.batch_header import MAGIC_POSITION
 
@@ -104,8 +118,17 @@ class RequestMetrics:
         self.seconds = [0.0] * size
         self.buckets = [[0] * (len(BUCKETS_MS) + 1) for _ in range(size)]
         self.errors: dict[tuple[int, int], int] = {}
-        self._has_error_code: list[bool | None] = [None] * size
+        self.error_coded = [False] * size
+        """Per API key: whether its answer has a top-level `error_code` to count."""
+        for key, name in api_names.items():
+            response_cls = getattr(messages, f"{name}Response", None)
+            self.error_coded[key] = "error_code" in getattr(response_cls, "__slots__", ())
         self.topics: dict[str, TopicCounters] = {}
+        self.started = 0.0
+        """When the read being handled began (`begin`), in perf_counter seconds."""
+        self.answered: list[int] = []
+        """The API keys of the requests answered during the read being handled (their
+        errors and records already counted), to be timed by `settle`."""
 
     def topic(self, name: str) -> TopicCounters:
         counters = self.topics.get(name)
@@ -113,27 +136,46 @@ class RequestMetrics:
             counters = self.topics[name] = TopicCounters()
         return counters
 
-    def _error(self, api_key: int, code: int) -> None:
+    def begin(self) -> None:
+        """A read's frames are about to be dispatched."""
+        self.started = _now()
+
+    def settle(self) -> None:
+        """The answers of the read begun last are written: time them (one clock read for all
+        of them)."""
+        answered = self.answered
+        if not answered:
+            return
+        elapsed = _now() - self.started
+        bucket = bisect_left(_BUCKETS_S, elapsed)
+        buckets, seconds = self.buckets, self.seconds
+        for key in answered:
+            buckets[key][bucket] += 1
+            seconds[key] += elapsed  # the count is the buckets' sum, taken at scrape time
+        answered.clear()
+
+    def error(self, api_key: int, code: int) -> None:
         key = (api_key, code)
         self.errors[key] = self.errors.get(key, 0) + 1
 
-    def done(self, request: Request, response: Any, started: float) -> None:
-        """A request answered (`response` None: Produce with acks=0)."""
-        elapsed = _now() - started
-        key = request.header.request_api_key
-        self.seconds[key] += elapsed  # the count is the buckets' sum, taken at scrape time
-        self.buckets[key][bisect_left(_BUCKETS_S, elapsed)] += 1
-        if key > FETCH:
-            if response is not None:
-                has_code = self._has_error_code[key]
-                if has_code is None:  # learnt once per request type: getattr's miss is slow
-                    has_code = self._has_error_code[key] = hasattr(response, "error_code")
-                if has_code and response.error_code:
-                    self._error(key, response.error_code)
-        elif key == PRODUCE:
+    def count_records(self, request: Request, response: Any) -> None:
+        """A Produce or Fetch answered (`response` None: Produce with acks=0): its per-topic
+        counts and error codes; its time is counted by `settle` or `done`."""
+        if request.header.request_api_key == PRODUCE:
             self._produced(request.body, response)
         else:
             self._fetched(request.body, response)
+
+    def done(self, request: Request, response: Any, started: float) -> None:
+        """A request answered later than its read (an awaited answer), at once."""
+        elapsed = _now() - started
+        key = request.header.request_api_key
+        self.seconds[key] += elapsed
+        self.buckets[key][bisect_left(_BUCKETS_S, elapsed)] += 1
+        if key <= FETCH:
+            self.count_records(request, response)
+        elif self.error_coded[key] and response is not None and response.error_code:
+            self.error(key, response.error_code)
 
     def failed(self, request: Request, started: float) -> None:
         """A handler raised: the connection is closed without an answer (its records, if
@@ -142,7 +184,7 @@ class RequestMetrics:
         key = request.header.request_api_key
         self.seconds[key] += elapsed
         self.buckets[key][bisect_left(_BUCKETS_S, elapsed)] += 1
-        self._error(key, error_codes.UNKNOWN_SERVER_ERROR.code)
+        self.error(key, error_codes.UNKNOWN_SERVER_ERROR.code)
 
     def _produced(self, body: Any, response: Any) -> None:
         # The handler answers topics and partitions in the request's order; an answer that
@@ -154,7 +196,7 @@ class RequestMetrics:
             outcomes = answer.partition_responses if answer is not None else ()
             for j, p in enumerate(t.partition_data):
                 if j < len(outcomes) and outcomes[j].error_code:
-                    self._error(PRODUCE, outcomes[j].error_code)
+                    self.error(PRODUCE, outcomes[j].error_code)
                 elif p.records is not None:
                     counters.messages_in += record_count(p.records)
                     counters.bytes_in += len(p.records)
@@ -164,12 +206,12 @@ class RequestMetrics:
             return
         follower = body.replica_id >= 0 or getattr(body.replica_state, "replica_id", -1) >= 0
         if response.error_code:
-            self._error(FETCH, response.error_code)
+            self.error(FETCH, response.error_code)
         for t in response.responses:
             counters = self.topic(t.topic or self.topic_name(t.topic_id))
             for p in t.partitions:
                 if p.error_code:
-                    self._error(FETCH, p.error_code)
+                    self.error(FETCH, p.error_code)
                 elif p.records is not None:
                     if follower:
                         counters.replication_bytes_out += _size(p.records)

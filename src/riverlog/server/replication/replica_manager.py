@@ -392,13 +392,13 @@ class ReplicaManager:
             log.warning("ISR of %s-%d not changed for now: %s", hosted.topic, hosted.index, e)
             hosted.pending_isr = None  # nothing was written: the next check tries again
             return
-        if len(isr) < len(hosted.isr):
-            self.isr_shrinks += 1
-        else:
-            self.isr_expands += 1
         state_change_log.isr_changed(
             self.broker_id, hosted.key, hosted.isr, isr, hosted.leader_epoch, version
         )
+        if len(isr) < len(hosted.isr):
+            self.isr_shrinks += 1
+        elif len(isr) > len(hosted.isr):
+            self.isr_expands += 1
         hosted.isr_written(isr, version)
         self._wake(hosted.key)  # the HW may have moved, or the ISR fell below the minimum
         note = json.dumps(

@@ -1,0 +1,163 @@
+"""Instructions a broker process spends per small request, counted by callgrind (deterministic
+where timings on this shared VM are not): metrics off vs on, or any broker overrides.
+
+A `riverlog server` runs under `valgrind --tool=callgrind --instr-atstart=no`
+(PYTHONHASHSEED=0). After a warm-up, instrumentation is switched on, N Metadata requests for
+no topics (32 in flight, as bench_operations.py sends them) are sent and the counters dumped,
+then 3N more and dumped again: (I(3N) - I(N)) / 2N is the cost of one request with start-up,
+warm-up and the fixed part of a run cancelled out. About a minute per variant.
+
+    python bench/callgrind_requests.py                      # metrics off vs on
+    python bench/callgrind_requests.py --produce            # Produce requests instead
+    python bench/callgrind_requests.py --requests 2000 --override KEY=VALUE ...
+
+`--produce` sends Produce requests (acks=1) of one batch of 100 records of 100 bytes to a
+one-partition topic instead of Metadata requests.
+
+Prints instructions per request per variant; `--keep DIR` keeps the callgrind files there
+(`callgrind_annotate DIR/callgrind.out.<pid>.2` shows where they go).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from riverlog.client.admin import AsyncAdmin
+from riverlog.client.connection import connect_any
+from riverlog.devcluster import free_port
+from riverlog.protocol.api import ApiMessage
+from riverlog.protocol.messages import MetadataRequest, ProduceRequest
+from riverlog.protocol.records.v2 import Record, encode_batch
+
+IN_FLIGHT = 32
+
+
+def _produce_request() -> ProduceRequest:
+    now = int(time.time() * 1000)
+    batch = encode_batch([Record(i, now, None, b"x" * 100) for i in range(100)])
+    partition = ProduceRequest.PartitionProduceData(index=0, records=batch)
+    topic = ProduceRequest.TopicProduceData(name="load", partition_data=[partition])
+    return ProduceRequest(acks=1, timeout_ms=30_000, topic_data=[topic])
+
+
+async def _send(bootstrap: str, count: int, produce: bool) -> None:
+    conn = await connect_any(bootstrap, client_id="callgrind-bench")
+    request: ApiMessage = (
+        _produce_request()
+        if produce
+        else MetadataRequest(topics=[], allow_auto_topic_creation=False)
+    )
+    try:
+        for _ in range(count // IN_FLIGHT):
+            await asyncio.gather(*(conn.send(request, timeout_s=600) for _ in range(IN_FLIGHT)))
+    finally:
+        await conn.close()
+
+
+def _control(pid: int, *args: str) -> None:
+    subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True)
+
+
+def _wait_dump(out_dir: Path, pid: int, n: int, timeout_s: float = 300) -> int:
+    """Instructions (Ir) in the n-th dump of `pid`, once the file is complete."""
+    path = out_dir / f"callgrind.out.{pid}.{n}"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if path.exists():
+            text = path.read_text(errors="replace")
+            found = re.search(r"^totals: (\d+)", text, re.M)
+            if found:
+                return int(found.group(1))
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no dump {path}")
+        time.sleep(0.5)
+
+
+async def _create_topic(bootstrap: str) -> None:
+    async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
+        await admin.create_topic("load", 1, 1)
+
+
+def measure(overrides: list[str], requests: int, out_dir: Path, produce: bool = False) -> float:
+    """Instructions per request of a broker with these `--override`s."""
+    data_dir = tempfile.mkdtemp(prefix="callgrind-broker-")
+    args = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        f"--callgrind-out-file={out_dir}/callgrind.out.%p",
+        sys.executable,
+        "-m",
+        "riverlog",
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        data_dir,
+    ]
+    for o in overrides:
+        args += ["--override", o]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            found = re.search(rb"listening on (127\.0\.0\.1:\d+)", line)
+            if found:
+                bootstrap = found.group(1).decode()
+                break
+        else:
+            raise RuntimeError("the broker did not start")
+        if produce:
+            asyncio.run(_create_topic(bootstrap))
+        asyncio.run(_send(bootstrap, 2 * IN_FLIGHT * 10, produce))  # warm-up, not instrumented
+        _control(proc.pid, "--instr=on")
+        _control(proc.pid, "--zero")
+        asyncio.run(_send(bootstrap, requests, produce))
+        _control(proc.pid, "--dump=n")
+        first = _wait_dump(out_dir, proc.pid, 1)
+        asyncio.run(_send(bootstrap, 3 * requests, produce))
+        _control(proc.pid, "--dump=3n")
+        second = _wait_dump(out_dir, proc.pid, 2)
+        return (second - first) / (2 * requests)
+    finally:
+        proc.terminate()
+        proc.wait(120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=1024, help="N (a multiple of 32)")
+    parser.add_argument("--override", action="append", default=[], help="KEY=VALUE")
+    parser.add_argument("--keep", help="directory for the callgrind files")
+    parser.add_argument("--produce", action="store_true", help="Produce requests instead")
+    options = parser.parse_args()
+    out_dir = Path(options.keep or tempfile.mkdtemp(prefix="callgrind-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if options.override:
+        variants = {"with overrides": options.override}
+    else:
+        variants = {
+            "metrics off": [],
+            "metrics on": [f"metrics.listener=http://127.0.0.1:{free_port()}"],
+        }
+    results = {}
+    for name, overrides in variants.items():
+        results[name] = measure(overrides, options.requests, out_dir, options.produce)
+        print(f"  {name:<16} {results[name]:10,.0f} instructions per request", flush=True)
+    if len(results) == 2:
+        off, on = results.values()
+        print(f"  on - off: {on - off:,.0f} instructions per request ({on / off:.1%})")
+    print(f"  callgrind files in {out_dir}")
+
+
+if __name__ == "__main__":
+    main()
