@@ -48,7 +48,7 @@ from riverlog.security.broker_security import BrokerSecurity, raw_properties
 from riverlog.server import config_changes, registration
 from riverlog.server.admission import ConnectionQuotas, MemoryPool
 from riverlog.server.broker_configs import DEFAULT_ENTITY, DynamicBrokerConfigs
-from riverlog.server.config import BrokerConfig
+from riverlog.server.config import BrokerConfig, ConfigError
 from riverlog.server.config_changes import ConfigChangeListener
 from riverlog.server.controller.service import ControllerService
 from riverlog.server.dispatch import Dispatcher, Handler, RequestContext, Response
@@ -94,15 +94,30 @@ def _open_store(
     return EmbeddedStore(data_dir / METADATA_FILE)
 
 
-def _stored_cluster_id(data_dir: Path) -> str | None:
-    """The cluster id in `meta.properties` (Kafka's: version, broker.id, cluster.id)."""
-    path = data_dir / META_PROPERTIES
-    if path.exists():
-        for line in path.read_text().splitlines():
+def _stored_cluster_id(data_dirs: list[Path]) -> str | None:
+    """The cluster id in the log directories' `meta.properties` (Kafka's: version,
+    broker.id, cluster.id); directories that disagree are refused, as Kafka refuses them."""
+    found: dict[str, Path] = {}
+    for data_dir in data_dirs:
+        path = data_dir / META_PROPERTIES
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            continue
+        except OSError as e:  # an unreadable directory: the log manager takes it offline
+            log.error("cannot read %s: %s", path, e)
+            continue
+        for line in text.splitlines():
             key, _, value = line.partition("=")
             if key.strip() == "cluster.id":
-                return value.strip()
-    return None
+                found.setdefault(value.strip(), data_dir)
+    if len(found) > 1:
+        raise ConfigError(
+            "Invalid cluster.id in: "
+            + ", ".join(str(d / META_PROPERTIES) for d in found.values())
+            + f". Expected a single cluster id, found {sorted(found)}"
+        )
+    return next(iter(found), None)
 
 
 def _new_cluster_id() -> str:
@@ -121,7 +136,8 @@ class Broker:
         self.clock = clock
         self.broker_id = config.broker_id
         self.data_dir = config.data_dir
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # an unusable directory goes offline (KIP-112)
+            self.data_dir.mkdir(parents=True, exist_ok=True)
         self.dir_lock = LogDirLock(config.log_dirs)  # before anything reads the directory
         self.rack: str | None = config["broker.rack"] or None
         self.cluster_membership = registration.ClusterMembership(self)
@@ -134,16 +150,19 @@ class Broker:
             authorizer.Authorizer(props, self.store) if authorizer.configured(props) else None
         )
         self.in_zookeeper = bool(config["zookeeper.connect"])
-        stored = _stored_cluster_id(self.data_dir)
+        stored = _stored_cluster_id(config.log_dirs)
         self.cluster_id = stored or _new_cluster_id()
         if self.in_zookeeper:  # the cluster's id wins; a data dir of another cluster is refused
             self.cluster_id = registration.cluster_id_from_store(self.store, self.cluster_id)
             if stored is not None:
                 registration.check_cluster_id(stored, self.cluster_id)
-        if stored is None:
-            (self.data_dir / META_PROPERTIES).write_text(
-                f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
-            )
+        for data_dir in config.log_dirs:  # each log directory has its own
+            meta = data_dir / META_PROPERTIES
+            with contextlib.suppress(OSError):  # (an unusable one goes offline below)
+                if not meta.exists():
+                    meta.write_text(
+                        f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
+                    )
         self.fence = ControllerFence(self.store, self.broker_id)
         self.topics = TopicRegistry(self.store)
         self.config_changes = ConfigChangeListener(self)
@@ -152,7 +171,7 @@ class Broker:
         self.topics.load()
         self.topic_defaults = config.topic_defaults()
         self.logs = LogManager(
-            self.data_dir,
+            config.log_dirs,
             self.topic_defaults,
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
@@ -249,6 +268,10 @@ class Broker:
             await self._lead_everything(READY_TIMEOUT_S)
         self.groups.start()
         self.transactions.start()
+        loop = asyncio.get_running_loop()
+        self.logs.on_dir_failure = lambda d: loop.call_soon_threadsafe(
+            self.replicas.log_dir_failed, d
+        )
         self.logs.start_background()
         log.info(
             "riverlog broker %d listening on %s:%d (cluster %s)",
@@ -450,6 +473,8 @@ class Broker:
             self.topic_defaults, {t.name: t.config for t in self.topics.all()}
         )
 
-    def disk_usage(self) -> tuple[int, int]:
-        usage = shutil.disk_usage(self.data_dir)
+    def disk_usage(self, directory: Path | None = None) -> tuple[int, int]:
+        """(total, usable) bytes of the filesystem holding `directory` (default: the
+        first log directory)."""
+        usage = shutil.disk_usage(directory or self.data_dir)
         return usage.total, usage.free

@@ -7,7 +7,10 @@ assignments, partition states with their znode versions), elects leaders for par
 have none, and sends every live broker UpdateMetadata and LeaderAndIsr for all partitions.
 Then it takes one event at a time from its queue: brokers joining or leaving
 (`/brokers/ids`), topics created or given partitions (`/brokers/topics`, each topic's node),
-ISR changes made by leaders (`/isr_change_notification`), topic deletions
+ISR changes made by leaders (`/isr_change_notification`), failed log directories
+(`/log_dir_event_notification`, KIP-112: the broker is sent LeaderAndIsr for all its
+partitions, and every LeaderAndIsr answer's KAFKA_STORAGE_ERROR partitions are taken
+offline there — new leaders elsewhere, out of ISRs), topic deletions
 (`/admin/delete_topics`), partition reassignments (`/admin/reassign_partitions`,
 `server/controller/reassignment_executor.py`), controlled shutdowns, and leader elections
 (`server/controller/leader_rebalance.py`, through `submit`). Store watches are one-shot and fire on
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 from collections.abc import Callable, Collection, Iterable
@@ -38,6 +42,7 @@ from riverlog.controller.context import (
     initial_states,
     move_leadership_off,
     on_brokers_failed,
+    on_replicas_offline,
 )
 from riverlog.metadata import layout
 from riverlog.metadata.store import (
@@ -52,6 +57,9 @@ from riverlog.metadata.store import (
     StoreUnavailableError,
 )
 from riverlog.model import TopicPartition
+from riverlog.protocol import error_codes
+from riverlog.protocol.api import ApiMessage
+from riverlog.protocol.messages import LeaderAndIsrResponse
 from riverlog.server import state_change_log
 from riverlog.server.controller.channel import ControllerChannel
 from riverlog.server.controller.leader_rebalance import LeaderRebalance
@@ -168,6 +176,7 @@ class ControllerService:
             layout.BROKER_IDS,
             layout.TOPICS,
             layout.ISR_CHANGE_NOTIFICATION,
+            layout.LOG_DIR_EVENT_NOTIFICATION,
             layout.DELETE_TOPICS,
         ):
             with contextlib.suppress(NodeExistsError):
@@ -195,6 +204,7 @@ class ControllerService:
         self._watch(layout.BROKER_IDS, "brokers")
         self._watch(layout.TOPICS, "topics")
         self._watch(layout.ISR_CHANGE_NOTIFICATION, "isr_change")
+        self._watch(layout.LOG_DIR_EVENT_NOTIFICATION, "log_dir_event")
         self._watch(layout.DELETE_TOPICS, "delete_topics")
         for broker_id in self._registered():
             self._add_broker(broker_id)
@@ -222,6 +232,7 @@ class ControllerService:
         self._send_leader_and_isr(everything)
         self._on_delete_topics(None)
         self._on_isr_change(None)
+        self._on_log_dir_event(None)
         self.leader_rebalance.failover()
         self._on_reassign(None)
 
@@ -426,7 +437,46 @@ class ControllerService:
                 if replica in ctx.live and (only is None or replica in only):
                     by_broker.setdefault(replica, []).append(tp)
         for broker_id, tps in by_broker.items():
-            self.channel.send(broker_id, requests.leader_and_isr(ctx, self.broker_id, tps))
+            sent = self.channel.send(broker_id, requests.leader_and_isr(ctx, self.broker_id, tps))
+            sent.add_done_callback(functools.partial(self._leader_and_isr_answered, broker_id))
+
+    def _leader_and_isr_answered(
+        self, broker_id: int, done: asyncio.Future[ApiMessage | None]
+    ) -> None:
+        """A broker's KAFKA_STORAGE_ERROR partitions are offline there (KIP-112)."""
+        response = None if done.cancelled() else done.result()
+        if not isinstance(response, LeaderAndIsrResponse) or self.ctx is None:
+            return
+        names = {info.topic_id: name for name, info in self.ctx.topics.items()}
+        failed = [
+            (e.topic_name, e.partition_index)
+            for e in response.partition_errors
+            if e.error_code == error_codes.KAFKA_STORAGE_ERROR.code
+        ] + [
+            (names[t.topic_id], e.partition_index)
+            for t in response.topics
+            if t.topic_id in names
+            for e in t.partition_errors
+            if e.error_code == error_codes.KAFKA_STORAGE_ERROR.code
+        ]
+        if failed:
+            self.submit(lambda: self._replicas_offline(broker_id, failed))
+
+    def _replicas_offline(self, broker_id: int, partitions: list[TopicPartition]) -> None:
+        ctx = self._context()
+        if broker_id not in ctx.live:
+            return
+        known = [tp for tp in partitions if broker_id in ctx.replicas(tp)]
+        ctx.offline_on.setdefault(broker_id, set()).update(known)
+        log.info(
+            "controller: replicas of %s on broker %d are offline (failed log directory)",
+            sorted(known),
+            broker_id,
+        )
+        unclean = self._unclean_allowed
+        changed = self._decide(lambda c, ps: on_replicas_offline(c, broker_id, ps, unclean), known)
+        self._send_leader_and_isr(changed)
+        self._send_metadata(ctx.live, known)
 
     def _announce(self, changed: list[TopicPartition]) -> None:
         """LeaderAndIsr to the replicas of changed partitions, UpdateMetadata to all."""
@@ -445,6 +495,7 @@ class ControllerService:
         for broker_id in dead:
             ctx.live.pop(broker_id, None)
             ctx.shutting_down.discard(broker_id)
+            ctx.offline_on.pop(broker_id, None)  # a new registration reports afresh
             self.channel.remove(broker_id)
         if dead:
             log.info("controller: brokers %s left", sorted(dead))
@@ -510,6 +561,25 @@ class ControllerService:
         if known:
             self._send_metadata(ctx.live, known)
             self.reassignments.progress(known)
+
+    def _on_log_dir_event(self, _arg: object) -> None:
+        """Brokers whose log directory failed: LeaderAndIsr for all their partitions; their
+        answers (`_leader_and_isr_answered`) name the replicas now offline."""
+        ctx = self._context()
+        self._watch(layout.LOG_DIR_EVENT_NOTIFICATION, "log_dir_event")
+        brokers: set[int] = set()
+        for child in sorted(self.store.children(layout.LOG_DIR_EVENT_NOTIFICATION)):
+            path = f"{layout.LOG_DIR_EVENT_NOTIFICATION}/{child}"
+            try:
+                broker_id = layout.log_dir_event_broker(self.store.get(path).data)
+                self.store.delete(path)
+            except NoNodeError:
+                continue
+            if broker_id is not None:
+                brokers.add(broker_id)
+        for broker_id in sorted(brokers & set(ctx.live)):
+            log.info("controller: a log directory of broker %d failed", broker_id)
+            self._send_leader_and_isr(ctx.partitions_on(broker_id), only=[broker_id])
 
     def _on_reassign(self, _arg: object) -> None:
         self.reassignments.on_change()
