@@ -466,8 +466,11 @@ class ControllerService:
         ctx = self._context()
         if broker_id not in ctx.live:
             return
-        known = [tp for tp in partitions if broker_id in ctx.replicas(tp)]
-        ctx.offline_on.setdefault(broker_id, set()).update(known)
+        already = ctx.offline_on.setdefault(broker_id, set())
+        known = [tp for tp in partitions if broker_id in ctx.replicas(tp) and tp not in already]
+        if not known:  # (its answers to the LeaderAndIsr sent below say so again)
+            return
+        already.update(known)
         log.info(
             "controller: replicas of %s on broker %d are offline (failed log directory)",
             sorted(known),
