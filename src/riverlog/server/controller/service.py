@@ -8,9 +8,7 @@ have none, and sends every live broker UpdateMetadata and LeaderAndIsr for all p
 Then it takes one event at a time from its queue: brokers joining or leaving
 (`/brokers/ids`), topics created or given partitions (`/brokers/topics`, each topic's node),
 ISR changes made by leaders (`/isr_change_notification`), failed log directories
-(`/log_dir_event_notification`, KIP-112: the broker is sent LeaderAndIsr for all its
-partitions, and every LeaderAndIsr answer's KAFKA_STORAGE_ERROR partitions are taken
-offline there — new leaders elsewhere, out of ISRs), topic deletions
+(`/log_dir_event_notification`, KIP-112, `server/controller/log_dir_failures.py`), topic deletions
 (`/admin/delete_topics`), partition reassignments (`/admin/reassign_partitions`,
 `server/controller/reassignment_executor.py`), controlled shutdowns, and leader elections
 (`server/controller/leader_rebalance.py`, through `submit`). Store watches are one-shot and fire on
@@ -42,7 +40,6 @@ from riverlog.controller.context import (
     initial_states,
     move_leadership_off,
     on_brokers_failed,
-    on_replicas_offline,
 )
 from riverlog.metadata import layout
 from riverlog.metadata.store import (
@@ -57,12 +54,10 @@ from riverlog.metadata.store import (
     StoreUnavailableError,
 )
 from riverlog.model import TopicPartition
-from riverlog.protocol import error_codes
-from riverlog.protocol.api import ApiMessage
-from riverlog.protocol.messages import LeaderAndIsrResponse
 from riverlog.server import state_change_log
 from riverlog.server.controller.channel import ControllerChannel
 from riverlog.server.controller.leader_rebalance import LeaderRebalance
+from riverlog.server.controller.log_dir_failures import LogDirFailures
 from riverlog.server.controller.reassignment_executor import Reassignments
 
 if TYPE_CHECKING:
@@ -95,6 +90,7 @@ class ControllerService:
         self._live_before_resync: set[int] | None = None
         self.leader_rebalance = LeaderRebalance(self)
         self.reassignments = Reassignments(self)
+        self.log_dir_failures = LogDirFailures(self)
 
     @property
     def active(self) -> bool:
@@ -232,7 +228,7 @@ class ControllerService:
         self._send_leader_and_isr(everything)
         self._on_delete_topics(None)
         self._on_isr_change(None)
-        self._on_log_dir_event(None)
+        self.log_dir_failures.on_event()
         self.leader_rebalance.failover()
         self._on_reassign(None)
 
@@ -438,48 +434,7 @@ class ControllerService:
                     by_broker.setdefault(replica, []).append(tp)
         for broker_id, tps in by_broker.items():
             sent = self.channel.send(broker_id, requests.leader_and_isr(ctx, self.broker_id, tps))
-            sent.add_done_callback(functools.partial(self._leader_and_isr_answered, broker_id))
-
-    def _leader_and_isr_answered(
-        self, broker_id: int, done: asyncio.Future[ApiMessage | None]
-    ) -> None:
-        """A broker's KAFKA_STORAGE_ERROR partitions are offline there (KIP-112)."""
-        response = None if done.cancelled() else done.result()
-        if not isinstance(response, LeaderAndIsrResponse) or self.ctx is None:
-            return
-        names = {info.topic_id: name for name, info in self.ctx.topics.items()}
-        failed = [
-            (e.topic_name, e.partition_index)
-            for e in response.partition_errors
-            if e.error_code == error_codes.KAFKA_STORAGE_ERROR.code
-        ] + [
-            (names[t.topic_id], e.partition_index)
-            for t in response.topics
-            if t.topic_id in names
-            for e in t.partition_errors
-            if e.error_code == error_codes.KAFKA_STORAGE_ERROR.code
-        ]
-        if failed:
-            self.submit(lambda: self._replicas_offline(broker_id, failed))
-
-    def _replicas_offline(self, broker_id: int, partitions: list[TopicPartition]) -> None:
-        ctx = self._context()
-        if broker_id not in ctx.live:
-            return
-        already = ctx.offline_on.setdefault(broker_id, set())
-        known = [tp for tp in partitions if broker_id in ctx.replicas(tp) and tp not in already]
-        if not known:  # (its answers to the LeaderAndIsr sent below say so again)
-            return
-        already.update(known)
-        log.info(
-            "controller: replicas of %s on broker %d are offline (failed log directory)",
-            sorted(known),
-            broker_id,
-        )
-        unclean = self._unclean_allowed
-        changed = self._decide(lambda c, ps: on_replicas_offline(c, broker_id, ps, unclean), known)
-        self._send_leader_and_isr(changed)
-        self._send_metadata(ctx.live, known)
+            sent.add_done_callback(functools.partial(self.log_dir_failures.answered, broker_id))
 
     def _announce(self, changed: list[TopicPartition]) -> None:
         """LeaderAndIsr to the replicas of changed partitions, UpdateMetadata to all."""
@@ -566,23 +521,7 @@ class ControllerService:
             self.reassignments.progress(known)
 
     def _on_log_dir_event(self, _arg: object) -> None:
-        """Brokers whose log directory failed: LeaderAndIsr for all their partitions; their
-        answers (`_leader_and_isr_answered`) name the replicas now offline."""
-        ctx = self._context()
-        self._watch(layout.LOG_DIR_EVENT_NOTIFICATION, "log_dir_event")
-        brokers: set[int] = set()
-        for child in sorted(self.store.children(layout.LOG_DIR_EVENT_NOTIFICATION)):
-            path = f"{layout.LOG_DIR_EVENT_NOTIFICATION}/{child}"
-            try:
-                broker_id = layout.log_dir_event_broker(self.store.get(path).data)
-                self.store.delete(path)
-            except NoNodeError:
-                continue
-            if broker_id is not None:
-                brokers.add(broker_id)
-        for broker_id in sorted(brokers & set(ctx.live)):
-            log.info("controller: a log directory of broker %d failed", broker_id)
-            self._send_leader_and_isr(ctx.partitions_on(broker_id), only=[broker_id])
+        self.log_dir_failures.on_event()
 
     def _on_reassign(self, _arg: object) -> None:
         self.reassignments.on_change()
