@@ -396,7 +396,17 @@ class Broker:
             self.store.create(f"{layout.DELETE_TOPICS}/{name}", b"")
         return topic
 
-    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
+    def add_partitions(
+        self,
+        name: str,
+        count: int,
+        *,
+        validate_only: bool = False,
+        assignments: list[list[int]] | None = None,
+    ) -> Topic:
+        """Grow a topic to `count` partitions; the new ones placed by Kafka's assignment,
+        or on `assignments` (one replica list per new partition, checked as Kafka's
+        ZooKeeper-mode admin checks them, with its messages)."""
         topic = self.topics.refresh(name)  # a reassignment may have changed its replicas
         if topic is None:
             raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
@@ -407,8 +417,47 @@ class Broker:
                 f"Topic currently has {current} partitions, which is higher than "
                 f"or equal to the requested {count}.",
             )
-        new = self.assign(count - current, len(topic.partitions[0]), first=current)
+        factor = len(topic.partitions[0])
+        if assignments is None:
+            new = self.assign(count - current, factor, first=current)
+        else:
+            new = self._given_assignment(assignments, count - current, current, factor)
         return self.topics.add_partitions(name, new, validate_only=validate_only)
+
+    def _given_assignment(
+        self, assignments: list[list[int]], increment: int, first: int, factor: int
+    ) -> dict[int, list[int]]:
+        invalid = error_codes.INVALID_REPLICA_ASSIGNMENT
+        unknown = {b for replicas in assignments for b in replicas} - set(self.live_brokers())
+        if unknown:
+            names = ", ".join(map(str, sorted(unknown)))
+            raise KafkaError(invalid, f"Unknown broker(s) in replica assignment: {names}.")
+        if len(assignments) != increment:
+            raise KafkaError(
+                invalid,
+                f"Increasing the number of partitions by {increment} but "
+                f"{len(assignments)} assignments provided.",
+            )
+        new = {first + i: list(replicas) for i, replicas in enumerate(assignments)}
+        for index, replicas in new.items():
+            listed = ", ".join(map(str, replicas))
+            if not replicas:
+                raise KafkaError(
+                    invalid, f"Cannot have replication factor of 0 for partition id {index}."
+                )
+            if len(set(replicas)) != len(replicas):
+                raise KafkaError(
+                    invalid,
+                    f"Duplicate brokers not allowed in replica assignment: {listed} "
+                    f"for partition id {index}.",
+                )
+            if len(replicas) != factor:
+                raise KafkaError(
+                    invalid,
+                    "Inconsistent replication factor between partitions, partition 0 has "
+                    f"{factor} while partition {index} has replication factor {len(replicas)}.",
+                )
+        return new
 
     def topic_config(self, name: str) -> dict[str, str]:
         topic = self.topics.get(name) or self.topics.refresh(name)

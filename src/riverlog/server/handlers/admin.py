@@ -206,7 +206,14 @@ def handle_create_partitions(
     for topic in request.topics:
         answer = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name)
         try:
-            broker.add_partitions(topic.name, topic.count, validate_only=request.validate_only)
+            given = (
+                None
+                if topic.assignments is None
+                else [list(a.broker_ids) for a in topic.assignments]
+            )
+            broker.add_partitions(
+                topic.name, topic.count, validate_only=request.validate_only, assignments=given
+            )
             grown[topic.name] = topic.count
         except KafkaError as e:
             answer.error_code = e.code
