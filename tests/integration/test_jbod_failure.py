@@ -9,7 +9,8 @@ log roll a segment there. Then: broker 1 answers KAFKA_STORAGE_ERROR for those p
 controller, told through `/log_dir_event_notification`, elects other leaders and takes
 broker 1 out of their ISRs, librdkafka's retried produce lands on the new leader, and the
 partitions in broker 1's other directory keep their leader and ISR and take writes. Nothing
-acknowledged is lost.
+acknowledged is lost. Restarted with the directory still broken, broker 1 starts with it
+offline and serves the rest.
 """
 
 from __future__ import annotations
@@ -164,3 +165,17 @@ def test_a_failed_log_dir_takes_only_its_partitions_offline(jbod_cluster: Cluste
     _produce(bs, topic, offline[-1], 2)
     expected = 4 + 1 + 2 * len(online) + 2
     assert _count(bs, topic, 4, expected) == expected
+
+    # Restarted with the directory still broken: broker 1 starts with it offline, answers
+    # the controller KAFKA_STORAGE_ERROR for those partitions (it does not create them
+    # anew elsewhere: they are not new) and serves the others again.
+    one.stop()
+    one.start()
+    wait_until(
+        lambda: all(1 in partitions_of(cluster, topic)[p][2] for p in online),
+        30,
+        "broker 1 back in the ISRs of its healthy directory's partitions",
+    )
+    assert _dirs_of(bs, 1, topic) == {str(broken): (56, []), str(healthy): (0, online)}
+    assert all(1 not in partitions_of(cluster, topic)[p][2] for p in offline)
+    assert not any((healthy / f"{topic}-{p}").exists() for p in offline)

@@ -136,4 +136,9 @@ def test_a_failed_directory_takes_only_its_logs_offline(tmp_path: Path) -> None:
     mgr.shutdown()
     again = LogManager(dirs, SMALL)  # restarted: b is still unusable, a loads
     assert again.offline_dirs == {dirs[1]} and _values(again, "t", 0) == 10
+    with pytest.raises(KafkaError) as raised:  # t-1 may be in b: not created anew (Kafka's)
+        again.get_or_create("t", 1, is_new=False)
+    assert str(raised.value.message).startswith("Can not create log for t-1 because log dir")
+    again.get_or_create("t", 3, is_new=True)  # a partition the controller says is new
+    assert again.dir_of[("t", 3)] == dirs[0]
     again.shutdown()

@@ -105,7 +105,7 @@ def _stored_cluster_id(data_dirs: list[Path]) -> str | None:
         except FileNotFoundError:
             continue
         except OSError as e:  # an unreadable directory: the log manager takes it offline
-            log.error("cannot read %s: %s", path, e)
+            log.debug("cannot read %s: %s", path, e)
             continue
         for line in text.splitlines():
             key, _, value = line.partition("=")

@@ -5,8 +5,8 @@ Linux) on `<dir>/.lock` in every log directory before it reads or writes anythin
 and holds it until it stops; the kernel drops it when the process dies, so a crashed broker
 never leaves a stale lock. A second process on the same directory fails at once with
 `LogDirLockedError` and Kafka's message. A directory that cannot be locked for another
-reason (an I/O error: it is unusable) is skipped with an error logged, as Kafka does: the log
-manager then finds it offline (KIP-112). Record locks belong to the process: a second lock
+reason (an I/O error: it is unusable) is skipped, as Kafka does: the log manager then finds
+it offline and says so (KIP-112). Record locks belong to the process: a second lock
 from the same process succeeds (in-process brokers of one test may restart on a directory).
 
 Invariant: while a `LogDirLock` is held, its descriptor stays open; closing any other
@@ -41,7 +41,7 @@ class LogDirLock:
                 except LogDirLockedError:
                     raise
                 except OSError as e:
-                    log.error("cannot lock log directory %s: %s", directory, e)
+                    log.debug("cannot lock log directory %s: %s", directory, e)
         except BaseException:
             self.release()
             raise

@@ -182,11 +182,18 @@ class LogManager:
         return self.logs.get((topic, partition))
 
     def get_or_create(
-        self, topic: str, partition: int, overrides: Mapping[str, str] | None = None
+        self,
+        topic: str,
+        partition: int,
+        overrides: Mapping[str, str] | None = None,
+        *,
+        is_new: bool = True,
     ) -> PartitionLog:
         """The partition's log, created in the directory AlterReplicaLogDirs named for it or
         else the online one with the fewest logs. KAFKA_STORAGE_ERROR when its directory is
-        offline (or none is online)."""
+        offline (or none is online), and, as Kafka's, when a partition not `is_new` (the
+        controller did not say it was just created here) is missing while a directory is
+        offline: its log may be in that directory."""
         key = (topic, partition)
         with self._lock:
             existing = self.logs.get(key)
@@ -197,6 +204,13 @@ class LogManager:
                     error_codes.KAFKA_STORAGE_ERROR,
                     f"log directory {self.offline_partitions[key]} of {topic}-{partition} "
                     "is offline",
+                )
+            if not is_new and self.offline_dirs:
+                offline = ",".join(str(d) for d in sorted(self.offline_dirs))
+                raise KafkaError(
+                    error_codes.KAFKA_STORAGE_ERROR,
+                    f"Can not create log for {topic}-{partition} because log directories "
+                    f"{offline} are offline",
                 )
             preferred = self.preferred_dir.pop(key, None)
             online = self.online_dirs

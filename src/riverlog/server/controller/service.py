@@ -29,7 +29,7 @@ import dataclasses
 import functools
 import json
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from riverlog.controller import requests
@@ -424,16 +424,25 @@ class ControllerService:
             self.channel.send(broker_id, request)
 
     def _send_leader_and_isr(
-        self, partitions: Iterable[TopicPartition], *, only: Collection[int] | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        only: Collection[int] | None = None,
+        new: Mapping[TopicPartition, Collection[int]] | None = None,
     ) -> None:
+        """LeaderAndIsr to the live replicas of `partitions` (or those of `only`); the
+        replicas `new` names are told their partition is new (`is_new`: a broker with an
+        offline log directory creates only those, as Kafka's)."""
         ctx = self._context()
-        by_broker: dict[int, list[TopicPartition]] = {}
+        by_broker: dict[tuple[int, bool], list[TopicPartition]] = {}
         for tp in partitions:
             for replica in ctx.replicas(tp):
                 if replica in ctx.live and (only is None or replica in only):
-                    by_broker.setdefault(replica, []).append(tp)
-        for broker_id, tps in by_broker.items():
-            sent = self.channel.send(broker_id, requests.leader_and_isr(ctx, self.broker_id, tps))
+                    is_new = new is not None and replica in new.get(tp, ())
+                    by_broker.setdefault((replica, is_new), []).append(tp)
+        for (broker_id, is_new), tps in by_broker.items():
+            request = requests.leader_and_isr(ctx, self.broker_id, tps, is_new=is_new)
+            sent = self.channel.send(broker_id, request)
             sent.add_done_callback(functools.partial(self.log_dir_failures.answered, broker_id))
 
     def _announce(self, changed: list[TopicPartition]) -> None:
@@ -499,7 +508,7 @@ class ControllerService:
             lambda c, ps: {tp: s for tp, s in initial_states(c, name).items() if tp in ps}, new
         )
         self._send_metadata(ctx.live, new)
-        self._send_leader_and_isr(new)
+        self._send_leader_and_isr(new, new={tp: ctx.replicas(tp) for tp in new})
 
     def _on_isr_change(self, _arg: object) -> None:
         self._watch(layout.ISR_CHANGE_NOTIFICATION, "isr_change")

@@ -433,12 +433,18 @@ class ReplicaManager:
     # --- the controller's requests ------------------------------------------------------
 
     def _open(
-        self, topic: str, index: int, topic_id: uuid.UUID, config: dict[str, str]
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID,
+        config: dict[str, str],
+        *,
+        is_new: bool = True,
     ) -> HostedPartition:
         existing = self._partitions.get((topic, index))
         if existing is not None:
             return existing
-        plog = self.logs.get_or_create(topic, index, config)
+        plog = self.logs.get_or_create(topic, index, config, is_new=is_new)
         hosted = HostedPartition(topic, index, topic_id, plog, self.broker_id)
         self._partitions[(topic, index)] = hosted
         return hosted
@@ -482,7 +488,9 @@ class ReplicaManager:
                     )
                     continue
                 try:
-                    hosted = self._open(key[0], key[1], topic.topic_id, configs(key[0]))
+                    hosted = self._open(
+                        key[0], key[1], topic.topic_id, configs(key[0]), is_new=p.is_new
+                    )
                 except KafkaError as e:  # its directory is offline
                     errors[key] = e.error
                     continue
