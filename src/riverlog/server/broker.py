@@ -214,7 +214,7 @@ class Broker:
             if self.authorizer is not None:  # one rule per API: security/authorization.py
                 bound = authorization.wrap(request_cls.API_KEY, bound, self.authorizer, self.topics)
             self.dispatcher.register(request_cls, bound)
-        quotas = ConnectionQuotas(  # one budget for every listener, as Kafka's
+        quotas = self.connection_quotas = ConnectionQuotas(  # one budget for all listeners
             config["max.connections"],
             config["max.connections.per.ip"],
             config.connection_overrides(),
@@ -518,6 +518,10 @@ class Broker:
         self.replicas.leader_throttle.rate = self.config["leader.replication.throttled.rate"]
         self.replicas.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
         self.logs.cleaner_backoff_ms = self.config["log.cleaner.backoff.ms"]
+        quotas = self.connection_quotas  # for connections from now on, as Kafka's
+        quotas.max_connections = self.config["max.connections"]
+        quotas.per_ip = self.config["max.connections.per.ip"]
+        quotas.overrides = self.config.connection_overrides()
         self.logs.update_defaults(
             self.topic_defaults, {t.name: t.config for t in self.topics.all()}
         )
