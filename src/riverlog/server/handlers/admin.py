@@ -206,11 +206,8 @@ def handle_create_partitions(
     for topic in request.topics:
         answer = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name)
         try:
-            given = (
-                None
-                if topic.assignments is None
-                else [list(a.broker_ids) for a in topic.assignments]
-            )
+            # no assignments (null, or an empty list as some clients send): Kafka's placement
+            given = [list(a.broker_ids) for a in topic.assignments or ()] or None
             broker.add_partitions(
                 topic.name, topic.count, validate_only=request.validate_only, assignments=given
             )
