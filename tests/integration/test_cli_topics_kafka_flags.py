@@ -8,6 +8,10 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions
+
 from tests.integration.conftest import BrokerProcess
 from tests.integration.test_cli_kafka_tools import riverlog
 
@@ -78,3 +82,49 @@ def test_refused_values_and_collision_warning(broker_process: BrokerProcess) -> 
             f"Created topic {name}.\n"
         ),
     )
+
+
+def test_alter_with_replica_assignment(broker_process: BrokerProcess) -> None:
+    """Kafka 3.9's `--alter --partitions N --replica-assignment`: the list names every
+    partition; the entries past the current ones place the new partitions. Success prints
+    nothing; a bad list gets Kafka's (ZooKeeper-mode) broker messages."""
+    bs = broker_process.bootstrap_servers
+    topic = f"grow-{uuid.uuid4().hex[:6]}"
+    assert _topics(bs, "--create", "--topic", topic)[0] == 0
+    grow = ("--alter", "--topic", topic, "--partitions")
+    assert _topics(bs, *grow, "3", "--replica-assignment", "0,0,0") == (0, "", "")
+    out = _topics(bs, "--describe", "--topic", topic)[1]
+    assert out.splitlines()[1:] == [
+        f"\tTopic: {topic}\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0{NO_ELR}"
+        for p in (0, 1, 2)
+    ]
+    prefix = "Error while executing topic command : "
+    assert _topics(bs, *grow, "4", "--replica-assignment", "0,0,0,7") == (
+        1,
+        "",
+        prefix + "Unknown broker(s) in replica assignment: 7.\n",
+    )
+    assert _topics(bs, *grow, "5", "--replica-assignment", "0,0,0,0")[2] == (
+        prefix + "Increasing the number of partitions by 2 but 1 assignments provided.\n"
+    )
+    assert "PartitionCount: 3\t" in _topics(bs, "--describe", "--topic", topic)[1]
+
+
+def test_create_partitions_assignment_through_librdkafka(broker_process: BrokerProcess) -> None:
+    """CreatePartitions with assignments from librdkafka: placed as given, or refused with
+    INVALID_REPLICA_ASSIGNMENT and Kafka's message."""
+    bs = broker_process.bootstrap_servers
+    topic = f"grow-{uuid.uuid4().hex[:6]}"
+    assert _topics(bs, "--create", "--topic", topic)[0] == 0
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_partitions([NewPartitions(topic, 2, replica_assignment=[[0]])])[topic].result(30)
+    with pytest.raises(KafkaException) as refused:
+        admin.create_partitions([NewPartitions(topic, 3, replica_assignment=[[0, 0]])])[
+            topic
+        ].result(30)
+    error = refused.value.args[0]
+    assert error.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert error.str() == (
+        "Duplicate brokers not allowed in replica assignment: 0, 0 for partition id 2."
+    )
+    assert "PartitionCount: 2\t" in _topics(bs, "--describe", "--topic", topic)[1]

@@ -1,10 +1,14 @@
 """Fetch from the closest replica (KIP-392) with a real ZooKeeper, three broker processes in
-racks r1-r3 and librdkafka: with `replica.selector.class` = RackAwareReplicaSelector the
-leader (r1) names the follower in the consumer's `client.rack` (r3) as its preferred read
-replica, librdkafka fetches from that follower, and every record arrives in order."""
+racks r1-r3, librdkafka and aiokafka: with `replica.selector.class` =
+RackAwareReplicaSelector the leader (r1) names the follower in the consumer's `client.rack`
+(r3 for librdkafka, r2 for aiokafka's `client_rack`) as its preferred read replica, the
+client fetches from that follower, and every record arrives in order. (aiokafka keeps the
+preferred replica in its fetcher's `_preferred_read_replica`; librdkafka's statistics name
+the broker it fetches from.)"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -16,6 +20,27 @@ from tests.cluster_harness import Cluster, create_assigned_topic, wait_until
 from tests.zookeeper_server import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(180)
+
+
+async def _aiokafka_reads(bs: str, topic: str, rack: str) -> tuple[list[int], int]:
+    """Every record of partition 0 read by aiokafka in `rack`; the replica it read from."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as ATopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False, client_rack=rack)
+    await consumer.start()
+    tp = ATopicPartition(topic, 0)
+    try:
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        values: list[int] = []
+        async with asyncio.timeout(60):
+            while len(values) < 200 or tp not in consumer._fetcher._preferred_read_replica:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    values += [int(r.value) for r in records if r.value is not None]
+        return values, consumer._fetcher._preferred_read_replica[tp][0]
+    finally:
+        await consumer.stop()
 
 
 def test_a_consumer_reads_from_the_replica_in_its_rack(
@@ -64,5 +89,8 @@ def test_a_consumer_reads_from_the_replica_in_its_rack(
             assert fetching_from[-1] == 3  # the follower in the consumer's rack
         finally:
             consumer.close()
+        values, replica = asyncio.run(_aiokafka_reads(cluster.bootstrap_servers, topic, "r2"))
+        assert values == list(range(200))
+        assert replica == 2  # aiokafka was sent to the follower in its rack too
     finally:
         cluster.stop()

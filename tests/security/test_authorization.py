@@ -526,6 +526,24 @@ CASES = [
         CLUSTER_DENIED,
     ),
     Case(
+        "AlterReplicaLogDirs",
+        ("Cluster", "cluster", "Alter"),
+        lambda n: m.AlterReplicaLogDirsRequest(
+            dirs=[
+                m.AlterReplicaLogDirsRequest.AlterReplicaLogDir(
+                    path="/not-a-log-dir",
+                    topics=[
+                        m.AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic(
+                            name=n["topic"], partitions=[0]
+                        )
+                    ],
+                )
+            ]
+        ),
+        lambda r: 0 if (c := r.results[0].partitions[0].error_code) == 57 else c,  # allowed
+        CLUSTER_DENIED,
+    ),
+    Case(
         "ListPartitionReassignments",
         ("Cluster", "cluster", "Describe"),
         lambda n: m.ListPartitionReassignmentsRequest(timeout_ms=5000, topics=None),

@@ -4,8 +4,11 @@ no follower is fetched from)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
+
+import pytest
 
 from riverlog.clock import Clock
 from riverlog.metadata import layout
@@ -100,3 +103,37 @@ def test_a_leader_that_did_not_run_past_the_limit_skips_one_round(tmp_path: Path
     clock.advance(LAG_MS // 2)
     manager.shrink_isrs(LAG_MS)  # the next round judges: 3 stayed silent, 2 did not
     assert stored_isr(store) == [1, 2]
+
+
+def test_an_io_error_takes_the_directory_offline_and_tells_the_controller(
+    tmp_path: Path,
+) -> None:
+    """KIP-112 at the replica manager: an append failing with a real I/O error (the log
+    directory replaced by a file, so the segment roll fails) answers KAFKA_STORAGE_ERROR,
+    unhosts the partition, and writes Kafka's notification for the controller once."""
+    from riverlog.protocol import error_codes
+    from riverlog.protocol.error_codes import KafkaError
+    from riverlog.protocol.records.v2 import Record, encode_batch
+
+    clock = ManualClock()
+    manager, store = leading(tmp_path, clock)
+    data = tmp_path / "data"
+    hosted = manager.get(T, 0)
+    hosted.log.config = manager.logs.config_for({"segment.bytes": "200"})
+    batch = memoryview(encode_batch([Record(0, clock.now_ms, b"k", b"v" * 100)]))
+    manager.append(T, 0, batch, acks=1)
+    data.rename(tmp_path / "data.gone")
+    data.write_bytes(b"")
+    with pytest.raises(KafkaError) as failed:
+        manager.append(T, 0, batch, acks=1)  # rolls a segment: ENOTDIR
+    assert failed.value.error is error_codes.KAFKA_STORAGE_ERROR
+    for call in (lambda: manager.get(T, 0), lambda: manager.append(T, 0, batch, acks=1)):
+        with pytest.raises(KafkaError) as offline:
+            call()
+        assert offline.value.error is error_codes.KAFKA_STORAGE_ERROR
+    [event] = store.children(layout.LOG_DIR_EVENT_NOTIFICATION)
+    assert event.startswith("log_dir_event_") and event[len("log_dir_event_") :].isdigit()
+    node = store.get(f"{layout.LOG_DIR_EVENT_NOTIFICATION}/{event}")
+    assert json.loads(node.data) == {"version": 1, "broker": 1, "event": 1}
+    manager.log_dir_failed(data)  # already known: no second notification
+    assert len(store.children(layout.LOG_DIR_EVENT_NOTIFICATION)) == 1

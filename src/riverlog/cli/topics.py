@@ -9,6 +9,7 @@
                      --under-min-isr-partitions | --at-min-isr-partitions |
                      --topics-with-overrides]
     riverlog topics --bootstrap-server HOST:PORT --alter --topic T --partitions N
+                    [--replica-assignment 0:1,1:2,2:0]
     riverlog topics --bootstrap-server HOST:PORT --delete --topic T [--if-exists]
 
 Every action takes `--command-config FILE` (Kafka client properties). Partition lines end
@@ -87,7 +88,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--replica-assignment",
         metavar="broker_id_for_part1_replica1:broker_id_for_part1_replica2,...",
-        help="A list of manual partition-to-broker assignments for the topic being created.",
+        help=(
+            "A list of manual partition-to-broker assignments for the topic being created or "
+            "altered."
+        ),
     )
     parser.add_argument(
         "--under-min-isr-partitions",
@@ -159,14 +163,7 @@ async def _run(args: argparse.Namespace) -> None:
         elif args.alter:
             if args.partitions is None:
                 raise ValueError("--alter needs --partitions")
-            if args.replica_assignment is not None:
-                raise ValueError(
-                    "--replica-assignment with --alter is not supported by riverlog yet: "
-                    "new partitions are placed by the controller"
-                )
-            await _maybe_missing(
-                admin.create_partitions(conn, _topic(args), args.partitions), args.if_exists
-            )
+            await _maybe_missing(_alter(conn, args), args.if_exists)
         elif args.delete:
             await _maybe_missing(admin.delete_topic(conn, _topic(args)), args.if_exists)
     finally:
@@ -212,6 +209,20 @@ async def _create(conn: Connection, args: argparse.Namespace) -> None:
             return
         raise
     print(f"Created topic {name}.")
+
+
+async def _alter(conn: Connection, args: argparse.Namespace) -> None:
+    """Kafka's alterTopic: more partitions; with `--replica-assignment` (listing every
+    partition, as for a new topic) the entries past the current partitions are the new
+    partitions' replicas."""
+    name = _topic(args)
+    assignments = None
+    if args.replica_assignment is not None:
+        given = parse_replica_assignment(args.replica_assignment)
+        [described] = await admin.describe_topics(conn, [name])
+        current = len(described.partitions)
+        assignments = [replicas for index, replicas in sorted(given.items()) if index >= current]
+    await admin.create_partitions(conn, name, args.partitions, assignments)
 
 
 async def _maybe_missing(operation: Awaitable[None], if_exists: bool) -> None:

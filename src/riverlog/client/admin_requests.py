@@ -187,9 +187,23 @@ async def delete_topic(conn: Connection, name: str) -> None:
     _check(result.error_code, result.error_message)
 
 
-async def create_partitions(conn: Connection, name: str, count: int) -> None:
+async def create_partitions(
+    conn: Connection, name: str, count: int, assignments: list[list[int]] | None = None
+) -> None:
+    """Grow `name` to `count` partitions; `assignments`: the new partitions' replicas."""
     request = CreatePartitionsRequest(
-        topics=[CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=count)],
+        topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(
+                name=name,
+                count=count,
+                assignments=None
+                if assignments is None
+                else [
+                    CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=replicas)
+                    for replicas in assignments
+                ],
+            )
+        ],
         timeout_ms=30_000,
     )
     response = await conn.send(request)

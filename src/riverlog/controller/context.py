@@ -12,7 +12,10 @@ Decisions, as ZooKeeper-era Kafka's controller takes them:
 - brokers gone: partitions they led get an offline election (from the live ISR; unclean only
   where the topic allows it); partitions where they were only ISR members drop them;
 - brokers back, or nothing led: partitions without a live leader get an offline election;
-- controlled shutdown: leadership leaves the brokers shutting down, and they leave the ISR.
+- controlled shutdown: leadership leaves the brokers shutting down, and they leave the ISR;
+- replicas offline in a failed log directory (KIP-112, `on_replicas_offline`): as a gone
+  broker, but for those partitions only; they stay offline (no election picks them) until
+  their broker registers again.
 Every new state bumps the leader epoch and carries the controller's epoch.
 """
 
@@ -51,6 +54,8 @@ class ControllerContext:
     """Partition → (state, znode version) as last read or written."""
     deleting: set[str] = field(default_factory=set)
     shutting_down: set[int] = field(default_factory=set)
+    offline_on: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    """Broker → its replicas in failed log directories (KAFKA_STORAGE_ERROR answers)."""
 
     def replicas(self, tp: TopicPartition) -> list[int]:
         topic = self.topics.get(tp[0])
@@ -80,7 +85,13 @@ class ControllerContext:
         self.states[tp] = (state, self.version(tp) + 1)
 
     def offline_replicas(self, tp: TopicPartition) -> list[int]:
-        return [r for r in self.replicas(tp) if r not in self.live]
+        return [
+            r for r in self.replicas(tp) if r not in self.live or tp in self.offline_on.get(r, ())
+        ]
+
+    def usable_for(self, tp: TopicPartition) -> set[int]:
+        """Brokers that may lead `tp`: usable, and its replica there not offline."""
+        return {b for b in self.usable() if tp not in self.offline_on.get(b, ())}
 
     def usable(self) -> set[int]:
         """Brokers that may lead: alive and not shutting down."""
@@ -107,9 +118,9 @@ def elect_offline(
 ) -> dict[TopicPartition, PartitionState]:
     """Offline elections for those of `partitions` whose leader is not usable."""
     out = {}
-    usable = ctx.usable()
     for tp in partitions:
         current = ctx.state(tp)
+        usable = ctx.usable_for(tp)
         if current is None or current.leader in usable or tp[0] in ctx.deleting:
             continue
         elected = offline_election(
@@ -156,5 +167,24 @@ def move_leadership_off(
                 out[tp] = next_state(current, elected, ctx.epoch)
         elif broker_id in current.isr:
             isr = [r for r in current.isr if r != broker_id]
+            out[tp] = next_state(current, Elected(current.leader, isr), ctx.epoch)
+    return out
+
+
+def on_replicas_offline(
+    ctx: ControllerContext,
+    broker_id: int,
+    partitions: Collection[TopicPartition],
+    unclean_allowed: Callable[[str], bool],
+) -> dict[TopicPartition, PartitionState]:
+    """KIP-112: `broker_id`'s replicas of `partitions` are offline (recorded in
+    `ctx.offline_on` first): new leaders where it led, and it leaves the other ISRs."""
+    out = elect_offline(ctx, partitions, unclean_allowed)
+    for tp in partitions:
+        current = ctx.state(tp)
+        if tp in out or current is None or tp[0] in ctx.deleting:
+            continue
+        isr = [r for r in current.isr if r != broker_id]
+        if isr != current.isr and isr:
             out[tp] = next_state(current, Elected(current.leader, isr), ctx.epoch)
     return out

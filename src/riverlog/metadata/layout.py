@@ -12,6 +12,10 @@
                                                replica (written by tools, deleted by the
                                                controller once done)
     /admin/reassign_partitions                 pending partition reassignments (targets)
+    /isr_change_notification/isr_change_N      leaders' ISR changes, for the controller
+    /log_dir_event_notification/log_dir_event_NNNNNNNNNN
+                                               a broker's log directory failed (KIP-112;
+                                               sequential, read and deleted by the controller)
 
 JSON formats follow Kafka's (field names, `"version"` numbers, topic ids as Kafka's 22-char
 URL-safe base64), so tools that read a Kafka ZooKeeper tree read ours.
@@ -38,6 +42,9 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = f"{LOG_DIR_EVENT_NOTIFICATION}/log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 
@@ -268,3 +275,19 @@ def reassignments_from_json(data: bytes) -> dict[tuple[str, int], list[int]]:
         }
     except (KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"not a partition reassignment: {e!r}") from None
+
+
+def log_dir_event_to_json(broker_id: int) -> bytes:
+    """Kafka's LogDirEventNotification: a log directory of `broker_id` failed."""
+    return json.dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT}).encode()
+
+
+def log_dir_event_broker(data: bytes) -> int | None:
+    """The broker of a log directory failure event (None: not one riverlog understands)."""
+    try:
+        raw = json.loads(data)
+        if raw.get("event") != LOG_DIR_FAILURE_EVENT:
+            return None
+        return int(raw["broker"])
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None

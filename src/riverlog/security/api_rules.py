@@ -426,6 +426,30 @@ def _describe_cluster_ops(subject: Subject, request: Any, response: Any) -> None
         )
 
 
+def _alter_replica_log_dirs(subject: Subject, request: Any) -> ApiMessage | None:
+    """Cluster ALTER, or CLUSTER_AUTHORIZATION_FAILED for every partition (Kafka's)."""
+    if subject.may(ALTER, CLUSTER, CLUSTER_NAME):
+        return None
+    results: dict[str, list[int]] = {}
+    for target in request.dirs:
+        for topic in target.topics:
+            results.setdefault(topic.name, []).extend(topic.partitions)
+    return m.AlterReplicaLogDirsResponse(
+        results=[
+            m.AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult(
+                topic_name=name,
+                partitions=[
+                    m.AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult(
+                        partition_index=p, error_code=CLUSTER_DENIED
+                    )
+                    for p in partitions
+                ],
+            )
+            for name, partitions in results.items()
+        ]
+    )
+
+
 def _cluster(operation: str, response: type[ApiMessage]) -> Rule:
     return Rule(check=whole_rule(operation, CLUSTER_DENIED, response))
 
@@ -492,6 +516,7 @@ RULES: dict[int, Rule] = {
     m.InitProducerIdRequest.API_KEY: Rule(check=_init_producer_id),
     m.DescribeClusterRequest.API_KEY: Rule(after=_describe_cluster_ops),
     m.DescribeLogDirsRequest.API_KEY: _cluster(DESCRIBE, m.DescribeLogDirsResponse),
+    m.AlterReplicaLogDirsRequest.API_KEY: Rule(check=_alter_replica_log_dirs),
     m.ElectLeadersRequest.API_KEY: _cluster(ALTER, m.ElectLeadersResponse),
     m.AlterPartitionReassignmentsRequest.API_KEY: _cluster(
         ALTER, m.AlterPartitionReassignmentsResponse

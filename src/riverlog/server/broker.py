@@ -48,7 +48,7 @@ from riverlog.security.broker_security import BrokerSecurity, raw_properties
 from riverlog.server import config_changes, registration
 from riverlog.server.admission import ConnectionQuotas, MemoryPool
 from riverlog.server.broker_configs import DEFAULT_ENTITY, DynamicBrokerConfigs
-from riverlog.server.config import BrokerConfig
+from riverlog.server.config import BrokerConfig, ConfigError
 from riverlog.server.config_changes import ConfigChangeListener
 from riverlog.server.controller.service import ControllerService
 from riverlog.server.dispatch import Dispatcher, Handler, RequestContext, Response
@@ -96,15 +96,30 @@ def _open_store(
     return EmbeddedStore(data_dir / METADATA_FILE)
 
 
-def _stored_cluster_id(data_dir: Path) -> str | None:
-    """The cluster id in `meta.properties` (Kafka's: version, broker.id, cluster.id)."""
-    path = data_dir / META_PROPERTIES
-    if path.exists():
-        for line in path.read_text().splitlines():
+def _stored_cluster_id(data_dirs: list[Path]) -> str | None:
+    """The cluster id in the log directories' `meta.properties` (Kafka's: version,
+    broker.id, cluster.id); directories that disagree are refused, as Kafka refuses them."""
+    found: dict[str, Path] = {}
+    for data_dir in data_dirs:
+        path = data_dir / META_PROPERTIES
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            continue
+        except OSError as e:  # an unreadable directory: the log manager takes it offline
+            log.debug("cannot read %s: %s", path, e)
+            continue
+        for line in text.splitlines():
             key, _, value = line.partition("=")
             if key.strip() == "cluster.id":
-                return value.strip()
-    return None
+                found.setdefault(value.strip(), data_dir)
+    if len(found) > 1:
+        raise ConfigError(
+            "Invalid cluster.id in: "
+            + ", ".join(str(d / META_PROPERTIES) for d in found.values())
+            + f". Expected a single cluster id, found {sorted(found)}"
+        )
+    return next(iter(found), None)
 
 
 def _new_cluster_id() -> str:
@@ -123,7 +138,8 @@ class Broker:
         self.clock = clock
         self.broker_id = config.broker_id
         self.data_dir = config.data_dir
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # an unusable directory goes offline (KIP-112)
+            self.data_dir.mkdir(parents=True, exist_ok=True)
         self.dir_lock = LogDirLock(config.log_dirs)  # before anything reads the directory
         self.rack: str | None = config["broker.rack"] or None
         self.cluster_membership = registration.ClusterMembership(self)
@@ -136,19 +152,23 @@ class Broker:
             authorizer.Authorizer(props, self.store) if authorizer.configured(props) else None
         )
         self.in_zookeeper = bool(config["zookeeper.connect"])
-        stored = _stored_cluster_id(self.data_dir)
+        stored = _stored_cluster_id(config.log_dirs)
         self.cluster_id = stored or _new_cluster_id()
         if self.in_zookeeper:  # the cluster's id wins; a data dir of another cluster is refused
             self.cluster_id = registration.cluster_id_from_store(self.store, self.cluster_id)
             if stored is not None:
                 registration.check_cluster_id(stored, self.cluster_id)
-        if stored is None:
-            # atomically and fsynced (as Kafka): a machine crash must not leave it empty, or the
-            # broker would come back under a new cluster id
-            checkpoint.write_atomically(
-                self.data_dir / META_PROPERTIES,
-                f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n".encode(),
-            )
+        for data_dir in config.log_dirs:  # each log directory has its own
+            meta = data_dir / META_PROPERTIES
+            with contextlib.suppress(OSError):  # (an unusable one goes offline below)
+                if not meta.exists():
+                    # atomically and fsynced (as Kafka): a machine crash must not leave it
+                    # empty, or the broker would come back under a new cluster id
+                    checkpoint.write_atomically(
+                        meta,
+                        f"version=0\nbroker.id={self.broker_id}\n"
+                        f"cluster.id={self.cluster_id}\n".encode(),
+                    )
         self.fence = ControllerFence(self.store, self.broker_id)
         self.topics = TopicRegistry(self.store)
         self.config_changes = ConfigChangeListener(self)
@@ -157,7 +177,7 @@ class Broker:
         self.topics.load()
         self.topic_defaults = config.topic_defaults()
         self.logs = LogManager(
-            self.data_dir,
+            config.log_dirs,
             self.topic_defaults,
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
@@ -207,7 +227,7 @@ class Broker:
             if self.authorizer is not None:  # one rule per API: security/authorization.py
                 bound = authorization.wrap(request_cls.API_KEY, bound, self.authorizer, self.topics)
             self.dispatcher.register(request_cls, bound)
-        quotas = ConnectionQuotas(  # one budget for every listener, as Kafka's
+        quotas = self.connection_quotas = ConnectionQuotas(  # one budget for all listeners
             config["max.connections"],
             config["max.connections.per.ip"],
             config.connection_overrides(),
@@ -262,6 +282,10 @@ class Broker:
             await self._lead_everything(READY_TIMEOUT_S)
         self.groups.start()
         self.transactions.start()
+        loop = asyncio.get_running_loop()
+        self.logs.on_dir_failure = lambda d: loop.call_soon_threadsafe(
+            self.replicas.log_dir_failed, d
+        )
         self.logs.start_background()
         log.info(
             "riverlog broker %d listening on %s:%d (cluster %s)",
@@ -386,7 +410,17 @@ class Broker:
             self.store.create(f"{layout.DELETE_TOPICS}/{name}", b"")
         return topic
 
-    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
+    def add_partitions(
+        self,
+        name: str,
+        count: int,
+        *,
+        validate_only: bool = False,
+        assignments: list[list[int]] | None = None,
+    ) -> Topic:
+        """Grow a topic to `count` partitions; the new ones placed by Kafka's assignment,
+        or on `assignments` (one replica list per new partition, checked as Kafka's
+        ZooKeeper-mode admin checks them, with its messages)."""
         topic = self.topics.refresh(name)  # a reassignment may have changed its replicas
         if topic is None:
             raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
@@ -397,8 +431,47 @@ class Broker:
                 f"Topic currently has {current} partitions, which is higher than "
                 f"or equal to the requested {count}.",
             )
-        new = self.assign(count - current, len(topic.partitions[0]), first=current)
+        factor = len(topic.partitions[0])
+        if assignments is None:
+            new = self.assign(count - current, factor, first=current)
+        else:
+            new = self._given_assignment(assignments, count - current, current, factor)
         return self.topics.add_partitions(name, new, validate_only=validate_only)
+
+    def _given_assignment(
+        self, assignments: list[list[int]], increment: int, first: int, factor: int
+    ) -> dict[int, list[int]]:
+        invalid = error_codes.INVALID_REPLICA_ASSIGNMENT
+        unknown = {b for replicas in assignments for b in replicas} - set(self.live_brokers())
+        if unknown:
+            names = ", ".join(map(str, sorted(unknown)))
+            raise KafkaError(invalid, f"Unknown broker(s) in replica assignment: {names}.")
+        if len(assignments) != increment:
+            raise KafkaError(
+                invalid,
+                f"Increasing the number of partitions by {increment} but "
+                f"{len(assignments)} assignments provided.",
+            )
+        new = {first + i: list(replicas) for i, replicas in enumerate(assignments)}
+        for index, replicas in new.items():
+            listed = ", ".join(map(str, replicas))
+            if not replicas:
+                raise KafkaError(
+                    invalid, f"Cannot have replication factor of 0 for partition id {index}."
+                )
+            if len(set(replicas)) != len(replicas):
+                raise KafkaError(
+                    invalid,
+                    f"Duplicate brokers not allowed in replica assignment: {listed} "
+                    f"for partition id {index}.",
+                )
+            if len(replicas) != factor:
+                raise KafkaError(
+                    invalid,
+                    "Inconsistent replication factor between partitions, partition 0 has "
+                    f"{factor} while partition {index} has replication factor {len(replicas)}.",
+                )
+        return new
 
     def topic_config(self, name: str) -> dict[str, str]:
         topic = self.topics.get(name) or self.topics.refresh(name)
@@ -459,10 +532,16 @@ class Broker:
         self.replicas.leader_throttle.rate = self.config["leader.replication.throttled.rate"]
         self.replicas.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
         self.logs.cleaner_backoff_ms = self.config["log.cleaner.backoff.ms"]
+        quotas = self.connection_quotas  # for connections from now on, as Kafka's
+        quotas.max_connections = self.config["max.connections"]
+        quotas.per_ip = self.config["max.connections.per.ip"]
+        quotas.overrides = self.config.connection_overrides()
         self.logs.update_defaults(
             self.topic_defaults, {t.name: t.config for t in self.topics.all()}
         )
 
-    def disk_usage(self) -> tuple[int, int]:
-        usage = shutil.disk_usage(self.data_dir)
+    def disk_usage(self, directory: Path | None = None) -> tuple[int, int]:
+        """(total, usable) bytes of the filesystem holding `directory` (default: the
+        first log directory)."""
+        usage = shutil.disk_usage(directory or self.data_dir)
         return usage.total, usage.free

@@ -8,7 +8,10 @@ Kafka's `{"version":1,"config":{...}}`; whoever changes one announces `brokers/<
 concerns re-reads both nodes and applies the result without a restart: log defaults
 (retention, segment size, min ISR, cleanup policy, ...) reach every log not overriding them,
 and everyone reading `broker.config` sees the new values (unclean leader election, the
-replication throttle rates). Only `DYNAMIC_KEYS` may be set dynamically, as in Kafka.
+replication throttle rates, the connection limits for new connections). Only `DYNAMIC_KEYS`
+may be set dynamically: Kafka's dynamic keys that riverlog applies. Kafka's other dynamic
+keys (per-listener TLS stores, `sasl.kerberos.*`, thread counts, ...) get the answer Kafka
+gives a key it cannot update dynamically, so nothing is stored that is not applied.
 
 DescribeConfigs reports each value with its source and its synonyms (`synonyms`): for a
 broker key, the keys that may set it (log.retention.ms, .minutes, .hours), source by source
@@ -76,6 +79,9 @@ DYNAMIC_KEYS = frozenset(
         "log.cleaner.threads",
         "log.cleaner.min.compaction.lag.ms",
         "log.cleaner.max.compaction.lag.ms",
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
     }
 )
 """Kafka's cluster-wide (and per-broker) dynamic broker configs that riverlog has."""
@@ -221,7 +227,9 @@ class DynamicBrokerConfigs:
         per_broker = config if entity != DEFAULT_ENTITY else self.per_broker
         default = config if entity == DEFAULT_ENTITY else self.cluster_default
         try:
-            LogConfig.from_map(self.effective(per_broker, default).topic_defaults())
+            effective = self.effective(per_broker, default)
+            LogConfig.from_map(effective.topic_defaults())
+            effective.connection_overrides()
         except (InvalidConfigError, ConfigError) as e:
             raise KafkaError(error_codes.INVALID_REQUEST, f"Invalid config value: {e}") from None
 

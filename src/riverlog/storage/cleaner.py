@@ -150,8 +150,12 @@ class LogCleaner:
             offsets = {}
         return cls(offsets)
 
-    def write_checkpoint(self, data_dir: Path) -> None:
-        checkpoint.write_offsets(data_dir / checkpoint.CLEANER_OFFSET_FILE, dict(self.offsets))
+    def write_checkpoint(self, data_dir: Path, keys: list[TopicPartition] | None = None) -> None:
+        """Write the offsets of `keys` (the logs in `data_dir`; default all)."""
+        offsets = dict(self.offsets)
+        if keys is not None:
+            offsets = {tp: offsets[tp] for tp in keys if tp in offsets}
+        checkpoint.write_offsets(data_dir / checkpoint.CLEANER_OFFSET_FILE, offsets)
 
     def forget(self, tp: TopicPartition) -> None:
         self.offsets.pop(tp, None)  # the partition was deleted

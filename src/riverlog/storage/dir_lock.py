@@ -4,7 +4,9 @@ A broker takes an exclusive `fcntl` record lock (what Java's `FileChannel.tryLoc
 Linux) on `<dir>/.lock` in every log directory before it reads or writes anything there,
 and holds it until it stops; the kernel drops it when the process dies, so a crashed broker
 never leaves a stale lock. A second process on the same directory fails at once with
-`LogDirLockedError` and Kafka's message. Record locks belong to the process: a second lock
+`LogDirLockedError` and Kafka's message. A directory that cannot be locked for another
+reason (an I/O error: it is unusable) is skipped, as Kafka does: the log manager then finds
+it offline and says so (KIP-112). Record locks belong to the process: a second lock
 from the same process succeeds (in-process brokers of one test may restart on a directory).
 
 Invariant: while a `LogDirLock` is held, its descriptor stays open; closing any other
@@ -14,8 +16,11 @@ descriptor of the same file in this process would drop the lock, so nothing else
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 
@@ -31,7 +36,12 @@ class LogDirLock:
         self._fds: list[int] = []
         try:
             for directory in dirs:
-                self._lock(directory)
+                try:
+                    self._lock(directory)
+                except LogDirLockedError:
+                    raise
+                except OSError as e:
+                    log.debug("cannot lock log directory %s: %s", directory, e)
         except BaseException:
             self.release()
             raise

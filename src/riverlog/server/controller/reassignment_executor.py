@@ -201,7 +201,9 @@ class Reassignments:
                 s.state.isr,
             )
         changed = list(starts)
-        service._send_leader_and_isr(changed)
+        service._send_leader_and_isr(
+            changed, new={tp: s.assignment.adding for tp, s in starts.items()}
+        )
         self._stop_and_delete({tp: s.dropped for tp, s in starts.items()})
         service._send_metadata(ctx.live, changed)
 

@@ -7,7 +7,8 @@ assignments, partition states with their znode versions), elects leaders for par
 have none, and sends every live broker UpdateMetadata and LeaderAndIsr for all partitions.
 Then it takes one event at a time from its queue: brokers joining or leaving
 (`/brokers/ids`), topics created or given partitions (`/brokers/topics`, each topic's node),
-ISR changes made by leaders (`/isr_change_notification`), topic deletions
+ISR changes made by leaders (`/isr_change_notification`), failed log directories
+(`/log_dir_event_notification`, KIP-112, `server/controller/log_dir_failures.py`), topic deletions
 (`/admin/delete_topics`), partition reassignments (`/admin/reassign_partitions`,
 `server/controller/reassignment_executor.py`), controlled shutdowns, and leader elections
 (`server/controller/leader_rebalance.py`, through `submit`). Store watches are one-shot and fire on
@@ -25,9 +26,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from riverlog.controller import requests
@@ -55,6 +57,7 @@ from riverlog.model import TopicPartition
 from riverlog.server import state_change_log
 from riverlog.server.controller.channel import ControllerChannel
 from riverlog.server.controller.leader_rebalance import LeaderRebalance
+from riverlog.server.controller.log_dir_failures import LogDirFailures
 from riverlog.server.controller.reassignment_executor import Reassignments
 
 if TYPE_CHECKING:
@@ -87,6 +90,7 @@ class ControllerService:
         self._live_before_resync: set[int] | None = None
         self.leader_rebalance = LeaderRebalance(self)
         self.reassignments = Reassignments(self)
+        self.log_dir_failures = LogDirFailures(self)
 
     @property
     def active(self) -> bool:
@@ -168,6 +172,7 @@ class ControllerService:
             layout.BROKER_IDS,
             layout.TOPICS,
             layout.ISR_CHANGE_NOTIFICATION,
+            layout.LOG_DIR_EVENT_NOTIFICATION,
             layout.DELETE_TOPICS,
         ):
             with contextlib.suppress(NodeExistsError):
@@ -195,6 +200,7 @@ class ControllerService:
         self._watch(layout.BROKER_IDS, "brokers")
         self._watch(layout.TOPICS, "topics")
         self._watch(layout.ISR_CHANGE_NOTIFICATION, "isr_change")
+        self._watch(layout.LOG_DIR_EVENT_NOTIFICATION, "log_dir_event")
         self._watch(layout.DELETE_TOPICS, "delete_topics")
         for broker_id in self._registered():
             self._add_broker(broker_id)
@@ -222,6 +228,7 @@ class ControllerService:
         self._send_leader_and_isr(everything)
         self._on_delete_topics(None)
         self._on_isr_change(None)
+        self.log_dir_failures.on_event()
         self.leader_rebalance.failover()
         self._on_reassign(None)
 
@@ -417,16 +424,26 @@ class ControllerService:
             self.channel.send(broker_id, request)
 
     def _send_leader_and_isr(
-        self, partitions: Iterable[TopicPartition], *, only: Collection[int] | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        only: Collection[int] | None = None,
+        new: Mapping[TopicPartition, Collection[int]] | None = None,
     ) -> None:
+        """LeaderAndIsr to the live replicas of `partitions` (or those of `only`); the
+        replicas `new` names are told their partition is new (`is_new`: a broker with an
+        offline log directory creates only those, as Kafka's)."""
         ctx = self._context()
-        by_broker: dict[int, list[TopicPartition]] = {}
+        by_broker: dict[tuple[int, bool], list[TopicPartition]] = {}
         for tp in partitions:
             for replica in ctx.replicas(tp):
                 if replica in ctx.live and (only is None or replica in only):
-                    by_broker.setdefault(replica, []).append(tp)
-        for broker_id, tps in by_broker.items():
-            self.channel.send(broker_id, requests.leader_and_isr(ctx, self.broker_id, tps))
+                    is_new = new is not None and replica in new.get(tp, ())
+                    by_broker.setdefault((replica, is_new), []).append(tp)
+        for (broker_id, is_new), tps in by_broker.items():
+            request = requests.leader_and_isr(ctx, self.broker_id, tps, is_new=is_new)
+            sent = self.channel.send(broker_id, request)
+            sent.add_done_callback(functools.partial(self.log_dir_failures.answered, broker_id))
 
     def _announce(self, changed: list[TopicPartition]) -> None:
         """LeaderAndIsr to the replicas of changed partitions, UpdateMetadata to all."""
@@ -445,6 +462,7 @@ class ControllerService:
         for broker_id in dead:
             ctx.live.pop(broker_id, None)
             ctx.shutting_down.discard(broker_id)
+            ctx.offline_on.pop(broker_id, None)  # a new registration reports afresh
             self.channel.remove(broker_id)
         if dead:
             log.info("controller: brokers %s left", sorted(dead))
@@ -490,7 +508,7 @@ class ControllerService:
             lambda c, ps: {tp: s for tp, s in initial_states(c, name).items() if tp in ps}, new
         )
         self._send_metadata(ctx.live, new)
-        self._send_leader_and_isr(new)
+        self._send_leader_and_isr(new, new={tp: ctx.replicas(tp) for tp in new})
 
     def _on_isr_change(self, _arg: object) -> None:
         self._watch(layout.ISR_CHANGE_NOTIFICATION, "isr_change")
@@ -510,6 +528,9 @@ class ControllerService:
         if known:
             self._send_metadata(ctx.live, known)
             self.reassignments.progress(known)
+
+    def _on_log_dir_event(self, _arg: object) -> None:
+        self.log_dir_failures.on_event()
 
     def _on_reassign(self, _arg: object) -> None:
         self.reassignments.on_change()

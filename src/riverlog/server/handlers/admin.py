@@ -1,4 +1,4 @@
-"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeLogDirs.
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions.
 
 Each topic in a request succeeds or fails on its own with Kafka's error code and message;
 `validate_only` checks everything and changes nothing. A request asking for more records
@@ -25,8 +25,6 @@ from riverlog.protocol.messages import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
-    DescribeLogDirsRequest,
-    DescribeLogDirsResponse,
 )
 from riverlog.server import request_limits
 from riverlog.server.dispatch import RequestContext
@@ -208,7 +206,11 @@ def handle_create_partitions(
     for topic in request.topics:
         answer = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name)
         try:
-            broker.add_partitions(topic.name, topic.count, validate_only=request.validate_only)
+            # no assignments (null, or an empty list as some clients send): Kafka's placement
+            given = [list(a.broker_ids) for a in topic.assignments or ()] or None
+            broker.add_partitions(
+                topic.name, topic.count, validate_only=request.validate_only, assignments=given
+            )
             grown[topic.name] = topic.count
         except KafkaError as e:
             answer.error_code = e.code
@@ -219,33 +221,3 @@ def handle_create_partitions(
         settled = _settled(broker, grown, request.timeout_ms, exists=True)
         return _answer_after(settled, response)
     return response
-
-
-def handle_describe_log_dirs(broker: Broker, ctx: RequestContext) -> DescribeLogDirsResponse:
-    request = ctx.request.body
-    assert isinstance(request, DescribeLogDirsRequest)
-    wanted = None
-    if request.topics is not None:
-        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-    by_topic: dict[str, list[DescribeLogDirsResponse.DescribeLogDirsPartition]] = {}
-    for hosted in broker.replicas:
-        if wanted is not None and hosted.key not in wanted:
-            continue
-        by_topic.setdefault(hosted.topic, []).append(
-            DescribeLogDirsResponse.DescribeLogDirsPartition(
-                partition_index=hosted.index,
-                partition_size=hosted.log.size_bytes,
-                offset_lag=0,
-            )
-        )
-    usage = broker.disk_usage()
-    result = DescribeLogDirsResponse.DescribeLogDirsResult(
-        log_dir=str(broker.data_dir),
-        topics=[
-            DescribeLogDirsResponse.DescribeLogDirsTopic(name=n, partitions=ps)
-            for n, ps in sorted(by_topic.items())
-        ],
-        total_bytes=usage[0],
-        usable_bytes=usage[1],
-    )
-    return DescribeLogDirsResponse(results=[result])

@@ -16,6 +16,7 @@ follower replication quota is used up (`server/replication/throttle.py`).
 
 Errors. A lost connection is retried with backoff; partition errors (the leader moved, a
 newer epoch) leave the partition in place until the controller's next LeaderAndIsr moves it.
+An I/O error writing the local log goes to `on_storage_error` (its log directory fails).
 Runs on the event loop; the only I/O is the fetcher's connection to its leader.
 """
 
@@ -25,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from riverlog.client.connection import PLAINTEXT, Connection
@@ -265,12 +267,17 @@ class _Fetcher(BackgroundLoop):
             batches = whole_batches(memoryview(records))
         try:
             hosted.append_as_follower(batches, data.high_watermark)
+            if data.log_start_offset > plog.log_start_offset:
+                with contextlib.suppress(KafkaError):
+                    plog.delete_records_before(min(data.log_start_offset, plog.high_watermark))
         except KafkaError as e:
             log.error("replica of %s-%d refused fetched data: %s", hosted.topic, hosted.index, e)
-            return
-        if data.log_start_offset > plog.log_start_offset:
-            with contextlib.suppress(KafkaError):
-                plog.delete_records_before(min(data.log_start_offset, plog.high_watermark))
+        except OSError as e:
+            self.owner.on_storage_error(hosted, e)
+
+
+def _log_only(hosted: HostedPartition, error: OSError) -> None:
+    log.error("replica of %s-%d: %s", hosted.topic, hosted.index, error)
 
 
 class ReplicaFetchers:
@@ -298,6 +305,8 @@ class ReplicaFetchers:
         self.partition_max_bytes = partition_max_bytes
         self._fetchers: dict[int, _Fetcher] = {}
         self._stopped = False
+        self.on_storage_error: Callable[[HostedPartition, OSError], object] = _log_only
+        """Told of an I/O error from a local log (the replica manager fails its directory)."""
 
     def follow(self, hosted: HostedPartition, leader_address: tuple[str, int]) -> None:
         self.unfollow(hosted.key)

@@ -24,6 +24,13 @@ partition's leader, epoch or ISR themselves.
   write of the partition's state znode plus an ISR change notification for the controller.
   Each step goes to the state-change log.
 
+Failed log directories (KIP-112): an I/O error from a log (`OSError` out of an append, a
+read, a follower's write, or the log manager's housekeeping) takes its directory offline
+(`log_dir_failed`): its partitions stop being hosted, answer KAFKA_STORAGE_ERROR from then
+on (produce, fetch, LeaderAndIsr), and the controller is told through
+`/log_dir_event_notification`; partitions in other directories carry on. AlterReplicaLogDirs
+(`alter_log_dir`) moves a hosted replica's log to another directory.
+
 Whoever moves a partition's end offset, high watermark or role wakes both purgatories for it.
 Everything here runs on the event loop thread (storage calls are short, bounded file I/O).
 """
@@ -36,6 +43,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from riverlog.clock import Clock
@@ -116,6 +124,10 @@ class ReplicaManager:
         self.isr_expands = 0
         """ISR changes this broker wrote as leader, one per partition changed (Kafka's
         IsrShrinksPerSec / IsrExpandsPerSec counts; the metrics endpoint reads them)."""
+        self.offline: set[TopicPartition] = set()
+        """Partitions whose log directory failed (KAFKA_STORAGE_ERROR)."""
+        self._announced_dirs: set[Path] = set()
+        fetchers.on_storage_error = self.storage_error
 
     def __iter__(self) -> Iterator[HostedPartition]:
         return iter(list(self._partitions.values()))
@@ -127,6 +139,8 @@ class ReplicaManager:
         """The partition, or UNKNOWN_TOPIC_OR_PARTITION."""
         hosted = self._partitions.get((topic, index))
         if hosted is None:
+            if (topic, index) in self.offline:
+                raise KafkaError(error_codes.KAFKA_STORAGE_ERROR)
             raise KafkaError(error_codes.UNKNOWN_TOPIC_OR_PARTITION)
         return hosted
 
@@ -158,7 +172,10 @@ class ReplicaManager:
         hosted = self.leader(topic, index)
         if acks == -1:
             hosted.check_min_isr()
-        result = hosted.append_as_leader(records, from_client=not internal)
+        try:
+            result = hosted.append_as_leader(records, from_client=not internal)
+        except OSError as e:
+            raise self.storage_error(hosted, e) from e
         if not result.duplicate:
             self.fetch_purgatory.check(hosted.key)
         return hosted, result
@@ -175,9 +192,12 @@ class ReplicaManager:
         """WriteTxnMarkers: a transaction's commit or abort marker as a control batch on the
         leader; (partition, offset after it), to wait on with `await_replication`."""
         hosted = self.leader(topic, index)
-        end = hosted.append_marker_as_leader(
-            producer_id, producer_epoch, committed, coordinator_epoch
-        )
+        try:
+            end = hosted.append_marker_as_leader(
+                producer_id, producer_epoch, committed, coordinator_epoch
+            )
+        except OSError as e:
+            raise self.storage_error(hosted, e) from e
         self.fetch_purgatory.check(hosted.key)
         return hosted, end
 
@@ -227,6 +247,8 @@ class ReplicaManager:
         (`followers_serve`: Fetch v11+, KIP-392), up to its own high watermark."""
         hosted = self._partitions.get(key)
         if hosted is None:
+            if key in self.offline:
+                return error_codes.KAFKA_STORAGE_ERROR
             return error_codes.UNKNOWN_TOPIC_OR_PARTITION
         may_read_follower = replica_id == DEBUGGING_CONSUMER_ID or (
             followers_serve and replica_id < 0
@@ -306,7 +328,10 @@ class ReplicaManager:
             # A follower reads up to the log end, where the last batch ends: with its
             # offset below that there is a batch to send (`read_for_fetch` reads it).
             return min_bytes
-        read = plog.read(fetch_offset, max_bytes, max_offset=limit)
+        try:
+            read = plog.read(fetch_offset, max_bytes, max_offset=limit)
+        except OSError as e:
+            raise self.storage_error(hosted, e) from e
         return read.records.length if read.records is not None else 0
 
     def read_for_fetch(
@@ -323,12 +348,15 @@ class ReplicaManager:
         (OFFSET_OUT_OF_RANGE)."""
         if self._held(hosted, replica_id):
             return None
-        read = hosted.log.read(
-            fetch_offset,
-            max_bytes,
-            max_offset=self.fetch_limit(hosted, replica_id, read_committed=read_committed),
-            min_one_batch=min_one_batch,
-        )
+        try:
+            read = hosted.log.read(
+                fetch_offset,
+                max_bytes,
+                max_offset=self.fetch_limit(hosted, replica_id, read_committed=read_committed),
+                min_one_batch=min_one_batch,
+            )
+        except OSError as e:
+            raise self.storage_error(hosted, e) from e
         if read.records is not None and self._throttled(hosted, replica_id):
             self.leader_throttle.record(read.records.length, self.clock.monotonic_s())
         return read.records
@@ -413,12 +441,18 @@ class ReplicaManager:
     # --- the controller's requests ------------------------------------------------------
 
     def _open(
-        self, topic: str, index: int, topic_id: uuid.UUID, config: dict[str, str]
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID,
+        config: dict[str, str],
+        *,
+        is_new: bool = True,
     ) -> HostedPartition:
         existing = self._partitions.get((topic, index))
         if existing is not None:
             return existing
-        plog = self.logs.get_or_create(topic, index, config)
+        plog = self.logs.get_or_create(topic, index, config, is_new=is_new)
         hosted = HostedPartition(topic, index, topic_id, plog, self.broker_id)
         self._partitions[(topic, index)] = hosted
         return hosted
@@ -450,6 +484,9 @@ class ReplicaManager:
                 if self.broker_id not in p.replicas:
                     errors[key] = error_codes.NONE
                     continue
+                if key in self.offline:
+                    errors[key] = error_codes.KAFKA_STORAGE_ERROR
+                    continue
                 current = self._partitions.get(key)
                 if current is not None and p.leader_epoch <= current.leader_epoch:
                     errors[key] = (
@@ -458,7 +495,13 @@ class ReplicaManager:
                         else error_codes.STALE_CONTROLLER_EPOCH
                     )
                     continue
-                hosted = self._open(key[0], key[1], topic.topic_id, configs(key[0]))
+                try:
+                    hosted = self._open(
+                        key[0], key[1], topic.topic_id, configs(key[0]), is_new=p.is_new
+                    )
+                except KafkaError as e:  # its directory is offline
+                    errors[key] = e.error
+                    continue
                 errors[key] = error_codes.NONE
                 isr, replicas = list(p.isr), list(p.replicas)
                 if p.leader == self.broker_id:
@@ -528,10 +571,68 @@ class ReplicaManager:
             if listener is not None:
                 listener.stopped_leading(index)
             hosted = self._partitions.pop((topic, index), None)
-            if hosted is not None and delete:
-                self.logs.delete(topic, index)
+            if delete:
+                self.offline.discard((topic, index))
+                if hosted is not None:
+                    self.logs.delete(topic, index)
             self._wake((topic, index))
         return {key: error_codes.NONE for key, _ in partitions}
+
+    # --- log directories ----------------------------------------------------------------
+
+    def storage_error(self, hosted: HostedPartition, error: OSError) -> KafkaError:
+        """An I/O error from `hosted`'s log: its directory goes offline; the error to
+        answer."""
+        self.log_dir_failed(self.logs.dir_for_failure(hosted.log), error)
+        return KafkaError(
+            error_codes.KAFKA_STORAGE_ERROR, f"{hosted.topic}-{hosted.index}: {error}"
+        )
+
+    def log_dir_failed(self, directory: Path, error: BaseException | None = None) -> None:
+        """KIP-112: stop hosting the partitions of a failed log directory, answer
+        KAFKA_STORAGE_ERROR for them, and tell the controller (once per directory)."""
+        lost = self.logs.fail_dir(directory, error)
+        for key in lost:
+            self.offline.add(key)
+            self.fetchers.unfollow(key)
+            if self._partitions.pop(key, None) is not None:
+                listener = self._listeners.get(key[0])
+                if listener is not None:
+                    listener.stopped_leading(key[1])
+            self._wake(key)
+        if directory in self._announced_dirs:
+            return
+        self._announced_dirs.add(directory)
+        try:
+            self.store.create_sequential(
+                layout.LOG_DIR_EVENT_PREFIX, layout.log_dir_event_to_json(self.broker_id)
+            )
+        except StoreUnavailableError as e:
+            log.error("failure of log directory %s not announced: %s", directory, e)
+            self._announced_dirs.discard(directory)
+
+    def alter_log_dir(self, key: TopicPartition, destination: Path) -> ErrorCode:
+        """AlterReplicaLogDirs for one replica, with Kafka's answers: LOG_DIR_NOT_FOUND (not
+        a configured directory), KAFKA_STORAGE_ERROR (it or the replica is offline),
+        REPLICA_NOT_AVAILABLE (not hosted here: the directory is remembered for when it
+        is)."""
+        if destination not in self.logs.dirs:
+            return error_codes.LOG_DIR_NOT_FOUND
+        if destination in self.logs.offline_dirs or key in self.offline:
+            return error_codes.KAFKA_STORAGE_ERROR
+        hosted = self._partitions.get(key)
+        if hosted is None:
+            self.logs.preferred_dir[key] = destination
+            return error_codes.REPLICA_NOT_AVAILABLE
+        if self.logs.dir_of.get(key) == destination:
+            return error_codes.NONE
+        try:
+            hosted.log = self.logs.move(key, destination)
+        except OSError as e:
+            log.error("moving %s-%d to %s failed: %s", key[0], key[1], destination, e)
+            return error_codes.KAFKA_STORAGE_ERROR
+        self._wake(key)
+        return error_codes.NONE
 
     async def stop(self) -> None:
         """Broker shutdown: stop fetching and answer every waiting request now."""
