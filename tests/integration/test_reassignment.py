@@ -383,9 +383,11 @@ def test_the_cli_generates_executes_verifies_and_cancels(
         f"{','.join(map(str, replicas[0]))} rather than 1,2,3."
     ) in stale.stdout
 
+    # throttled to 50 kB/s, the rollback takes ~20 s: still under way when the two tool runs
+    # below have started, even on a loaded machine (at 400 kB/s it could finish first)
     assert (
         reassign(
-            six, "--execute", "--reassignment-json-file", str(rollback), "--throttle", "400000"
+            six, "--execute", "--reassignment-json-file", str(rollback), "--throttle", "50000"
         ).returncode
         == 0
     )
