@@ -19,7 +19,9 @@
   only when the generator's G is at least one broker's B1 plus what replication adds beyond
   three leaders' work. The median CPU of each run, and the share of the cores it kept busy,
   are printed with the ratio (the idempotent single-broker run waits on its 5 requests in
-  flight and leaves cores idle: there the CPU ratio says nothing).
+  flight and leaves cores idle: there the CPU ratio says nothing). Beside them, the brokers'
+  own CPU per acknowledged GiB, RF=3 (three brokers together) against one broker, and their
+  ratio (target, issue 29: at most 3.5x — three copies and little more).
 - the time to create a topic of 1,000 partitions x 3 replicas, until every partition has a
   leader and a full ISR in Metadata
 - the time to fail over 1,000 leaders (all on one broker): after a controlled shutdown of that
@@ -91,10 +93,16 @@ class Run(NamedTuple):
         seconds = PRODUCE_BYTES / 1e6 / self.mb_per_s
         return self.cpu_s / (seconds * (os.cpu_count() or 1))
 
+    @property
+    def brokers_cpu_per_gib(self) -> float:
+        """The brokers' CPU seconds per acknowledged GiB."""
+        return self.brokers_cpu_s * (1 << 30) / PRODUCE_BYTES
+
     def __str__(self) -> str:
         return (
-            f"{self.mb_per_s:6.1f} MB/s (CPU: brokers {self.brokers_cpu_s:.1f} s, "
-            f"load generator {self.generator_cpu_s:.1f} s)"
+            f"{self.mb_per_s:6.1f} MB/s (CPU: brokers {self.brokers_cpu_s:.2f} s, "
+            f"{self.brokers_cpu_per_gib:.2f} s per GiB; load generator "
+            f"{self.generator_cpu_s:.2f} s)"
         )
 
 
@@ -211,6 +219,13 @@ def compare_with_single_broker(directory: Path, cluster: str, cluster_pids: list
             f"broker {alone_cpu:.2f} s ({100 * alone_busy:.0f}% of {os.cpu_count()} cores "
             f"busy), RF=3 {rf3_cpu:.2f} s ({100 * rf3_busy:.0f}% busy); CPU ratio "
             f"{100 * alone_cpu / rf3_cpu:.0f}%"
+        )
+        # The brokers' own CPU per acknowledged byte: what replication costs beyond copies.
+        alone_gib, rf3_gib = (median([run[i].brokers_cpu_per_gib for run in pairs]) for i in (0, 1))
+        print(
+            f"  median brokers' CPU per acknowledged GiB: single broker {alone_gib:.3f} s, "
+            f"RF=3 (3 brokers) {rf3_gib:.3f} s: {rf3_gib / alone_gib:.2f}x (target <= 3.5x; "
+            f"clock ticks of {1000 // CLOCK_TICKS} ms)"
         )
 
 

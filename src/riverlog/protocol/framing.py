@@ -182,6 +182,21 @@ BIG_FRAME_FIRST_BYTES = 64 * 1024
 its bytes arrive: announcing a size allocates nothing."""
 
 
+_ZEROS = memoryview(bytes(1 << 20))
+"""Zero bytes to grow big frame buffers with: `bytes(n)` for each growth cost a calloc and
+a memset of n bytes (a third of a follower's user-space instructions per fetched MiB,
+issue 29). Its pages are never written, so they take no resident memory."""
+
+
+def _grow(buffer: bytearray, nbytes: int) -> None:
+    """Append `nbytes` zero bytes to `buffer` in place (raises BufferError while a view of
+    it is held)."""
+    while nbytes > 0:
+        step = min(nbytes, len(_ZEROS))
+        buffer.extend(_ZEROS[:step])
+        nbytes -= step
+
+
 class FrameReader:
     """Splits a byte stream into frames (size prefixes removed); see the module docstring.
 
@@ -227,7 +242,7 @@ class FrameReader:
             if self._big_filled == len(big):  # grow with what arrives, doubling
                 grow = min(self._big_size, 2 * len(big)) - len(big)
                 try:
-                    big.extend(bytes(grow))  # in place (realloc), no copy of what arrived
+                    _grow(big, grow)  # in place (realloc), no copy of what arrived
                 except BufferError:  # a view of the last buffer is still held: copy
                     big = self._big = big + bytes(grow)
             return memoryview(big)[self._big_filled :]

@@ -463,7 +463,10 @@ class PartitionLog:
         limit = end if max_offset is None else min(max_offset, end)
         result = None
         if offset < limit:
-            i = max(0, bisect_right([s.base_offset for s in segments], offset) - 1)
+            if offset >= segments[-1].base_offset:  # at the log end: followers, tails
+                i = len(segments) - 1
+            else:
+                i = max(0, bisect_right([s.base_offset for s in segments], offset) - 1)
             for seg in segments[i:]:
                 if seg.base_offset >= limit:
                     break

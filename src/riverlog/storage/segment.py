@@ -3,7 +3,10 @@
 The `.log` file holds record batches back to back, exactly as appended. The segment knows its
 size (the append position), the largest timestamp in it and the offsets it covers; it
 translates an offset or a timestamp to a file position by an index lookup followed by a scan
-of batch headers (`os.pread` of 61 bytes each, never the records).
+of batch headers (`os.pread` of 61 bytes each, never the records). The batches appended since
+the last offset index entry are also remembered in memory (`_tail`, at most TAIL_BATCHES):
+fetches at the log end — followers, caught-up consumers — find their batch there without
+reading headers back (with small batches that scan was ~30 preads per fetch).
 
 Ownership: a segment owns its file descriptors. Only the partition log appends (one writer);
 readers may read concurrently, and may hold a `FileRegion` on the descriptor after the segment
@@ -11,12 +14,13 @@ has been deleted from the log: `close` is called only after `file.delete.delay.m
 
 Invariants: `size` is the end of the last whole batch; every index entry points inside
 [0, size); `next_offset` is one past the last offset of the last batch (or the base offset
-when empty).
+when empty); `_tail` holds consecutive batches ending at `size` (or nothing).
 """
 
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -50,6 +54,10 @@ the kernel (6.x, ext4 large folios) fills the page cache with 2 MiB folios, and 
 time of the same bytes written 1 MiB at a time (docs/field-notes.md)."""
 
 
+TAIL_BATCHES = 512
+"""Batches at the end of a segment remembered in memory (past the last index entry)."""
+
+
 class BatchPosition(NamedTuple):
     """Where a batch is: its header and its start position in the segment file."""
 
@@ -76,6 +84,9 @@ class LogSegment:
         self.created_ms = int(os.stat(self.log_path).st_mtime * 1000)
         self.first_batch_timestamp = -1
         self._bytes_since_index = 0
+        self._tail: list[BatchPosition] = []
+        self._tail_last: list[int] = []
+        """The last offsets of the `_tail` batches, for bisection."""
         self.closed = False
 
     # --- appends -----------------------------------------------------------------------
@@ -104,8 +115,17 @@ class LogSegment:
             if self.max_timestamp >= 0:
                 self.time_index.append(self.max_timestamp, header.last_offset)
             self._bytes_since_index = 0
+            self._forget_tail()
+        elif len(self._tail) >= TAIL_BATCHES:
+            del self._tail[: TAIL_BATCHES // 2], self._tail_last[: TAIL_BATCHES // 2]
+        self._tail.append(BatchPosition(position, header))
+        self._tail_last.append(header.last_offset)
         self._bytes_since_index += header.size
         self.next_offset = header.next_offset
+
+    def _forget_tail(self) -> None:
+        self._tail = []
+        self._tail_last = []
 
     def flush(self) -> None:
         os.fsync(self.fd)
@@ -134,6 +154,11 @@ class LogSegment:
 
     def find_offset(self, offset: int) -> BatchPosition | None:
         """The first batch whose last offset is ≥ `offset`, or None past the end."""
+        tail = self._tail
+        if tail and offset >= tail[0].header.base_offset:
+            # Every earlier batch ends before `offset`; the tail runs to the end.
+            i = bisect_left(self._tail_last, offset)
+            return tail[i] if i < len(tail) else None
         for found in self.batches_from(self.offset_index.lookup(offset)):
             if found.header.last_offset >= offset:
                 return found
@@ -170,6 +195,7 @@ class LogSegment:
         self.first_batch_timestamp = -1
         self.next_offset = self.base_offset
         self._bytes_since_index = 0
+        self._forget_tail()
         position = 0
         file_size = os.fstat(self.fd).st_size
         while position < file_size:
@@ -235,6 +261,7 @@ class LogSegment:
             return 0
         position = found.position
         removed = self.size - position
+        self._forget_tail()
         os.ftruncate(self.fd, position)
         self.size = position
         self.offset_index.truncate_to(offset)
