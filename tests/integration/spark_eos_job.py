@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[2]))
 
-from pyspark.sql import functions as F  # noqa: E402
-from pyspark.sql.types import BinaryType  # noqa: E402
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType
 
-from tests.spark_harness import start_spark  # noqa: E402
+from tests.spark_harness import start_spark
 
 
 def main() -> None:

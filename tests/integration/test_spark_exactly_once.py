@@ -134,7 +134,7 @@ def test_an_aborted_transaction_of_a_decided_batch_stops_the_query(bootstrap: st
     while _state(bootstrap, eo.transactional_id(options, "q3", 0)) != "CompleteAbort":
         assert time.monotonic() < deadline, "the coordinator did not abort the transaction"
         time.sleep(0.1)
-    with pytest.raises(eo.TransactionLostError, match="transaction.timeout.ms"):
+    with pytest.raises(eo.TransactionLostError, match=r"transaction\.timeout\.ms"):
         run_blocking(eo.commit_batch(options, [prepared], 0, "q3"))
     with pytest.raises(eo.TransactionLostError, match="aborted by its coordinator"):
         eo.write_task(options, _rows(out, 0, [b"late"]), "q3", 0, 0)
@@ -165,9 +165,11 @@ PER_PARTITION = 200
 def _job(bootstrap: str, work: Path, inp: str, out: str) -> subprocess.Popen[bytes]:
     log = open(work / "job.log", "ab")  # noqa: SIM115
     return subprocess.Popen(
-        [sys.executable, str(JOB), "--bootstrap", bootstrap, "--input", inp, "--output", out]
-        + ["--checkpoint", str(work / "ck"), "--gate", str(work / "gate")]
-        + ["--prefix", f"eos-{out}-"],
+        [
+            *(sys.executable, str(JOB), "--bootstrap", bootstrap, "--input", inp),
+            *("--output", out, "--checkpoint", str(work / "ck"), "--gate", str(work / "gate")),
+            *("--prefix", f"eos-{out}-"),
+        ],
         env=spark_env(),
         stdout=log,
         stderr=log,

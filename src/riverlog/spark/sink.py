@@ -5,18 +5,21 @@ Owns `BatchWriter` and `StreamWriter`. Columns as Spark's Kafka sink takes them:
 (string; the `topic` option overrides it), `partition` (int; else the key's murmur2
 partition, as the Java client picks), `headers` (array<struct<key string, value binary>>).
 Each task writes its rows with one idempotent producer (acks=all, retries without
-duplicates or reordering within the task) and succeeds only once every record is
-acknowledged.
+duplicates or reordering within the task; a transactional one for exactly-once) and succeeds
+only once every record is acknowledged.
 
-What the streaming sink guarantees. A micro-batch is committed by recording its id (as the
-committed offset `batchId + 1` of the consumer group `riverlog-spark-sink-<queryId>`, on
-partition 0 of each topic it wrote) once all its tasks have succeeded. A task of a batch at
-or below the recorded id writes nothing: so a batch Spark replays after a restart — because
-the query died between the sink's commit and Spark's own commit log — is not written twice.
-A batch that failed before its commit is written again in full when replayed: its records
-from the failed attempt may appear twice (at-least-once for that batch), as with Spark's own
-Kafka sink. Readers that need exactly-once should key records so duplicates are harmless
-(compaction, upserts).
+What the streaming sink guarantees (`deliveryGuarantee=at-least-once`, the default). A
+micro-batch is committed by recording its id (as the committed offset `batchId + 1` of the
+consumer group `riverlog-spark-sink-<queryId>`, on partition 0 of each topic it wrote) once
+all its tasks have succeeded. A task of a batch at or below the recorded id writes nothing:
+so a batch Spark replays after a restart — because the query died between the sink's commit
+and Spark's own commit log — is not written twice. A batch that failed before its commit is
+written again in full when replayed: its records from the failed attempt may appear twice
+(at-least-once for that batch), as with Spark's own Kafka sink.
+
+With `deliveryGuarantee=exactly-once` each task writes inside a Kafka transaction that the
+driver commits, with the batch's decision recorded first (`exactly_once.py` says how and
+what is guaranteed): read_committed readers see each row of each batch exactly once.
 
 Invariants: a row missing a topic, or a column of the wrong type, fails on the driver
 before any task runs (schema) or in the task naming the row (null topic).
