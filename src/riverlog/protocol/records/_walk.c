@@ -18,6 +18,11 @@
  *     timestamp, timestamp_type, key, value, headers) per record at or after min_offset.
  *     Raises ValueError on any malformed record.
  *
+ *   chase(data, pos, count, end, out)
+ *     Where the next `count` records from `pos` begin, following their length prefixes
+ *     only, written as int32 into the writable buffer `out`; the last must end at `end`.
+ *     Raises ValueError when the framing leaves `data` or does not add up.
+ *
  * Invariants: every read is bounds-checked against the buffer; varints longer than their
  * type allows are errors; no Python object is created per record by `scan`.
  */
@@ -320,7 +325,53 @@ fail:
     return NULL;
 }
 
+static PyObject *walk_chase(PyObject *self, PyObject *args) {
+    Py_buffer data, out;
+    Py_ssize_t pos, count, end;
+    if (!PyArg_ParseTuple(args, "y*nnnw*", &data, &pos, &count, &end, &out)) return NULL;
+    const unsigned char *p = data.buf;
+    const Py_ssize_t n = data.len;
+    int32_t *begins = out.buf;
+    const char *problem = NULL;
+    if (count < 0 || out.len < count * (Py_ssize_t)sizeof(int32_t) || n > INT32_MAX)
+        problem = "chase: bad arguments";
+    for (Py_ssize_t i = 0; i < count && problem == NULL; i++) {
+        if (pos < 0 || pos >= n) {
+            problem = "malformed record framing: a record starts outside the records";
+            break;
+        }
+        begins[i] = (int32_t)pos;
+        uint64_t raw = 0;
+        int shift = 0, done = 0;
+        Py_ssize_t q = pos;
+        while (q < n && shift < 35) {
+            unsigned c = p[q++];
+            raw |= (uint64_t)(c & 0x7F) << shift;
+            shift += 7;
+            if (c < 0x80) {
+                done = 1;
+                break;
+            }
+        }
+        int64_t length = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+        if (!done || raw > 0xFFFFFFFFu || length < 1) {
+            problem = "malformed record framing: bad record length";
+            break;
+        }
+        pos = q + (Py_ssize_t)length;
+    }
+    if (problem == NULL && pos != end) problem = "records do not add up to their batch's size";
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_ValueError, problem);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"chase", walk_chase, METH_VARARGS, "Where the next records of a batch begin."},
     {"scan", walk_scan, METH_VARARGS, "Validate the records of one uncompressed batch."},
     {"decode", walk_decode, METH_VARARGS, "Append one batch's records to a list."},
     {NULL, NULL, 0, NULL},
