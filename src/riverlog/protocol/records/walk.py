@@ -22,6 +22,9 @@ Two operations over the *uncompressed* records of one batch (`data`, `count` rec
   positive varint); the last must end at `end`, else `CorruptRecordError`. The consumer's
   columnar path (`client/arrow.py`) decodes the fields of all records at once from these.
 
+The compiled walk has a fourth, `fields`, the columnar decode of chased records into int
+buffers (its twin is the numpy code of `client/arrow.py`, which uses it where built).
+
 Both exist twice: compiled (`_walk.c`, built by `pip install -e .` where a C compiler is
 present) and here in Python. `scan` and `decode` are the compiled ones when the extension
 loaded (and `RIVERLOG_PURE_PYTHON` is unset), else the Python ones; `PYTHON` and `COMPILED`
@@ -291,3 +294,23 @@ ACCELERATED = _ACTIVE is not PYTHON
 scan = _ACTIVE.scan
 decode = _ACTIVE.decode
 chase = _ACTIVE.chase
+
+
+def _compiled_fields() -> Callable[..., None] | None:
+    if not ACCELERATED:
+        return None
+    from riverlog.protocol.records import _walk  # type: ignore[attr-defined]
+
+    ext: ModuleType = _walk
+
+    def fields(*args: Any) -> None:
+        try:
+            ext.fields(*args)
+        except ValueError as e:
+            raise CorruptRecordError(str(e)) from None
+
+    return fields
+
+
+fields = _compiled_fields()
+"""The compiled columnar decode (see `client/arrow.py`), or None: arrow.py's numpy code."""
