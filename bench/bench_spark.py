@@ -21,7 +21,8 @@ ceiling is printed next to each broker figure in bench_broker. Issue 24's target
 of the fields in its workers instead of the compiled `chase` and `fields` (the read path
 before they existed): the A/B of that change.
 The sources take turns within each round (the machine is shared: alternating spreads the
-noise over all of them alike).
+noise over all of them alike). Arguments name the jobs to run (default: all), e.g.
+`python bench/bench_spark.py "count()"`.
 """
 
 from __future__ import annotations
@@ -190,11 +191,13 @@ def main() -> None:
                 f"{'riverlog/ideal':>16}{'py-walk/ideal':>16}{'riverlog/parquet':>18}"
                 f"{'ideal/parquet':>15}"
             )
-            for name, on in (
-                ("count()", lambda df: df().count),
-                ("sum(length(value))", total),
-                ("write to Parquet", write),
-            ):
+            jobs = {
+                "count()": lambda df: df().count,
+                "sum(length(value))": total,
+                "write to Parquet": write,
+            }
+            wanted = sys.argv[1:] or list(jobs)  # e.g. `bench_spark.py "count()"`
+            for name, on in ((n, j) for n, j in jobs.items() if n in wanted):
                 ours, before, bound, theirs = best_of_alternating(
                     [on(riverlog), on(py_walk), on(ideal), on(parquet)]
                 )
