@@ -14,7 +14,15 @@ best of `RUNS` runs of one job:
 Each job also runs on `ideal`, a Python data source that does no work at all: it yields one
 pre-built Arrow batch of the connector's schema over and over (same rows, same partitions).
 Its rate is the ceiling of any Python data source on this machine, the way the client's own
-ceiling is printed next to each broker figure in bench_broker.
+ceiling is printed next to each broker figure in bench_broker. Issue 24's target: riverlog's
+`count()` ≥ 80% of `ideal`'s in the same run (column riverlog/ideal).
+
+`py-walk` is the connector with the record walk's Python `chase` and arrow.py's numpy decode
+of the fields in its workers instead of the compiled `chase` and `fields` (the read path
+before they existed): the A/B of that change.
+The sources take turns within each round (the machine is shared: alternating spreads the
+noise over all of them alike). Arguments name the jobs to run (default: all), e.g.
+`python bench/bench_spark.py "count()"`.
 """
 
 from __future__ import annotations
@@ -31,11 +39,14 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from riverlog.client import Admin, Producer
 from riverlog.embedded import broker
+from riverlog.protocol.records import walk
+from riverlog.spark.options import parse_source
 from riverlog.spark.reading import spark_schema
-from riverlog.spark.source import RiverlogDataSource
+from riverlog.spark.source import BatchReader, RiverlogDataSource
 
 RECORDS = 1_000_000
 PARTITIONS = 4
@@ -92,13 +103,36 @@ class IdealReader(DataSourceReader):
             yield batch
 
 
-def best(job: Callable[[], object]) -> float:
-    times = []
+class PythonWalkSource(RiverlogDataSource):
+    """`riverlog` without the compiled `chase` and `fields` in the workers (the A/B)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "riverlog_py_walk"
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return PythonWalkReader(parse_source(self.options, streaming=False))
+
+
+class PythonWalkReader(BatchReader):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        chase, fields = walk.chase, walk.fields  # Python workers are reused: the other
+        walk.chase, walk.fields = walk.PYTHON.chase, None  # sources must find them again
+        try:
+            yield from super().read(partition)
+        finally:
+            walk.chase, walk.fields = chase, fields
+
+
+def best_of_alternating(jobs: list[Callable[[], object]]) -> list[float]:
+    """The best time of each job over `RUNS` rounds, the jobs taking turns in each round."""
+    times: list[list[float]] = [[] for _ in jobs]
     for _ in range(RUNS):
-        began = time.perf_counter()
-        job()
-        times.append(time.perf_counter() - began)
-    return min(times)
+        for job, spent in zip(jobs, times, strict=True):
+            began = time.perf_counter()
+            job()
+            spent.append(time.perf_counter() - began)
+    return [min(t) for t in times]
 
 
 def main() -> None:
@@ -139,23 +173,39 @@ def main() -> None:
                 return lambda: df().agg(F.sum(F.length("value"))).collect()
 
             spark.dataSource.register(IdealSource)
+            spark.dataSource.register(PythonWalkSource)
 
             def ideal() -> DataFrame:
                 return spark.read.format("ideal").load()
 
+            def py_walk() -> DataFrame:
+                return (
+                    spark.read.format("riverlog_py_walk")
+                    .option("kafka.bootstrap.servers", b.bootstrap_servers)
+                    .option("subscribe", "bench")
+                    .load()
+                )
+
             print(
-                f"{'job':<22}{'riverlog rows/s':>17}{'ideal rows/s':>15}{'parquet rows/s':>17}"
-                f"{'riverlog/parquet':>18}{'ideal/parquet':>15}"
+                f"{'job':<20}{'riverlog/s':>12}{'py-walk/s':>12}{'ideal/s':>12}{'parquet/s':>12}"
+                f"{'riverlog/ideal':>16}{'py-walk/ideal':>16}{'riverlog/parquet':>18}"
+                f"{'ideal/parquet':>15}"
             )
-            for name, on in (
-                ("count()", lambda df: df().count),
-                ("sum(length(value))", total),
-                ("write to Parquet", write),
-            ):
-                ours, bound, theirs = best(on(riverlog)), best(on(ideal)), best(on(parquet))
+            jobs = {
+                "count()": lambda df: df().count,
+                "sum(length(value))": total,
+                "write to Parquet": write,
+            }
+            wanted = sys.argv[1:] or list(jobs)  # e.g. `bench_spark.py "count()"`
+            for name, on in ((n, j) for n, j in jobs.items() if n in wanted):
+                ours, before, bound, theirs = best_of_alternating(
+                    [on(riverlog), on(py_walk), on(ideal), on(parquet)]
+                )
                 print(
-                    f"{name:<22}{RECORDS / ours:>17,.0f}{RECORDS / bound:>15,.0f}"
-                    f"{RECORDS / theirs:>17,.0f}{theirs / ours:>18.2f}{theirs / bound:>15.2f}"
+                    f"{name:<20}{RECORDS / ours:>12,.0f}{RECORDS / before:>12,.0f}"
+                    f"{RECORDS / bound:>12,.0f}{RECORDS / theirs:>12,.0f}{bound / ours:>16.2f}"
+                    f"{bound / before:>16.2f}{theirs / ours:>18.2f}{theirs / bound:>15.2f}",
+                    flush=True,
                 )
             spark.stop()
     finally:

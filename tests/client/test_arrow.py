@@ -2,8 +2,9 @@
 
 Round trips with every codec, offset filtering, LogAppendTime, Spark's plain column types, and
 corrupted record bytes (which must raise `CorruptRecordError` exactly when the oracle raises).
-Record framing is followed in lockstep over many batches or in Python over few: the tests
-that draw `lockstep` run both ways, and the hand-over between them, on few batches.
+Record framing is followed in lockstep over many batches or by the record walk's `chase` over
+few: the tests that draw `lockstep` run both ways (and both `chase`s, compiled and Python), and
+the hand-over between them, on few batches.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from riverlog.client import arrow
 from riverlog.client.arrow import SCHEMA, SCHEMA_WITHOUT_HEADERS, batches_to_arrow
 from riverlog.protocol.exceptions import CorruptRecordError, ProtocolError
-from riverlog.protocol.records import compression
+from riverlog.protocol.records import compression, walk
 from riverlog.protocol.records.batch_header import (
     BATCH_HEADER_SIZE,
     TIMESTAMP_LOG_APPEND_TIME,
@@ -34,8 +35,11 @@ from riverlog.protocol.varint import encode_varint, encode_varlong
 
 CODECS = list(compression.NAMES)
 INT64 = range(-(1 << 63), 1 << 63)
-# Batches with records left from which a step is in lockstep: always, all but the last, never.
-LOCKSTEP = [1, 2, 1 << 30]
+# Batches with records left from which a step is in lockstep: always, all but the last, never
+# (with the active record walk's `chase` and `fields`, compiled where built), never with the
+# Python `chase` and arrow.py's numpy decode of the fields.
+PYTHON_CHASE = (1 << 30) + 1
+LOCKSTEP = [1, 2, 1 << 30, PYTHON_CHASE]
 
 nullable_bytes = st.none() | st.binary(max_size=200)
 headers = st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=20)), max_size=3)
@@ -43,7 +47,12 @@ settings.register_profile("arrow", deadline=None, suppress_health_check=[HealthC
 
 
 def decode(batches: list[Buffer], lockstep: int, **kwargs: Any) -> pa.RecordBatch:
-    with mock.patch.object(arrow, "_LOCKSTEP_BATCHES", lockstep):
+    python = lockstep == PYTHON_CHASE
+    with (
+        mock.patch.object(arrow, "_LOCKSTEP_BATCHES", lockstep),
+        mock.patch.object(walk, "chase", walk.PYTHON.chase if python else walk.chase),
+        mock.patch.object(walk, "fields", None if python else walk.fields),
+    ):
         return batches_to_arrow("orders", 7, batches, **kwargs)
 
 

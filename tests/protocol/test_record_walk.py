@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from array import array
 from typing import Any
 
 import pytest
@@ -125,6 +126,34 @@ def test_both_walks_agree_on_damaged_records(recs: list[Any], flips: list[Any]) 
         except CorruptRecordError:
             results.append("corrupt")
     assert results[0] == results[1]
+
+
+@pytest.mark.skipif(walk.COMPILED is None, reason="the compiled walk is not built")
+@settings(max_examples=300, deadline=None)
+@given(
+    records_strategy,
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=3),
+    st.integers(-2, 2),
+)
+def test_both_chases_agree(recs: list[Any], flips: list[Any], extra: int) -> None:
+    """Where each record begins: the same answer from both, or CorruptRecordError from both."""
+    assert walk.COMPILED is not None
+    batch = bytearray(encode_batch([Record(i, t, k, v, h) for i, (k, v, h, t) in enumerate(recs)]))
+    for at, value in flips:
+        batch[61 + at % (len(batch) - 61)] = value
+    header, body = _body(bytes(batch))
+    count = max(header.records_count + extra, 0)
+    results = []
+    for impl in (walk.PYTHON, walk.COMPILED):
+        out = array("i", [-1] * count)
+        try:
+            impl.chase(body, 0, count, len(body), out)
+            results.append(out.tolist())
+        except CorruptRecordError:
+            results.append("corrupt")
+    assert results[0] == results[1]
+    if not flips and extra == 0:
+        assert results[0] != "corrupt" and len(results[0]) == len(recs)
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)

@@ -111,6 +111,18 @@ def test_sink_options() -> None:
         parse_sink({**BOOT, "kafka.value.serializer": "x"})
 
 
+def test_exactly_once_sink_options() -> None:
+    assert not parse_sink(BOOT).exactly_once
+    o = parse_sink({**BOOT, "deliveryguarantee": "Exactly-Once", "transactionalidprefix": "p-"})
+    assert o.exactly_once and o.transactional_id_prefix == "p-"
+    with pytest.raises(ValueError, match="deliveryGuarantee"):
+        parse_sink({**BOOT, "deliveryguarantee": "exactly_once"})
+    with pytest.raises(ValueError, match="for streaming queries"):
+        parse_sink({**BOOT, "deliveryguarantee": "exactly-once"}, streaming=False)
+    with pytest.raises(ValueError, match=r"kafka\.transactional\.id"):
+        parse_sink({**BOOT, "kafka.transactional.id": "mine"})
+
+
 @given(
     st.dictionaries(st.tuples(st.text(min_size=1), st.integers(0, 99)), st.integers(-2, 1 << 40))
 )

@@ -5,10 +5,11 @@ Kafka source (plain `binary`/`string`, never the large variants: Spark reads onl
 
 How it stays fast: the batches' record bytes (decompressed where needed) are copied into one
 buffer from Arrow's pool. Records are found by following their length prefixes, a step per
-record: with numpy in lockstep over the batches while many have records left, else in a tight
-Python loop (short varints inline). Every field is then decoded with numpy for all records at
-once (varints of up to two bytes by table lookup); keys and values are copied out by Arrow's
-`take`, never as a Python `bytes` each. Headers, which are rare, take a per-header Python path.
+record: with numpy in lockstep over the batches while many have records left, else batch by
+batch with the record walk's `chase` (C where it is built, else a tight Python loop). Every
+field is then decoded with numpy for all records at once (varints of up to two bytes by table
+lookup); keys and values are copied out by Arrow's `take`, never as a Python `bytes` each.
+Headers, which are rare, take a per-header Python path.
 
 Invariants: for valid batches the columns hold exactly what `v2.decode_records` returns (a
 LogAppendTime batch gives every record its max timestamp; a -1 length is an Arrow null; a
@@ -20,7 +21,6 @@ Arrow offsets), else `ValueError`.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from riverlog.protocol.exceptions import CorruptRecordError, DecodeError
-from riverlog.protocol.records import compression
+from riverlog.protocol.records import compression, walk
 from riverlog.protocol.records.batch_header import (
     BATCH_HEADER_SIZE,
     TIMESTAMP_LOG_APPEND_TIME,
@@ -225,8 +225,9 @@ class _Bytes:
 
 def _chase(raw: _Bytes, ends: I32, counts: I64) -> I32:
     """Where every record begins, following the length prefixes: in lockstep over the batches
-    (numpy, one step a record of each) while enough of them have records left, then in
-    `_chase_batch`. Only what the steps need is checked here; `_Fields` checks the rest."""
+    (numpy, one step a record of each) while enough of them have records left, then batch by
+    batch in the record walk's `chase` (compiled where built). Only what the steps need is
+    checked here; `_Fields` checks the rest."""
     begins = np.empty(int(counts.sum()), np.int32)
     order = np.argsort(-counts, kind="stable")  # those with records left: a prefix of it
     remaining = -counts[order]  # ascending, for searchsorted
@@ -252,31 +253,8 @@ def _chase(raw: _Bytes, ends: I32, counts: I64) -> I32:
         raise CorruptRecordError("records do not add up to their batch's size")
     for i, b in enumerate(order[:active].tolist()):
         first, count = int(index[i]), int(counts[b]) - step
-        begins[first : first + count] = _chase_batch(raw.data, int(here[i]), count, int(limit[i]))
+        walk.chase(raw.data, int(here[i]), count, int(limit[i]), begins[first : first + count])
     return begins
-
-
-def _chase_batch(data: memoryview, pos: int, count: int, end: int) -> I32:
-    """Where the next `count` records of a batch begin: the one Python loop per record. It
-    trusts the lengths it reads (a wrong one only sends it elsewhere in `data`)."""
-    begins = array("i")
-    append = begins.append
-    try:
-        for _ in range(count):
-            append(pos)
-            b = data[pos]
-            if b < 0x80:
-                pos += 1 + (b >> 1)
-            elif (b1 := data[pos + 1]) < 0x80:
-                pos += 2 + ((b & 0x7F) >> 1) + (b1 << 6)
-            else:
-                length, pos = read_varint(data, pos)
-                pos += length
-    except (IndexError, OverflowError, DecodeError) as e:
-        raise CorruptRecordError(f"malformed record framing: {e}") from e
-    if pos != end:
-        raise CorruptRecordError("records do not add up to their batch's size")
-    return np.frombuffer(begins, np.int32)
 
 
 class _Fields:
@@ -291,6 +269,44 @@ class _Fields:
         end[:-1] = begins[1:]
         nonempty = counts > 0
         end[(np.cumsum(counts) - 1)[nonempty]] = seg_ends[nonempty]
+        if walk.fields is not None:  # the compiled walk: one pass, every check
+            pos = self._compiled_fields(begins, end)
+        else:
+            pos = self._numpy_fields(raw, begins, end)
+        self.header_keys: list[str] = []
+        self.header_values: list[bytes | None] = []
+        with_headers = np.flatnonzero(self.header_count)
+        self.header_record = np.repeat(with_headers, self.header_count[with_headers])
+        for i in with_headers.tolist():
+            self._read_headers(int(pos[i]), int(end[i]), int(self.header_count[i]))
+
+    def _compiled_fields(self, begins: I32, end: I32) -> I32:
+        assert walk.fields is not None
+        n = len(begins)
+        self.timestamp_delta = np.empty(n, np.int64)
+        self.offset_delta, self.key_start, self.key_length, pos = (
+            np.empty(n, np.int32) for _ in range(4)
+        )
+        self.value_start, self.value_length, self.header_count = (
+            np.empty(n, np.int32) for _ in range(3)
+        )
+        walk.fields(
+            self.data,
+            begins,
+            end,
+            self.timestamp_delta,
+            self.offset_delta,
+            self.key_start,
+            self.key_length,
+            self.value_start,
+            self.value_length,
+            self.header_count,
+            pos,
+        )
+        return pos
+
+    def _numpy_fields(self, raw: _Bytes, begins: I32, end: I32) -> I32:
+        """The fields of all records at once, a numpy step per field (no compiled walk)."""
         if (begins >= end).any():
             raise CorruptRecordError("record length is not positive")
         length, start = raw.varints(begins, end)
@@ -310,12 +326,7 @@ class _Fields:
         without = self.header_count == 0
         if (pos[without] != end[without]).any():
             raise CorruptRecordError("record holds bytes after its fields")
-        self.header_keys: list[str] = []
-        self.header_values: list[bytes | None] = []
-        with_headers = np.flatnonzero(self.header_count)
-        self.header_record = np.repeat(with_headers, self.header_count[with_headers])
-        for i in with_headers.tolist():
-            self._read_headers(int(pos[i]), int(end[i]), int(self.header_count[i]))
+        return pos
 
     def _read_headers(self, pos: int, end: int, count: int) -> None:
         data = self.data[:end]

@@ -198,6 +198,13 @@ class GroupAdmin:
         self, group: str, partitions: list[TopicPartition] | None = None
     ) -> dict[TopicPartition, int]:
         """Committed offsets (only partitions that have one); all of them for None."""
+        found = await self.fetch_offsets_and_metadata(group, partitions)
+        return {tp: offset for tp, (offset, _) in found.items()}
+
+    async def fetch_offsets_and_metadata(
+        self, group: str, partitions: list[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[int, str]]:
+        """Committed offsets with their metadata strings (only partitions that have one)."""
         conn = await self.coordinator(group)
         version = conn.version_for(OffsetFetchRequest)
         wanted: dict[str, list[int]] | None = None
@@ -233,25 +240,25 @@ class GroupAdmin:
             )
         response = await conn.send(request, version)
         assert isinstance(response, OffsetFetchResponse)
-        out: dict[TopicPartition, int] = {}
+        out: dict[TopicPartition, tuple[int, str]] = {}
         if version >= 8:
             _raise_for(response.groups[0].error_code)
             rows = [
-                (t.name, p.partition_index, p.committed_offset, p.error_code)
+                (t.name, p.partition_index, p.committed_offset, p.metadata or "", p.error_code)
                 for t in response.groups[0].topics
                 for p in t.partitions
             ]
         else:
             _raise_for(response.error_code)
             rows = [
-                (t.name, p.partition_index, p.committed_offset, p.error_code)
+                (t.name, p.partition_index, p.committed_offset, p.metadata or "", p.error_code)
                 for t in response.topics
                 for p in t.partitions
             ]
-        for topic, index, offset, code in rows:
+        for topic, index, offset, metadata, code in rows:
             _raise_for(code)
             if offset >= 0:
-                out[(topic, index)] = offset
+                out[(topic, index)] = (offset, metadata)
         return out
 
     async def commit_offsets(
@@ -262,15 +269,16 @@ class GroupAdmin:
         generation: int = -1,
         member_id: str = "",
         group_instance_id: str | None = None,
+        metadata: str = "",
     ) -> None:
-        """Commit `offsets`: as a member of `generation`, or (the defaults) as an admin
-        while the group has no members."""
+        """Commit `offsets` (each with `metadata`), in one request (all or none): as a member
+        of `generation`, or (the defaults) as an admin while the group has no members."""
         conn = await self.coordinator(group)
         by_topic: dict[str, list[OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
         for (topic, index), offset in sorted(offsets.items()):
             by_topic.setdefault(topic, []).append(
                 OffsetCommitRequest.OffsetCommitRequestPartition(
-                    partition_index=index, committed_offset=offset, committed_metadata=""
+                    partition_index=index, committed_offset=offset, committed_metadata=metadata
                 )
             )
         request = OffsetCommitRequest(

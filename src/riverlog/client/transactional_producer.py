@@ -18,6 +18,17 @@ offsets partition (AddOffsetsToTxn) and commits the offsets through the group co
 `commit_transaction` / `abort_transaction` flush every record, then end the transaction
 (EndTxn); the coordinator writes the markers.
 
+Two-phase commit across processes (Flink's KafkaSink does this by reflection on the Java
+client). `prepare_transaction` flushes the open transaction and returns its
+`TransactionHandle` (transactional id, producer id, epoch) without ending it; another process
+— a Spark driver — makes a producer with the same `transactional.id`, calls
+`resume_transaction(handle)` instead of `init_transactions`, and then `commit_transaction` or
+`abort_transaction` (EndTxn with that id and epoch). The coordinator makes this safe: EndTxn
+with a stale epoch is PRODUCER_FENCED (a newer producer took the id over, or the
+coordinator aborted the transaction after `transaction.timeout.ms`), and repeating a commit
+(or an abort) that already completed is answered NONE, so committing a handle twice is
+harmless. A resumed producer sends nothing (the sequences are the other producer's).
+
 Errors, as the Java client's: a failed record, a refused AddPartitionsToTxn or a sequence
 error make the transaction abortable — `commit_transaction` raises that error, the
 application calls `abort_transaction` (after which, for a sequence error, the producer takes a
@@ -76,6 +87,17 @@ class GroupMetadata:
     group_instance_id: str | None = None
 
 
+@dataclass(frozen=True)
+class TransactionHandle:
+    """A prepared transaction, enough for another process to commit or abort it."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[TopicPartition, ...] = ()
+    """The partitions in the transaction; none means nothing was written (nothing to end)."""
+
+
 class _State(enum.Enum):
     UNINITIALIZED = "uninitialized"
     READY = "ready"
@@ -97,6 +119,7 @@ class AsyncTransactionalProducer(AsyncProducer):
         self._fatal: KafkaError | None = None
         self._bump_epoch = False
         self._need_producer_id = False  # the producer id comes from init_transactions only
+        self._resumed = False  # ends another producer's transaction: sends nothing
 
     # -- the application's calls -----------------------------------------------------------
 
@@ -106,9 +129,38 @@ class AsyncTransactionalProducer(AsyncProducer):
         await self._init_producer_id_for_txn(-1, -1)
         self._state = _State.READY
 
+    async def resume_transaction(self, handle: TransactionHandle) -> None:
+        """Instead of `init_transactions`: take over the transaction that another producer
+        of this transactional id prepared (`prepare_transaction`), to commit or abort it."""
+        self._check_fatal()
+        if handle.transactional_id != self.transactional_id:
+            raise ValueError(f"the handle is for {handle.transactional_id!r}")
+        if self._state is not _State.UNINITIALIZED:
+            raise KafkaError(error_codes.INVALID_TXN_STATE, "resume on an initialized producer")
+        await self.start()
+        self._producer_id, self._producer_epoch = handle.producer_id, handle.producer_epoch
+        self._resumed = True
+        self._state = _State.IN_TRANSACTION
+
+    async def prepare_transaction(self) -> TransactionHandle:
+        """Phase one of a two-phase commit: every record of the open transaction is
+        acknowledged (or the error that makes it abortable is raised); the transaction stays
+        open for this producer or a resumed one to end."""
+        self._check_fatal()
+        if self._state is not _State.IN_TRANSACTION or self._resumed:
+            raise KafkaError(error_codes.INVALID_TXN_STATE, "no transaction to prepare")
+        await self.flush()
+        self._raise_abortable()
+        return TransactionHandle(
+            self.transactional_id,
+            self._producer_id,
+            self._producer_epoch,
+            tuple(sorted(self._in_txn)),
+        )
+
     async def begin_transaction(self) -> None:
         self._check_fatal()
-        if self._state is not _State.READY:
+        if self._state is not _State.READY or self._resumed:
             raise KafkaError(
                 error_codes.INVALID_TXN_STATE, f"begin_transaction in state {self._state.value}"
             )
@@ -127,7 +179,7 @@ class AsyncTransactionalProducer(AsyncProducer):
         headers: Headers | None = None,
     ) -> asyncio.Future[RecordMetadata]:
         self._check_fatal()
-        if self._state is not _State.IN_TRANSACTION:
+        if self._state is not _State.IN_TRANSACTION or self._resumed:
             raise KafkaError(error_codes.INVALID_TXN_STATE, "send outside a transaction")
         return await super().send(
             topic, value, key, partition=partition, timestamp_ms=timestamp_ms, headers=headers
@@ -137,7 +189,7 @@ class AsyncTransactionalProducer(AsyncProducer):
         self, offsets: Mapping[TopicPartition, int], group: GroupMetadata | str
     ) -> None:
         self._check_fatal()
-        if self._state is not _State.IN_TRANSACTION:
+        if self._state is not _State.IN_TRANSACTION or self._resumed:
             raise KafkaError(error_codes.INVALID_TXN_STATE, "no transaction to add offsets to")
         meta = GroupMetadata(group) if isinstance(group, str) else group
         await self._call(
@@ -177,18 +229,21 @@ class AsyncTransactionalProducer(AsyncProducer):
         if self._state is not _State.IN_TRANSACTION:
             raise KafkaError(error_codes.INVALID_TXN_STATE, "no transaction to commit")
         await self.flush()
+        self._raise_abortable()
+        await self._end(commit=True)
+
+    def _raise_abortable(self) -> None:
         if self._abortable is not None:  # the application aborts
             if isinstance(self._abortable, KafkaError):
                 raise KafkaError(self._abortable.error, self._abortable.message)
             raise KafkaError(error_codes.NETWORK_EXCEPTION, str(self._abortable))
-        await self._end(commit=True)
 
     async def abort_transaction(self) -> None:
         self._check_fatal()
         if self._state is not _State.IN_TRANSACTION:
             raise KafkaError(error_codes.INVALID_TXN_STATE, "no transaction to abort")
         await self.flush()
-        if self._in_txn:
+        if self._in_txn or self._resumed:
             await self._end(commit=False)
         else:
             self._state = _State.READY

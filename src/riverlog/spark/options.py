@@ -64,6 +64,10 @@ class SinkOptions:
     client: dict[str, str]
     topic: str | None = None
     """The `topic` option: every row goes there (it overrides a `topic` column)."""
+    exactly_once: bool = False
+    """`deliveryGuarantee`: `exactly-once` (streaming only) or `at-least-once` (default)."""
+    transactional_id_prefix: str = "riverlog-spark-"
+    """`transactionalIdPrefix`: a task's transactional id is prefix + queryId-partitionId."""
 
 
 # Keys Spark's Kafka connector refuses after `kafka.`, and why (its own wording, shortened).
@@ -245,9 +249,31 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     )
 
 
-def parse_sink(options: Mapping[str, str]) -> SinkOptions:
+def parse_sink(options: Mapping[str, str], *, streaming: bool = True) -> SinkOptions:
     lowered = _lower(options)
     topic = lowered.get("topic")
     if topic is not None and not topic.strip():
         raise ValueError("option 'topic' is empty")
-    return SinkOptions(client=client_config(lowered), topic=topic)
+    guarantee = lowered.get("deliveryguarantee", "at-least-once").strip().lower()
+    if guarantee not in ("at-least-once", "exactly-once"):
+        raise ValueError("option 'deliveryGuarantee' must be at-least-once or exactly-once")
+    if guarantee == "exactly-once" and not streaming:
+        raise ValueError(
+            "option 'deliveryGuarantee' exactly-once is for streaming queries (writeStream); "
+            "a batch write is at-least-once"
+        )
+    prefix = lowered.get("transactionalidprefix", "riverlog-spark-")
+    if not prefix.strip():
+        raise ValueError("option 'transactionalIdPrefix' is empty")
+    client = client_config(lowered)
+    if "transactional.id" in client:
+        raise ValueError(
+            "Kafka option 'kafka.transactional.id' is not supported: with "
+            "deliveryGuarantee=exactly-once each task derives its own from transactionalIdPrefix"
+        )
+    return SinkOptions(
+        client=client,
+        topic=topic,
+        exactly_once=guarantee == "exactly-once",
+        transactional_id_prefix=prefix,
+    )

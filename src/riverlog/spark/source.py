@@ -81,7 +81,7 @@ class RiverlogDataSource(DataSource):
         return StreamReader(parse_source(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return sink.BatchWriter(parse_sink(self.options), schema)
+        return sink.BatchWriter(parse_sink(self.options, streaming=False), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return sink.StreamWriter(parse_sink(self.options), schema)

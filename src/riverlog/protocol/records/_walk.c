@@ -18,6 +18,18 @@
  *     timestamp, timestamp_type, key, value, headers) per record at or after min_offset.
  *     Raises ValueError on any malformed record.
  *
+ *   chase(data, pos, count, end, out)
+ *     Where the next `count` records from `pos` begin, following their length prefixes
+ *     only, written as int32 into the writable buffer `out`; the last must end at `end`.
+ *     Raises ValueError when the framing leaves `data` or does not add up.
+ *
+ *   fields(data, begins, ends, ts_delta, offset_delta, key_start, key_len, value_start,
+ *          value_len, header_count, header_pos)
+ *     The columnar decode of records already chased (`begins`, `ends`: int32 per record):
+ *     writes every record's fields into the writable buffers (ts_delta int64, the others
+ *     int32), checked as client/arrow.py's `_Fields` checks them. Raises ValueError on any
+ *     malformed record.
+ *
  * Invariants: every read is bounds-checked against the buffer; varints longer than their
  * type allows are errors; no Python object is created per record by `scan`.
  */
@@ -320,7 +332,118 @@ fail:
     return NULL;
 }
 
+static PyObject *walk_chase(PyObject *self, PyObject *args) {
+    Py_buffer data, out;
+    Py_ssize_t pos, count, end;
+    if (!PyArg_ParseTuple(args, "y*nnnw*", &data, &pos, &count, &end, &out)) return NULL;
+    const unsigned char *p = data.buf;
+    const Py_ssize_t n = data.len;
+    int32_t *begins = out.buf;
+    const char *problem = NULL;
+    if (count < 0 || out.len < count * (Py_ssize_t)sizeof(int32_t) || n > INT32_MAX)
+        problem = "chase: bad arguments";
+    for (Py_ssize_t i = 0; i < count && problem == NULL; i++) {
+        if (pos < 0 || pos >= n) {
+            problem = "malformed record framing: a record starts outside the records";
+            break;
+        }
+        begins[i] = (int32_t)pos;
+        uint64_t raw = 0;
+        int shift = 0, done = 0;
+        Py_ssize_t q = pos;
+        while (q < n && shift < 35) {
+            unsigned c = p[q++];
+            raw |= (uint64_t)(c & 0x7F) << shift;
+            shift += 7;
+            if (c < 0x80) {
+                done = 1;
+                break;
+            }
+        }
+        int64_t length = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+        if (!done || raw > 0xFFFFFFFFu || length < 1) {
+            problem = "malformed record framing: bad record length";
+            break;
+        }
+        pos = q + (Py_ssize_t)length;
+    }
+    if (problem == NULL && pos != end) problem = "records do not add up to their batch's size";
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_ValueError, problem);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *walk_fields(PyObject *self, PyObject *args) {
+    Py_buffer v[11];
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*", &v[0], &v[1], &v[2], &v[3], &v[4],
+                          &v[5], &v[6], &v[7], &v[8], &v[9], &v[10]))
+        return NULL;
+    const uint8_t *p = v[0].buf;
+    const Py_ssize_t n = v[1].len / (Py_ssize_t)sizeof(int32_t);
+    const int32_t *begins = v[1].buf, *ends = v[2].buf;
+    int64_t *ts = v[3].buf;
+    int32_t *od = v[4].buf, *ks = v[5].buf, *kl = v[6].buf, *vs = v[7].buf, *vl = v[8].buf;
+    int32_t *hc = v[9].buf, *hp = v[10].buf;
+    const char *problem = NULL;
+    if (v[2].len != v[1].len || v[3].len < n * 8) problem = "fields: bad arguments";
+    for (int k = 4; k < 11 && problem == NULL; k++)
+        if (v[k].len < n * 4) problem = "fields: bad arguments";
+    for (Py_ssize_t i = 0; i < n && problem == NULL; i++) {
+        Py_ssize_t pos = begins[i], end = ends[i];
+        int32_t length, delta, klen, vlen, count;
+        int64_t tdelta;
+        if (pos < 0 || end > v[0].len || pos >= end) {
+            problem = "record length is not positive";
+            break;
+        }
+        if (read_varint(p, end, &pos, &length) || length != end - pos) {
+            problem = "record length does not match its batch";
+            break;
+        }
+        pos += 1; /* attributes */
+        if (read_varlong(p, end, &pos, &tdelta) || read_varint(p, end, &pos, &delta) ||
+            delta < 0) {
+            problem = "malformed record timestamp or offset delta";
+            break;
+        }
+        if (read_varint(p, end, &pos, &klen) || klen < -1 || klen > end - pos) {
+            problem = "malformed record key";
+            break;
+        }
+        ks[i] = (int32_t)pos;
+        pos += klen > 0 ? klen : 0;
+        if (read_varint(p, end, &pos, &vlen) || vlen < -1 || vlen > end - pos) {
+            problem = "malformed record value";
+            break;
+        }
+        vs[i] = (int32_t)pos;
+        pos += vlen > 0 ? vlen : 0;
+        if (read_varint(p, end, &pos, &count) || count < 0 || (count == 0 && pos != end)) {
+            problem = "malformed record headers, or bytes after the record's fields";
+            break;
+        }
+        ts[i] = tdelta;
+        od[i] = delta;
+        kl[i] = klen;
+        vl[i] = vlen;
+        hc[i] = count;
+        hp[i] = (int32_t)pos;
+    }
+    for (int k = 0; k < 11; k++) PyBuffer_Release(&v[k]);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_ValueError, problem);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"fields", walk_fields, METH_VARARGS, "Decode the fields of chased records."},
+    {"chase", walk_chase, METH_VARARGS, "Where the next records of a batch begin."},
     {"scan", walk_scan, METH_VARARGS, "Validate the records of one uncompressed batch."},
     {"decode", walk_decode, METH_VARARGS, "Append one batch's records to a list."},
     {NULL, NULL, 0, NULL},

@@ -17,6 +17,13 @@ Two operations over the *uncompressed* records of one batch (`data`, `count` rec
   offset, timestamp, timestamp_type, key, value, headers) per record at or after
   `min_offset` to `out`; `append_time` ≥ 0 (LogAppendTime) is every record's timestamp.
   Malformed records raise `CorruptRecordError`.
+- `chase(data, pos, count, end, out)` writes where the next `count` records from `pos` begin
+  into `out` (a writable int32 buffer), following only their length prefixes (each a
+  positive varint); the last must end at `end`, else `CorruptRecordError`. The consumer's
+  columnar path (`client/arrow.py`) decodes the fields of all records at once from these.
+
+The compiled walk has a fourth, `fields`, the columnar decode of chased records into int
+buffers (its twin is the numpy code of `client/arrow.py`, which uses it where built).
 
 Both exist twice: compiled (`_walk.c`, built by `pip install -e .` where a C compiler is
 present) and here in Python. `scan` and `decode` are the compiled ones when the extension
@@ -47,7 +54,7 @@ class _Bad(Exception):
     """Internal: the record at hand is malformed."""
 
 
-def _varint(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+def _varint(data: Buffer, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
     """A zig-zag varint (`max_bytes` 5) or varlong (10) at `pos`, not reading past `end`."""
     raw = shift = 0
     for i in range(max_bytes):
@@ -226,12 +233,35 @@ def python_decode(
         raise CorruptRecordError("the batch holds bytes after its records")
 
 
+def python_chase(data: Buffer, pos: int, count: int, end: int, out: Any) -> None:
+    begins = memoryview(out).cast("B").cast("i")
+    n = len(data)
+    try:
+        for i in range(count):
+            if not 0 <= pos < n:
+                raise _Bad
+            begins[i] = pos
+            b = data[pos]
+            if b < 0x80 and b > 1 and not b & 1:  # a short positive length, inline
+                pos += 1 + (b >> 1)
+                continue
+            length, pos = _varint(data, pos, n, 5)
+            if length < 1:
+                raise _Bad
+            pos += length
+    except _Bad:
+        raise CorruptRecordError("malformed record framing: bad record length") from None
+    if pos != end:
+        raise CorruptRecordError("records do not add up to their batch's size")
+
+
 class Implementation(NamedTuple):
     scan: Callable[[Buffer, int, int, int, int, bool], ScanResult]
     decode: Callable[..., None]
+    chase: Callable[[Buffer, int, int, int, Any], None]
 
 
-PYTHON = Implementation(python_scan, python_decode)
+PYTHON = Implementation(python_scan, python_decode, python_chase)
 
 
 def _compiled() -> Implementation | None:
@@ -247,7 +277,13 @@ def _compiled() -> Implementation | None:
         except ValueError as e:
             raise CorruptRecordError(str(e)) from None
 
-    return Implementation(ext.scan, decode)
+    def chase(*args: Any) -> None:
+        try:
+            ext.chase(*args)
+        except ValueError as e:
+            raise CorruptRecordError(str(e)) from None
+
+    return Implementation(ext.scan, decode, chase)
 
 
 COMPILED = _compiled()
@@ -257,3 +293,24 @@ _ACTIVE = PYTHON if COMPILED is None or os.environ.get("RIVERLOG_PURE_PYTHON") e
 ACCELERATED = _ACTIVE is not PYTHON
 scan = _ACTIVE.scan
 decode = _ACTIVE.decode
+chase = _ACTIVE.chase
+
+
+def _compiled_fields() -> Callable[..., None] | None:
+    if not ACCELERATED:
+        return None
+    from riverlog.protocol.records import _walk  # type: ignore[attr-defined]
+
+    ext: ModuleType = _walk
+
+    def fields(*args: Any) -> None:
+        try:
+            ext.fields(*args)
+        except ValueError as e:
+            raise CorruptRecordError(str(e)) from None
+
+    return fields
+
+
+fields = _compiled_fields()
+"""The compiled columnar decode (see `client/arrow.py`), or None: arrow.py's numpy code."""
