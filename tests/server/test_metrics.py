@@ -22,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from riverlog.client.connection import connect_any
 from riverlog.devcluster import free_port
 from riverlog.embedded import EmbeddedBroker, broker
+from riverlog.metrics_http import parse_listener
 from riverlog.protocol.messages import MetadataRequest, ProduceRequest
-from riverlog.server.metrics.endpoint import parse_listener
 from tests.cluster_harness import Cluster, partitions_of, wait_until
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -22,34 +22,19 @@ anything starts; without one nothing is counted.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from riverlog.client.consumer import AsyncConsumer, ConsumerRecord
+from riverlog.metrics_http import MetricsServer
 
 log = logging.getLogger("riverlog.mirror")
 PREFIX = "kafka_connect_mirror_mirrorsourceconnector_"
 LATENCY_BUCKETS_MS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
-MAX_REQUEST_HEAD = 8192
-READ_TIMEOUT_S = 10.0
-
-
-def parse_listener(text: str) -> tuple[str, int] | None:
-    """`http://HOST:PORT` as (host, port); "" as None (no endpoint); ValueError otherwise."""
-    if not text:
-        return None
-    scheme, sep, rest = text.partition("://")
-    host, colon, port = rest.rpartition(":")
-    if scheme.lower() != "http" or not sep or not colon or not port.isdigit() or "/" in rest:
-        raise ValueError(f"metrics.listener {text!r}: expected http://HOST:PORT")
-    return host.strip("[]"), int(port)
 
 
 class _Lag(Collector):
@@ -150,51 +135,18 @@ class FlowMetrics:
 
 
 class MetricsEndpoint:
-    """GET /metrics on `host:port`, served on the running event loop."""
+    """GET /metrics on `host:port`, served on the running event loop while entered."""
 
     def __init__(self, metrics: MirrorMetrics, host: str, port: int) -> None:
         self.metrics = metrics
-        self.host, self.port = host, port
-        self._server: asyncio.Server | None = None
+        self.server = MetricsServer(self._scrape, host, port)
+
+    async def _scrape(self) -> bytes:
+        return self.metrics.scrape()
 
     async def __aenter__(self) -> MetricsEndpoint:
-        self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, limit=MAX_REQUEST_HEAD
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        log.info("metrics on http://%s:%d/metrics", self.host, self.port)
+        await self.server.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            async with asyncio.timeout(READ_TIMEOUT_S):
-                head = await reader.readuntil(b"\r\n\r\n")
-            parts = head.split(b"\r\n", 1)[0].split(b" ")
-            if len(parts) != 3 or parts[0] != b"GET":
-                status, body, kind = "400 Bad Request", b"bad request\n", "text/plain"
-            elif parts[1].split(b"?", 1)[0] not in (b"/metrics", b"/"):
-                status, body, kind = "404 Not Found", b"see /metrics\n", "text/plain"
-            else:
-                status, body, kind = "200 OK", self.metrics.scrape(), CONTENT_TYPE_LATEST
-            writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: "
-                f"{len(body)}\r\nConnection: close\r\n\r\n".encode()
-                + body
-            )
-            await writer.drain()
-        except (
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            TimeoutError,
-            ConnectionError,
-        ):
-            pass  # the scraper went away or sent too much: nothing to answer
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+        await self.server.stop()

@@ -30,9 +30,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from riverlog.client.producer import AsyncProducer
+from riverlog.metrics_http import parse_listener
 from riverlog.mirror.exactly_once import ExactlyOnceStream, OffsetStore, ensure_offsets_topic
 from riverlog.mirror.flow import MirrorStream
-from riverlog.mirror.metrics import MetricsEndpoint, MirrorMetrics, parse_listener
+from riverlog.mirror.metrics import MetricsEndpoint, MirrorMetrics
 from riverlog.mirror.policy import include_pattern
 from riverlog.mirror.records import source_offset_key
 

@@ -29,10 +29,11 @@ from collections.abc import Awaitable, Callable
 
 from riverlog.client.admin import AsyncAdmin
 from riverlog.client.producer import AsyncProducer
+from riverlog.metrics_http import parse_listener
 from riverlog.mirror.checkpoints import Checkpointer, OffsetSyncEmitter
 from riverlog.mirror.exactly_once import ExactlyOnceStream, OffsetStore, ensure_offsets_topic
 from riverlog.mirror.flow import MirrorStream
-from riverlog.mirror.metrics import MetricsEndpoint, MirrorMetrics, parse_listener
+from riverlog.mirror.metrics import MetricsEndpoint, MirrorMetrics
 from riverlog.mirror.mm1 import INT_MAX
 from riverlog.mirror.mm2_config import Flow
 from riverlog.mirror.records import (

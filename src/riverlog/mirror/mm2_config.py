@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from riverlog.client.security import is_security_key
-from riverlog.mirror.metrics import parse_listener
+from riverlog.metrics_http import parse_listener
 from riverlog.mirror.policy import DEFAULT_POLICY, NameFilter, ReplicationPolicy, regex_list
 
 DEFAULTS: dict[str, str] = {

@@ -65,7 +65,7 @@ def _replica_selector(text: str) -> str:
 
 def _metrics_listener(text: str) -> str:
     """`http://HOST:PORT` of the Prometheus endpoint (`server/metrics/endpoint.py`), or ""."""
-    from riverlog.server.metrics.endpoint import parse_listener
+    from riverlog.metrics_http import parse_listener
 
     try:
         parse_listener(text.strip())
