@@ -29,20 +29,16 @@ end-to-end <= 10 ms, >= 10,000 acks=all single-record requests/s.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import re
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
+from bench_harness import broker_process, cpu_seconds
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -240,12 +236,6 @@ def acks_all_serial(bootstrap: str, topic: str, seconds: float = 3.0) -> tuple[i
     return done, time.perf_counter() - start
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc, clock ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def acks_all_pipelined_rate(
     bootstrap: str, topic: str, idempotent: bool, seconds: float = 3.0
 ) -> float:
@@ -268,28 +258,6 @@ def acks_all_pipelined_rate(
             producer.poll(0.001)
     producer.flush(10)
     return delivered / (time.perf_counter() - start)
-
-
-@contextlib.contextmanager
-def broker_process() -> Iterator[tuple[str, int]]:
-    """`riverlog server` as a child process on a free loopback port; its bootstrap address
-    and process id."""
-    with tempfile.TemporaryDirectory() as data_dir:
-        args = [sys.executable, "-m", "riverlog", "server", "--listen", "127.0.0.1:0"]
-        args += ["--data-dir", data_dir]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                found = re.search(rb"listening on (127\.0\.0\.1:\d+)", line)
-                if found:
-                    yield found.group(1).decode(), proc.pid
-                    break
-            else:
-                raise RuntimeError("the broker did not start")
-        finally:
-            proc.terminate()
-            proc.wait(30)
 
 
 def _row(label: str, ours: float, ceiling: float, unit: str, target: str) -> None:

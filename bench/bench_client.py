@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_broker import broker_process
+from bench_harness import broker_process
 
 from riverlog.client import AsyncConsumer, AsyncProducer
 from riverlog.client import Producer as BlockingProducer

@@ -46,6 +46,7 @@ from pathlib import Path
 from statistics import median
 from typing import NamedTuple
 
+from bench_harness import CLOCK_TICKS, cpu_seconds
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -61,13 +62,6 @@ PRODUCERS = {
     True: "idempotent producer (5 requests in flight per broker)",
     False: "producer without idempotence (unbounded in flight)",
 }
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def warm_memory() -> None:

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench_harness import cpu_seconds
+
 if TYPE_CHECKING:  # imported late: the worker instruments the codec first
     from riverlog.protocol.framing import FrameReader
 
@@ -253,12 +255,6 @@ def memory(pid: int) -> Memory:
             if key in ("VmRSS", "VmHWM"):
                 fields[key] = int(value.split()[0])
     return Memory(fields["VmRSS"], fields["VmHWM"])
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        parts = stat.read().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_broker(directory: Path) -> tuple[subprocess.Popen[bytes], str, Path]:

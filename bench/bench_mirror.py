@@ -24,17 +24,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
+
+from bench_harness import broker_process, cpu_seconds
 
 from riverlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer
 
@@ -45,41 +43,6 @@ RATE = 400  # records/s for the latency runs
 EOS_COMMIT_MS = 100  # the exactly-once mirror's --offset.commit.interval.ms
 _Run = TypeVar("_Run")
 LATENCY_SECONDS = 5
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
-
-
-@contextlib.contextmanager
-def broker() -> Iterator[tuple[str, int]]:
-    """`riverlog server` on a free loopback port: (bootstrap address, pid)."""
-    with tempfile.TemporaryDirectory() as data_dir:
-        args = [
-            sys.executable,
-            "-m",
-            "riverlog",
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            data_dir,
-        ]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                found = re.search(rb"listening on (127\.0\.0\.1:\d+)", line)
-                if found:
-                    yield found.group(1).decode(), proc.pid
-                    break
-            else:
-                raise RuntimeError("the broker did not start")
-        finally:
-            proc.terminate()
-            proc.wait(30)
 
 
 async def create(bootstrap: str, *topics: str) -> None:
@@ -207,7 +170,7 @@ def order(runs: list[_Run], exactly_once_first: bool) -> list[_Run]:
 
 
 async def main(exactly_once_first: bool) -> None:
-    with broker() as (source, source_pid), broker() as (target, target_pid):
+    with broker_process() as (source, source_pid), broker_process() as (target, target_pid):
 
         def brokers() -> float:
             return cpu_seconds(source_pid) + cpu_seconds(target_pid)

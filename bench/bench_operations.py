@@ -18,17 +18,14 @@ Prometheus metrics cost the broker (prints numbers, asserts none). About two min
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import timeit
 import urllib.request
-from collections.abc import Iterator
 
+from bench_harness import broker_process, cpu_seconds
 from confluent_kafka import Producer
 
 from riverlog.client.admin import AsyncAdmin
@@ -38,43 +35,6 @@ from riverlog.protocol.messages import MetadataRequest
 from riverlog.server.metrics.requests import RequestMetrics
 
 TOPICS, PARTITIONS, GROUPS = 10, 100, 100
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks
-
-
-@contextlib.contextmanager
-def broker_process(*overrides: str) -> Iterator[tuple[str, int]]:
-    """`riverlog server` on a free loopback port: (bootstrap address, pid)."""
-    with tempfile.TemporaryDirectory() as data_dir:
-        args = [
-            sys.executable,
-            "-m",
-            "riverlog",
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            data_dir,
-        ]
-        for o in overrides:
-            args += ["--override", o]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                found = re.search(rb"listening on (127\.0\.0\.1:\d+)", line)
-                if found:
-                    yield found.group(1).decode(), proc.pid
-                    break
-            else:
-                raise RuntimeError("the broker did not start")
-        finally:
-            proc.terminate()
-            proc.wait(30)
 
 
 # -- 1. console pages ----------------------------------------------------------------------

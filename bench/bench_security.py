@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import shutil
 import socket
@@ -40,6 +39,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from bench_harness import cpu_seconds
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -60,13 +60,7 @@ SECONDS = 4.0
 RECORDS_PER_REQUEST = 1000
 """1 KiB records per pre-encoded Produce request: within `message.max.bytes` (1 MB)."""
 ROUNDS = 3
-TICKS = os.sysconf("SC_CLK_TCK")
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 @contextlib.contextmanager

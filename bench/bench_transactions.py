@@ -16,57 +16,17 @@ Measured in one run against one `riverlog server` process:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import re
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 
+from bench_harness import broker_process, cpu_seconds
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 SIZE = 1024
 PARTITIONS = 3
 TXN_INTERVAL_S = 0.1
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-@contextlib.contextmanager
-def broker_process() -> Iterator[tuple[str, int]]:
-    """`riverlog server` as a child process on a free loopback port: (bootstrap, pid)."""
-    with tempfile.TemporaryDirectory() as data_dir:
-        args = [
-            sys.executable,
-            "-m",
-            "riverlog",
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            data_dir,
-        ]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                found = re.search(rb"listening on (127\.0\.0\.1:\d+)", line)
-                if found:
-                    yield found.group(1).decode(), proc.pid
-                    break
-            else:
-                raise RuntimeError("the broker did not start")
-        finally:
-            proc.terminate()
-            proc.wait(30)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()  # noqa: SIM115
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def create(bootstrap: str, partitions: int = PARTITIONS) -> str:
