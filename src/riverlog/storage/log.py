@@ -346,12 +346,20 @@ class PartitionLog:
             return self.log_end_offset
 
     def _write(self, view: memoryview, headers: list[BatchHeader], now_ms: int) -> None:
+        """Append whole batches; a failed write (ENOSPC, EIO) leaves the log as it was and
+        is KAFKA_STORAGE_ERROR (retriable: the writer tries again once there is room)."""
         first, last = headers[0], headers[-1]
-        if self._should_roll(len(view), first, last, now_ms):
-            self.roll(first.base_offset)
-        for header in headers:
-            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-        self.active.append(view, headers)
+        try:
+            if self._should_roll(len(view), first, last, now_ms):
+                self.roll(first.base_offset)
+            for header in headers:
+                self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+            self.active.append(view, headers)
+        except OSError as e:
+            log.warning("append to %s failed: %s", self.directory.name, e)
+            raise KafkaError(
+                error_codes.KAFKA_STORAGE_ERROR, f"{self.directory.name}: {e.strerror}"
+            ) from None
         position = 0
         for header in headers:
             marker = read_marker(view, position, header) if header.is_control else None
