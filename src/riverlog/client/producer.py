@@ -17,8 +17,9 @@ sequence order, in front of everything not yet sent (so ordering holds even with
 flight), after `retry.backoff.ms` and a metadata refresh. A batch that is refused for good
 (e.g. too large) fails its records; with idempotence the producer then takes a new producer id
 once nothing is in flight, so the sequence gap cannot stall the partitions. A batch refused as
-out of order while an earlier batch of its partition is unanswered or waiting for a retry (sent
-to a broker that no longer leads, across a leader change) is retried behind it under the same
+out of order that was sent while an earlier batch of its partition was unanswered or waiting
+for a retry (sent to a broker that no longer leads, across a leader change; answered on
+another connection), or is refused while one still is, is retried behind it under the same
 id: a new id would re-send, under new sequences, batches a leader may have written already.
 Every record is answered within `delivery.timeout.ms`.
 
@@ -456,6 +457,7 @@ class AsyncProducer:
             batch.producer_id, batch.producer_epoch = self._producer_id, self._producer_epoch
             batch.base_sequence = state.next_sequence
             state.next_sequence = (state.next_sequence + batch.count) & 0x7FFFFFFF
+        batch.sent_behind = state.earlier_unsettled(batch)
 
     def _spawn(self, coroutine: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -534,8 +536,9 @@ class AsyncProducer:
         if (
             code == error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code
             and batch.producer_id == self._producer_id
+            and not batch.sent_behind
             and not state.earlier_unsettled(batch)
-        ):  # a gap nothing here explains; else the earlier batch is retried first
+        ):  # a gap nothing here explains; else it is retried behind the earlier batches
             self._renew_producer_id(f"{tp}: {error}")
         retriable = error.retriable or code in (
             error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code,
