@@ -226,6 +226,37 @@ def test_an_out_of_order_refusal_is_a_gap_only_behind_settled_batches() -> None:
     assert not asyncio.run(run([(1, 0), (2, 0), (3, 0)]))
 
 
+def test_a_batch_refused_as_out_of_order_behind_an_acknowledged_later_one_was_written() -> None:
+    """Batch 1 is in flight to a broker that no longer leads while batches 2 and 3 are taken
+    by the new leader (which has batch 1, replicated) and acknowledged; batch 1, retried to the
+    leader, is older than the five batches it remembers and is refused as out of order. A later
+    batch taken in sequence means batch 1 is in the log: it succeeds (offset unknown), and no
+    new producer id re-sends it (seen in the long run, seed 3001: 40 values twice)."""
+    ooo = error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code
+
+    async def run() -> tuple[bool, int, list[int]]:
+        producer = AsyncProducer({**BS, "enable.idempotence": True, "linger.ms": 0})
+        producer._producer_id, producer._producer_epoch = 7, 0
+        producer._need_producer_id = False
+        acc = producer._accumulator
+        batches = []
+        offsets: list[int] = []
+        for _ in range(4):
+            batch, _ = acc.append("t", 0, 1, None, b"x", (), now_ms=0)
+            batch.futures.append(lambda _error, meta: offsets.append(meta.offset))
+            batches.append(acc.pop(("t", 0)))
+        producer._prepare(batches[0])
+        producer._handle(batches[0], 0, 0, -1, None)
+        for batch in batches[1:]:
+            producer._prepare(batch)
+        producer._handle(batches[2], 0, 5, -1, None)
+        producer._handle(batches[3], 0, 6, -1, None)
+        producer._handle(batches[1], ooo, -1, -1, None)
+        return producer._need_producer_id, len(producer._partitions[("t", 0)].failed), offsets
+
+    assert asyncio.run(run()) == (False, 0, [0, 5, 6, -1])
+
+
 def _txn(base: int, pid: int, values: list[bytes], *, control: int | None = None) -> bytes:
     if control is not None:
         key = (0).to_bytes(2, "big") + control.to_bytes(2, "big")

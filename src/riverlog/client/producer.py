@@ -21,7 +21,10 @@ out of order that was sent while an earlier batch of its partition was unanswere
 for a retry (sent to a broker that no longer leads, across a leader change; answered on
 another connection), or is refused while one still is, is retried behind it under the same
 id: a new id would re-send, under new sequences, batches a leader may have written already.
-Every record is answered within `delivery.timeout.ms`.
+A batch refused as out of order after a later batch of its partition was acknowledged is in
+the log (the leader knew the producer from the acknowledged batches before and took the later
+one in sequence), just older than the five batches a leader remembers: it succeeds with an
+unknown offset, as a duplicate does. Every record is answered within `delivery.timeout.ms`.
 
 Invariants: each record's future completes exactly once; records of one partition are
 written in `send` order (with idempotence, also across retries); Produce v13 (topic ids) is
@@ -89,6 +92,8 @@ class _PartitionState:
     retry_at: float = 0.0
     """When the failed batches may be retried (time.monotonic)."""
     acked: bool = False
+    acked_serial: int = -1
+    """The newest batch (by `serial`) acknowledged under the current producer id."""
     """A batch was acknowledged under the current producer id: the leader knows the producer
     and refuses a sequence gap from now on."""
 
@@ -530,9 +535,18 @@ class AsyncProducer:
         state.sending = [b for b in state.sending if b is not batch]
         if code in (0, error_codes.DUPLICATE_SEQUENCE_NUMBER.code):
             state.acked = batch.producer_id == self._producer_id
+            if state.acked:
+                state.acked_serial = max(state.acked_serial, batch.serial)
             self._finish(batch, base_offset if code == 0 else -1, append_time, None)
             return
         error = KafkaError(for_code(code), message)
+        if (
+            code == error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code
+            and batch.producer_id == self._producer_id
+            and batch.serial < state.acked_serial
+        ):  # a later batch was taken in sequence after an acknowledged one: this one is in
+            self._finish(batch, -1, -1, None)  # the log, older than the leader remembers
+            return
         if (
             code == error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code
             and batch.producer_id == self._producer_id
@@ -633,5 +647,5 @@ class AsyncProducer:
             return
         self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
         for state in self._partitions.values():
-            state.next_sequence, state.acked = 0, False
+            state.next_sequence, state.acked, state.acked_serial = 0, False, -1
         self._need_producer_id = False
