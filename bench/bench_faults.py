@@ -10,7 +10,8 @@ reordered, and recovery time per fault kind (median and max) beside
 Runs as root for --netns (each node in its own network namespace: partitions, loss) and
 --disk-mb (each log dir a tmpfs of that size: disk-full faults). Without them it injects the
 process and ZooKeeper faults on loopback. `--minutes` stops injecting after that long (the
-run still checks what it has); the brokers' logs and the tools' event lines stay in --keep.
+run still checks what it has), as does SIGINT or SIGTERM (the fault under way is healed, then
+the history read and checked); the brokers' logs and the tools' event lines stay in --keep.
 A run with the same seed and kinds replays the same choices (targets follow the cluster).
 Exit status 1 if the checker found anomalies.
 """
@@ -20,8 +21,10 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -48,6 +51,15 @@ def main() -> int:
     directory.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + args.minutes * 60 if args.minutes else None
     print(f"logs and histories in {directory}", flush=True)
+    stop = threading.Event()
+
+    def stopping(signum: int, _frame: object) -> None:
+        if not stop.is_set():
+            print(f"{signal.Signals(signum).name}: no more faults; checking", flush=True)
+        stop.set()
+
+    signal.signal(signal.SIGINT, stopping)
+    signal.signal(signal.SIGTERM, stopping)
     start_cpu = _cpu_s()
     result = run_suite(
         directory,
@@ -60,6 +72,7 @@ def main() -> int:
         kinds=tuple(args.kinds.split(",")) if args.kinds else None,
         progress=lambda line: print(line, flush=True),
         deadline=deadline,
+        stop=stop,
     )
     print(result.table())
     cpu = _cpu_s() - start_cpu

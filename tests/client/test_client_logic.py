@@ -17,6 +17,7 @@ from riverlog.client.fetcher import data_batches, decode_records
 from riverlog.client.partitioner import DefaultPartitioner, key_partition, murmur2
 from riverlog.client.producer import AsyncProducer
 from riverlog.model import TopicPartition
+from riverlog.protocol import error_codes
 from riverlog.protocol.records import compression
 from riverlog.protocol.records.v2 import (
     Record,
@@ -184,6 +185,76 @@ def test_an_idempotent_partitions_first_batch_travels_alone() -> None:
 
     assert asyncio.run(run(True)) == [[("t", 1)], [("t", 0), ("t", 1)]]
     assert asyncio.run(run(False)) == [[("t", 0), ("t", 1)], [("t", 0), ("t", 1)]]
+
+
+def test_an_out_of_order_refusal_is_a_gap_only_behind_settled_batches() -> None:
+    """A refusal as out of order takes a new producer id only for a batch sent when every
+    earlier batch of its partition was answered, and still refused so: otherwise the leader
+    had merely not seen the earlier batch yet (it was in flight elsewhere, or its answer came
+    on another connection), and a new id would re-send under new sequences batches a leader
+    may have written (finding 1 of docs/fault-suite.md). No I/O happens."""
+    ooo = error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code
+
+    async def run(answers: list[tuple[int, int]], *, resend_last: bool = False) -> bool:
+        """Three batches sent back to back after an acknowledged one; `answers`: (which,
+        error code) in the order they come back; with `resend_last`, batch 3 is retried once
+        the others are answered and refused again. Whether a new producer id is wanted."""
+        producer = AsyncProducer({**BS, "enable.idempotence": True, "linger.ms": 0})
+        producer._producer_id, producer._producer_epoch = 7, 0
+        producer._need_producer_id = False
+        acc = producer._accumulator
+        batches = []
+        for _ in range(4):
+            batch, _ = acc.append("t", 0, 1, None, b"x", (), now_ms=0)
+            batch.futures.append(None)
+            batches.append(acc.pop(("t", 0)))  # closed: the next record starts a new batch
+        producer._prepare(batches[0])
+        producer._handle(batches[0], 0, 0, -1, None)
+        for batch in batches[1:]:
+            producer._prepare(batch)
+        for which, code in answers:
+            producer._handle(batches[which], code, 1 if code == 0 else -1, -1, None)
+        if resend_last:  # what the retry does: back from `failed`, sent again, refused
+            producer._partitions[("t", 0)].failed.remove(batches[3])
+            producer._prepare(batches[3])
+            producer._handle(batches[3], ooo, -1, -1, None)
+        return producer._need_producer_id
+
+    assert not asyncio.run(run([(3, ooo)]))  # batches 1 and 2 still unanswered
+    assert not asyncio.run(run([(1, 0), (2, 0), (3, ooo)]))  # it overtook them, answered later
+    assert asyncio.run(run([(1, 0), (2, 0), (3, ooo)], resend_last=True))  # a real gap
+    assert not asyncio.run(run([(1, 0), (2, 0), (3, 0)]))
+
+
+def test_a_batch_refused_as_out_of_order_behind_an_acknowledged_later_one_was_written() -> None:
+    """Batch 1 is in flight to a broker that no longer leads while batches 2 and 3 are taken
+    by the new leader (which has batch 1, replicated) and acknowledged; batch 1, retried to the
+    leader, is older than the five batches it remembers and is refused as out of order. A later
+    batch taken in sequence means batch 1 is in the log: it succeeds (offset unknown), and no
+    new producer id re-sends it (seen in the long run, seed 3001: 40 values twice)."""
+    ooo = error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code
+
+    async def run() -> tuple[bool, int, list[int]]:
+        producer = AsyncProducer({**BS, "enable.idempotence": True, "linger.ms": 0})
+        producer._producer_id, producer._producer_epoch = 7, 0
+        producer._need_producer_id = False
+        acc = producer._accumulator
+        batches = []
+        offsets: list[int] = []
+        for _ in range(4):
+            batch, _ = acc.append("t", 0, 1, None, b"x", (), now_ms=0)
+            batch.futures.append(lambda _error, meta: offsets.append(meta.offset))
+            batches.append(acc.pop(("t", 0)))
+        producer._prepare(batches[0])
+        producer._handle(batches[0], 0, 0, -1, None)
+        for batch in batches[1:]:
+            producer._prepare(batch)
+        producer._handle(batches[2], 0, 5, -1, None)
+        producer._handle(batches[3], 0, 6, -1, None)
+        producer._handle(batches[1], ooo, -1, -1, None)
+        return producer._need_producer_id, len(producer._partitions[("t", 0)].failed), offsets
+
+    assert asyncio.run(run()) == (False, 0, [0, 5, 6, -1])
 
 
 def _txn(base: int, pid: int, values: list[bytes], *, control: int | None = None) -> bytes:

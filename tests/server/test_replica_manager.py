@@ -137,3 +137,44 @@ def test_an_io_error_takes_the_directory_offline_and_tells_the_controller(
     assert json.loads(node.data) == {"version": 1, "broker": 1, "event": 1}
     manager.log_dir_failed(data)  # already known: no second notification
     assert len(store.children(layout.LOG_DIR_EVENT_NOTIFICATION)) == 1
+
+
+def test_an_isr_write_whose_answer_was_lost_counts_as_written(tmp_path: Path) -> None:
+    """The leader's ISR write reached ZooKeeper but its answer was lost with the connection
+    (StoreUnavailableError: the leader keeps the old ISR and znode version). Its next attempt
+    is refused for the version; the znode holds exactly what it wrote, so that is its own
+    write (Kafka's checkLeaderAndIsrZkData) — before, the leader kept the old ISR with an ISR
+    write "pending" for good and could change the ISR no more: a partition that never looked
+    whole again, as after the 60 % packet loss of finding 5 (docs/fault-suite.md)."""
+    clock = ManualClock()
+    manager, store = leading(tmp_path, clock)
+    manager.shrink_isrs(LAG_MS)
+    clock.advance(LAG_MS // 2)
+    manager.follower_fetched(2, [((T, 0), 0)])
+    manager.shrink_isrs(LAG_MS)
+    clock.advance(LAG_MS // 2 + 1)
+    path = layout.partition_state_path(T, 0)
+    store.set(path, layout.PartitionState(1, 4, [1, 2], 1).to_json(), expected_version=0)
+    manager.shrink_isrs(LAG_MS)  # the same write again, at the version it still knows
+    hosted = manager.get(T, 0)
+    assert (hosted.isr, hosted.zk_version, hosted.pending_isr) == ([1, 2], 1, None)
+    clock.advance(1)
+    manager.follower_fetched(3, [((T, 0), 0)])  # 3 catches up: it may join again
+    assert stored_isr(store) == [1, 2, 3] and hosted.isr == [1, 2, 3]
+
+
+def test_an_isr_write_refused_for_another_state_changes_nothing(tmp_path: Path) -> None:
+    """The znode moved on to something else (the controller wrote it): not ours."""
+    clock = ManualClock()
+    manager, store = leading(tmp_path, clock)
+    manager.shrink_isrs(LAG_MS)
+    clock.advance(LAG_MS // 2)
+    manager.follower_fetched(2, [((T, 0), 0)])
+    manager.shrink_isrs(LAG_MS)
+    clock.advance(LAG_MS // 2 + 1)
+    path = layout.partition_state_path(T, 0)
+    store.set(path, layout.PartitionState(2, 5, [2, 3], 2).to_json(), expected_version=0)
+    manager.shrink_isrs(LAG_MS)
+    hosted = manager.get(T, 0)
+    assert (hosted.isr, hosted.zk_version) == ([1, 2, 3], 0)
+    assert stored_isr(store) == [2, 3]

@@ -71,6 +71,9 @@ class ProducerBatch:
     """No more records: it was sent once (its sequence and bytes are fixed)."""
     serial: int = field(default_factory=itertools.count().__next__)
     """Creation order across all batches (a partition's retries go back in this order)."""
+    sent_behind: bool = False
+    """When last sent, an earlier batch of its partition and producer id was unanswered or
+    waiting for a retry (the producer's business: a refusal as out of order is then no gap)."""
 
     def add(
         self,

@@ -16,8 +16,15 @@ marks the partition; once none of its batches is in flight, the failed ones go b
 sequence order, in front of everything not yet sent (so ordering holds even with 5 requests in
 flight), after `retry.backoff.ms` and a metadata refresh. A batch that is refused for good
 (e.g. too large) fails its records; with idempotence the producer then takes a new producer id
-once nothing is in flight, so the sequence gap cannot stall the partitions. Every record is
-answered within `delivery.timeout.ms`.
+once nothing is in flight, so the sequence gap cannot stall the partitions. A batch refused as
+out of order that was sent while an earlier batch of its partition was unanswered or waiting
+for a retry (sent to a broker that no longer leads, across a leader change; answered on
+another connection), or is refused while one still is, is retried behind it under the same
+id: a new id would re-send, under new sequences, batches a leader may have written already.
+A batch refused as out of order after a later batch of its partition was acknowledged is in
+the log (the leader knew the producer from the acknowledged batches before and took the later
+one in sequence), just older than the five batches a leader remembers: it succeeds with an
+unknown offset, as a duplicate does. Every record is answered within `delivery.timeout.ms`.
 
 Invariants: each record's future completes exactly once; records of one partition are
 written in `send` order (with idempotence, also across retries); Produce v13 (topic ids) is
@@ -29,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +56,8 @@ from riverlog.protocol.messages import (
     ProduceRequest,
     ProduceResponse,
 )
+
+log = logging.getLogger(__name__)
 
 MAX_PRODUCE_VERSION = 12  # v13 addresses topics by id only
 Headers = Sequence[tuple[str, bytes | None]]
@@ -75,14 +85,29 @@ class RecordMetadata(NamedTuple):
 
 @dataclass
 class _PartitionState:
-    in_flight: int = 0
+    sending: list[ProducerBatch] = field(default_factory=list)
+    """Batches sent and not answered yet."""
     failed: list[ProducerBatch] = field(default_factory=list)
     next_sequence: int = 0
     retry_at: float = 0.0
     """When the failed batches may be retried (time.monotonic)."""
     acked: bool = False
+    acked_serial: int = -1
+    """The newest batch (by `serial`) acknowledged under the current producer id."""
     """A batch was acknowledged under the current producer id: the leader knows the producer
     and refuses a sequence gap from now on."""
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.sending)
+
+    def earlier_unsettled(self, batch: ProducerBatch) -> bool:
+        """Whether a batch sent before `batch` under its producer id is still unanswered or
+        waiting for a retry: a leader that misses it refuses `batch` as out of order."""
+        return any(
+            b.serial < batch.serial and b.producer_id == batch.producer_id
+            for b in (*self.sending, *self.failed)
+        )
 
 
 def _as_bytes(data: Bytes | None) -> bytes | None:
@@ -431,12 +456,13 @@ class AsyncProducer:
 
     def _prepare(self, batch: ProducerBatch) -> None:
         state = self._partitions.setdefault((batch.topic, batch.partition), _PartitionState())
-        state.in_flight += 1
+        state.sending.append(batch)
         batch.attempts += 1
         if self.config.enable_idempotence and batch.producer_id != self._producer_id:
             batch.producer_id, batch.producer_epoch = self._producer_id, self._producer_epoch
             batch.base_sequence = state.next_sequence
             state.next_sequence = (state.next_sequence + batch.count) & 0x7FFFFFFF
+        batch.sent_behind = state.earlier_unsettled(batch)
 
     def _spawn(self, coroutine: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -506,20 +532,34 @@ class AsyncProducer:
     ) -> None:
         tp = (batch.topic, batch.partition)
         state = self._partitions[tp]
-        state.in_flight -= 1
+        state.sending = [b for b in state.sending if b is not batch]
         if code in (0, error_codes.DUPLICATE_SEQUENCE_NUMBER.code):
             state.acked = batch.producer_id == self._producer_id
+            if state.acked:
+                state.acked_serial = max(state.acked_serial, batch.serial)
             self._finish(batch, base_offset if code == 0 else -1, append_time, None)
             return
         error = KafkaError(for_code(code), message)
-        if code == error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code and not state.failed:
-            self._need_producer_id = True  # a gap nothing here explains: start a new sequence
+        if (
+            code == error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code
+            and batch.producer_id == self._producer_id
+            and batch.serial < state.acked_serial
+        ):  # a later batch was taken in sequence after an acknowledged one: this one is in
+            self._finish(batch, -1, -1, None)  # the log, older than the leader remembers
+            return
+        if (
+            code == error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code
+            and batch.producer_id == self._producer_id
+            and not batch.sent_behind
+            and not state.earlier_unsettled(batch)
+        ):  # a gap nothing here explains; else it is retried behind the earlier batches
+            self._renew_producer_id(f"{tp}: {error}")
         retriable = error.retriable or code in (
             error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code,
             error_codes.UNKNOWN_PRODUCER_ID.code,
         )
         if code == error_codes.UNKNOWN_PRODUCER_ID.code:
-            self._need_producer_id = True
+            self._renew_producer_id(f"{tp}: {error}")
         if retriable and batch.attempts <= self.config.retries:
             if code != error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code:
                 self.cluster.mark_stale(tp)
@@ -527,8 +567,8 @@ class AsyncProducer:
             state.failed.append(batch)
             state.retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000
             return
-        if self.config.enable_idempotence:
-            self._need_producer_id = True  # later sequences of this partition now have a gap
+        if self.config.enable_idempotence:  # later sequences of this partition have a gap
+            self._renew_producer_id(f"{tp}: a batch failed for good: {error}")
         self._finish(batch, -1, -1, error)
 
     def _finish(
@@ -575,11 +615,18 @@ class AsyncProducer:
             retrying = [b for b in state.failed if now_ms - b.created_ms >= deadline]
             for batch in retrying:
                 state.failed.remove(batch)
-                self._need_producer_id = self.config.enable_idempotence
+                if self.config.enable_idempotence:
+                    self._renew_producer_id(f"{batch.topic}-{batch.partition}: retries expired")
             expired += retrying
         for batch in expired:
             timeout = f"not delivered within delivery.timeout.ms={deadline}"
             self._finish(batch, -1, -1, KafkaError(error_codes.REQUEST_TIMED_OUT, timeout))
+
+    def _renew_producer_id(self, reason: str) -> None:
+        """Take a new producer id once nothing is in flight (sequences start again at 0)."""
+        if not self._need_producer_id:
+            log.warning("producer id %d: taking a new one (%s)", self._producer_id, reason)
+        self._need_producer_id = True
 
     async def _init_producer_id(self) -> None:
         try:
@@ -600,5 +647,5 @@ class AsyncProducer:
             return
         self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
         for state in self._partitions.values():
-            state.next_sequence, state.acked = 0, False
+            state.next_sequence, state.acked, state.acked_serial = 0, False, -1
         self._need_producer_id = False

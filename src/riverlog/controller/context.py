@@ -116,13 +116,22 @@ def elect_offline(
     partitions: Collection[TopicPartition],
     unclean_allowed: Callable[[str], bool],
 ) -> dict[TopicPartition, PartitionState]:
-    """Offline elections for those of `partitions` whose leader is not usable."""
+    """Offline elections for those of `partitions` whose leader is not alive. A leader that
+    is shutting down is alive: it keeps leading until its controlled shutdown moves the
+    leadership (`move_leadership_off`, which leaves it where no other ISR member can take
+    it, as Kafka does) or it dies — an offline election here would take a partition whose
+    only ISR member it is offline while that broker still serves it (finding 6 of
+    docs/fault-suite.md). A leader whose replica's log directory failed (KIP-112) is not
+    serving it. Candidates are the usable brokers: alive, not shutting down, the replica's
+    directory online."""
     out = {}
     for tp in partitions:
         current = ctx.state(tp)
-        usable = ctx.usable_for(tp)
-        if current is None or current.leader in usable or tp[0] in ctx.deleting:
+        if current is None or tp[0] in ctx.deleting:
             continue
+        if current.leader in ctx.live and tp not in ctx.offline_on.get(current.leader, ()):
+            continue  # its leader serves it
+        usable = ctx.usable_for(tp)
         elected = offline_election(
             ctx.replicas(tp), current.isr, usable, unclean_allowed=unclean_allowed(tp[0])
         )

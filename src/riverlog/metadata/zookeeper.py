@@ -10,7 +10,11 @@ into an event loop with `loop.call_soon_threadsafe`.
 
 Errors. kazoo's errors become the store's; a call made while there is no connection fails
 at once with `StoreUnavailableError` (kazoo would queue it and block the caller until it
-reconnects).
+reconnects) — unless the caller set `patience_s` (a broker starting: Kafka's start-up waits
+up to `zookeeper.connection.timeout.ms` for the connection): then a call that finds no
+connection, or loses it on the way, waits for the connection and is made again, until it has
+failed for `patience_s` (a create that reached ZooKeeper before its answer was lost then
+finds its own node: callers of non-idempotent writes check for that).
 
 Sessions (field notes): kazoo's default reconnect backoff grows to an hour, so the client
 retries every ≤1 s forever. `on_session(state)` hears "suspended" (the connection dropped:
@@ -22,9 +26,12 @@ milliseconds rather than after the session timeout.
 
 from __future__ import annotations
 
+import functools
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError as KazooBadVersion
@@ -56,8 +63,10 @@ from riverlog.metadata.store import (
     Watcher,
 )
 
+T = TypeVar("T")
 SessionListener = Callable[[str], None]
 READ_PIPELINE = 1000  # reads in flight at once in `get_many`
+RETRY_PAUSE_S = 0.05  # between attempts of a patient call (the state may lag a lost connection)
 _STATES = {
     KazooState.SUSPENDED: "suspended",
     KazooState.CONNECTED: "connected",
@@ -117,6 +126,10 @@ class ZooKeeperStore:
             connection_retry=retry,
             command_retry={"max_tries": 3, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
         )
+        self.patience_s = 0.0
+        """How long a call keeps retrying while ZooKeeper is unreachable (0: fail at once)."""
+        self._connected = threading.Event()
+        self._zk.add_listener(self._track)
         if on_session is not None:
             self._zk.add_listener(lambda state: on_session(_STATES[state]))
         try:
@@ -127,6 +140,28 @@ class ZooKeeperStore:
             raise StoreUnavailableError(
                 f"cannot connect to ZooKeeper at {connect} within {connect_timeout_s:g} s"
             ) from None
+
+    def _track(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
+
+    def _call(self, path: str, call: Callable[[], T]) -> T:
+        """`call()` with kazoo's errors as the store's; retried while ZooKeeper is
+        unreachable, for up to `patience_s` of failures."""
+        deadline: float | None = None
+        while True:
+            try:
+                with _translated(path, self._zk):
+                    return call()
+            except StoreUnavailableError:
+                now = time.monotonic()
+                deadline = deadline if deadline is not None else now + self.patience_s
+                if now >= deadline:
+                    raise
+                time.sleep(RETRY_PAUSE_S)
+                self._connected.wait(max(0.0, deadline - time.monotonic()))
 
     @staticmethod
     @contextmanager
@@ -149,9 +184,11 @@ class ZooKeeperStore:
     # --- reads -----------------------------------------------------------------------
 
     def get(self, path: str) -> Node:
-        with _translated(path, self._zk):
+        def call() -> Node:
             data, stat = self._zk.get(path)
-        return Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0, stat.czxid)
+            return Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0, stat.czxid)
+
+        return self._call(path, call)
 
     def get_many(self, paths: list[str]) -> dict[str, Node]:
         """The nodes of `paths` that exist: all requests sent before the first answer is
@@ -159,62 +196,68 @@ class ZooKeeperStore:
         out: dict[str, Node] = {}
         for start in range(0, len(paths), READ_PIPELINE):
             chunk = paths[start : start + READ_PIPELINE]
-            with _translated(chunk[0], self._zk):
-                pending = [(p, self._zk.get_async(p)) for p in chunk]
-            for path, result in pending:
-                try:
-                    with _translated(path):
-                        data, stat = result.get()
-                except NoNodeError:
-                    continue
-                out[path] = Node(
-                    bytes(data or b""), stat.version, stat.ephemeralOwner != 0, stat.czxid
-                )
+            out.update(self._call(chunk[0], functools.partial(self._get_chunk, chunk)))
+        return out
+
+    def _get_chunk(self, chunk: list[str]) -> dict[str, Node]:
+        out: dict[str, Node] = {}
+        pending = [(p, self._zk.get_async(p)) for p in chunk]
+        for path, result in pending:
+            try:
+                data, stat = result.get()
+            except KazooNoNode:
+                continue
+            out[path] = Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0, stat.czxid)
         return out
 
     def exists(self, path: str) -> bool:
-        with _translated(path, self._zk):
-            return self._zk.exists(path) is not None
+        return self._call(path, lambda: self._zk.exists(path) is not None)
 
     def children(self, path: str) -> list[str]:
-        with _translated(path, self._zk):
-            return sorted(self._zk.get_children(path))
+        return self._call(path, lambda: sorted(self._zk.get_children(path)))
 
     # --- writes ----------------------------------------------------------------------
 
     def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None:
         """Create `path`; missing parents are created as persistent empty nodes."""
-        with _translated(path, self._zk):
-            self._zk.create(path, bytes(data), ephemeral=ephemeral, makepath=True)
+        self._call(
+            path, lambda: self._zk.create(path, bytes(data), ephemeral=ephemeral, makepath=True)
+        )
 
     def create_sequential(self, prefix: str, data: bytes) -> str:
         """Create a persistent sequential node; its path (ZooKeeper appends the number)."""
-        with _translated(prefix, self._zk):
-            return str(self._zk.create(prefix, bytes(data), sequence=True, makepath=True))
+        return self._call(
+            prefix,
+            lambda: str(self._zk.create(prefix, bytes(data), sequence=True, makepath=True)),
+        )
 
     def set(self, path: str, data: bytes, *, expected_version: int = -1) -> int:
-        with _translated(path, self._zk):
-            stat = self._zk.set(path, bytes(data), version=expected_version)
-        return int(stat.version)
+        return self._call(
+            path, lambda: int(self._zk.set(path, bytes(data), version=expected_version).version)
+        )
 
     def delete(self, path: str, *, expected_version: int = -1, recursive: bool = False) -> None:
-        with _translated(path, self._zk):
-            self._zk.delete(path, version=expected_version, recursive=recursive)
+        self._call(
+            path, lambda: self._zk.delete(path, version=expected_version, recursive=recursive)
+        )
 
     def multi(self, ops: list[Op]) -> None:
         """All or nothing; the error of the first operation that failed is raised."""
-        transaction = self._zk.transaction()
-        for op in ops:
-            if isinstance(op, CreateOp):
-                transaction.create(op.path, bytes(op.data), ephemeral=op.ephemeral)
-            elif isinstance(op, SetOp):
-                transaction.set_data(op.path, bytes(op.data), version=op.expected_version)
-            elif isinstance(op, DeleteOp):
-                transaction.delete(op.path, version=op.expected_version)
-            elif isinstance(op, CheckOp):
-                transaction.check(op.path, op.expected_version)
-        with _translated(ops[0].path if ops else "/", self._zk):
-            results = transaction.commit()
+
+        def commit() -> list[object]:
+            transaction = self._zk.transaction()
+            for op in ops:
+                if isinstance(op, CreateOp):
+                    transaction.create(op.path, bytes(op.data), ephemeral=op.ephemeral)
+                elif isinstance(op, SetOp):
+                    transaction.set_data(op.path, bytes(op.data), version=op.expected_version)
+                elif isinstance(op, DeleteOp):
+                    transaction.delete(op.path, version=op.expected_version)
+                elif isinstance(op, CheckOp):
+                    transaction.check(op.path, op.expected_version)
+            return list(transaction.commit())
+
+        results = self._call(ops[0].path if ops else "/", commit)
         for op, result in zip(ops, results, strict=True):
             if isinstance(result, KazooException) and not isinstance(result, RolledBackError):
                 with _translated(op.path):
@@ -229,13 +272,15 @@ class ZooKeeperStore:
                 fired.set()
                 callback(path)
 
-        with _translated(path, self._zk):
+        def arm() -> None:
             stat = self._zk.exists(path, watch=once)
             if stat is not None:
                 try:
                     self._zk.get_children(path, watch=once)
                 except KazooNoNode:
                     once(None)  # deleted between the two calls: that is the change
+
+        self._call(path, arm)
 
     def close(self) -> None:
         self._zk.stop()

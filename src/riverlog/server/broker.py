@@ -85,15 +85,18 @@ def _open_store(
     """ZooKeeper when `zookeeper.connect` is set, else the embedded store in the data dir."""
     connect = config["zookeeper.connect"]
     if connect:
-        timeout_ms = config["zookeeper.session.timeout.ms"]
-        connect_ms = config["zookeeper.connection.timeout.ms"] or timeout_ms  # Kafka's default
         return ZooKeeperStore(
             connect,
-            session_timeout_ms=timeout_ms,
-            connect_timeout_s=connect_ms / 1000,
+            session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            connect_timeout_s=_connection_timeout_ms(config) / 1000,
             on_session=on_session,
         )
     return EmbeddedStore(data_dir / METADATA_FILE)
+
+
+def _connection_timeout_ms(config: BrokerConfig) -> int:
+    """How long start-up waits for ZooKeeper (Kafka's default: the session timeout)."""
+    return int(config["zookeeper.connection.timeout.ms"] or config["zookeeper.session.timeout.ms"])
 
 
 def _stored_cluster_id(data_dirs: list[Path]) -> str | None:
@@ -146,6 +149,8 @@ class Broker:
         self.security = BrokerSecurity(raw_properties(config))  # validated before the store
         on_session = self.cluster_membership.session_changed
         self.store = store or _open_store(config, self.data_dir, on_session)
+        if isinstance(self.store, ZooKeeperStore):  # start-up waits out a dropped connection
+            self.store.patience_s = _connection_timeout_ms(config) / 1000
         self.security.store = self.store
         props = raw_properties(config)
         self.authorizer = (
@@ -268,6 +273,13 @@ class Broker:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
+        try:
+            await self._start()
+        finally:  # from now on a call to an unreachable ZooKeeper fails at once
+            if isinstance(self.store, ZooKeeperStore):
+                self.store.patience_s = 0.0
+
+    async def _start(self) -> None:
         for network in self.networks:
             await network.start()
         if self.metrics is not None:

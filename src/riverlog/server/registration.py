@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from riverlog.client.connection import Connection
@@ -75,15 +75,27 @@ async def register_broker(
     *,
     wait_ms: int,
     clock: Clock,
-) -> None:
-    """Create `/brokers/ids/N`; retry while an expiring session of the same id holds it."""
+    ours: Collection[bytes] = (),
+) -> bytes:
+    """Create `/brokers/ids/N` (its data returned); retry while an expiring session of the
+    same id holds it. A node holding this registration or one of `ours` (this process's
+    earlier ones: each carries its own timestamp) is this process's, so of its current
+    session — an expired session's ephemerals are gone: a create whose answer was lost with
+    the connection (the store made the call again), or a registration made after a session
+    expiry that the event loop has not heard of yet."""
     path = layout.broker_path(registration.broker_id)
+    data = registration.to_json()
+    mine = {data, *ours}
     deadline = clock.monotonic_s() + wait_ms / 1000
     while True:
         try:
-            store.create(path, registration.to_json(), ephemeral=True)
-            return
+            store.create(path, data, ephemeral=True)
+            return data
         except NodeExistsError:
+            with contextlib.suppress(NoNodeError):
+                existing = store.get(path).data
+                if existing in mine:
+                    return existing
             if clock.monotonic_s() > deadline:
                 raise ClusterMembershipError(
                     f"broker id {registration.broker_id} is registered by another live broker"
@@ -134,6 +146,7 @@ class ClusterMembership:
         self._rejoining: asyncio.Task[None] | None = None
         self._deposing: asyncio.Task[None] | None = None  # the controller stopping
         self._stopped = False
+        self._registered: list[bytes] = []  # every `/brokers/ids/N` data this process wrote
 
     def registration(self) -> layout.BrokerRegistration:
         """Every advertised listener, the inter-broker one first: whoever reaches a broker
@@ -152,9 +165,14 @@ class ClusterMembership:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         wait_ms = self.broker.config["zookeeper.session.timeout.ms"]
-        await register_broker(
-            self.broker.store, self.registration(), wait_ms=wait_ms, clock=self.broker.clock
+        registered = await register_broker(
+            self.broker.store,
+            self.registration(),
+            wait_ms=wait_ms,
+            clock=self.broker.clock,
+            ours=self._registered,
         )
+        self._registered = [*self._registered[-3:], registered]
         self._run_for_controller()
 
     def _run_for_controller(self) -> None:

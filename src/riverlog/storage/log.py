@@ -23,6 +23,7 @@ from the one holding it are verified batch by batch and truncated at the first i
 
 from __future__ import annotations
 
+import errno
 import logging
 import shutil
 import threading
@@ -359,12 +360,25 @@ class PartitionLog:
             return self.log_end_offset
 
     def _write(self, view: memoryview, headers: list[BatchHeader], now_ms: int) -> None:
+        """Append whole batches; a failed write leaves the log as it was (the segment cuts
+        off what it wrote). A full disk (ENOSPC, EDQUOT) is KAFKA_STORAGE_ERROR here, and
+        retriable: the writer tries again once there is room, the directory stays online.
+        Any other OSError goes up, and the replica manager takes the directory offline
+        (KIP-112)."""
         first, last = headers[0], headers[-1]
-        if self._should_roll(len(view), first, last, now_ms):
-            self.roll(first.base_offset)
-        for header in headers:
-            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-        self.active.append(view, headers)
+        try:
+            if self._should_roll(len(view), first, last, now_ms):
+                self.roll(first.base_offset)
+            for header in headers:
+                self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+            self.active.append(view, headers)
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            log.warning("append to %s failed: %s", self.directory.name, e)
+            raise KafkaError(
+                error_codes.KAFKA_STORAGE_ERROR, f"{self.directory.name}: {e.strerror}"
+            ) from None
         position = 0
         for header in headers:
             marker = read_marker(view, position, header) if header.is_control else None

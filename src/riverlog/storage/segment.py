@@ -92,12 +92,18 @@ class LogSegment:
     # --- appends -----------------------------------------------------------------------
 
     def append(self, data: memoryview | bytes, headers: list[BatchHeader]) -> int:
-        """Write whole batches (already validated, offsets assigned); return their position."""
+        """Write whole batches (already validated, offsets assigned); return their position.
+        A write that fails (ENOSPC, EIO) leaves the file as it was: the part written is cut
+        off again before the error is raised, so no torn batch stays at the end."""
         position = self.size
         view = memoryview(data)
         written = 0
-        while written < len(view):
-            written += os.write(self.fd, view[written : written + WRITE_CHUNK])
+        try:
+            while written < len(view):
+                written += os.write(self.fd, view[written : written + WRITE_CHUNK])
+        except OSError:
+            os.ftruncate(self.fd, position)
+            raise
         pos = position
         for header in headers:
             self._index_batch(pos, header)

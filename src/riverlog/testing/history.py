@@ -170,7 +170,8 @@ def _divergence(
 ) -> None:
     claims: dict[Position, dict[str, str]] = defaultdict(dict)  # position -> value -> by whom
     for value, at in acked.items():
-        claims[at].setdefault(value, "ack")
+        if at[1] >= 0:  # -1: acknowledged at an unknown offset (a duplicate's answer)
+            claims[at].setdefault(value, "ack")
     for name, e in _reads(history.consumers, history.topic):
         claims[(int(e["partition"]), int(e["offset"]))].setdefault(str(e["value"]), name)
     for at, value in final_at.items():

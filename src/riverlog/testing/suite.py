@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
+import threading
 import time
 import uuid
 from collections import Counter
@@ -110,9 +111,11 @@ def run_suite(
     kinds: tuple[str, ...] | None = None,
     progress: Callable[[str], None] | None = None,
     deadline: float | None = None,
+    stop: threading.Event | None = None,
 ) -> SuiteResult:
     """Run `faults` seeded random faults against a fresh cluster (fewer if the
-    `time.monotonic()` `deadline` comes first); the checked result."""
+    `time.monotonic()` `deadline` comes first, or `stop` is set: the fault under way is
+    healed, then the history is read and checked); the checked result."""
     hosts: Hosts = NetnsHosts() if netns else Loopback()
 
     def run() -> SuiteResult:
@@ -129,6 +132,7 @@ def run_suite(
             kinds,
             progress,
             deadline,
+            stop,
         )
 
     try:
@@ -157,6 +161,7 @@ def _run(
     kinds: tuple[str, ...] | None,
     progress: Callable[[str], None] | None,
     deadline: float | None,
+    stop: threading.Event | None,
 ) -> SuiteResult:
     started = time.monotonic()
     cluster = FaultCluster(directory, hosts, settings=settings, disk_mb=disk_mb)
@@ -187,6 +192,8 @@ def _run(
 
         for i in range(faults):
             if deadline is not None and time.monotonic() > deadline:
+                break
+            if stop is not None and stop.is_set():
                 break
             fault = nemesis.run(nemesis.rng.choice(choices), healthy)
             result.faults.append(fault)

@@ -21,7 +21,9 @@ partition's leader, epoch or ISR themselves.
   fetchers, and tell the listeners (the group coordinator) which partitions they gained or
   lost; StopReplica likewise. A leader changes the ISR itself — followers that caught up
   join, followers lagging more than `replica.lag.time.max.ms` leave — by a version-checked
-  write of the partition's state znode plus an ISR change notification for the controller.
+  write of the partition's state znode plus an ISR change notification for the controller;
+  a write refused for its version that finds the znode holding exactly what it wrote was
+  its own earlier attempt, whose answer the connection lost, and counts as done.
   Each step goes to the state-change log.
 
 Failed log directories (KIP-112): an I/O error from a log (`OSError` out of an append, a
@@ -414,11 +416,14 @@ class ReplicaManager:
         try:
             version = self.store.set(path, state.to_json(), expected_version=hosted.zk_version)
         except (BadVersionError, NoNodeError):
-            log.info("ISR of %s-%d not changed: its state moved on", hosted.topic, hosted.index)
-            return  # pending stays set: the controller's next LeaderAndIsr resets it
+            written = self._written_before(path, state)
+            if written is None:
+                log.info("ISR of %s-%d not changed: its state moved on", hosted.topic, hosted.index)
+                return  # pending stays set: the controller's next LeaderAndIsr resets it
+            version = written
         except StoreUnavailableError as e:
             log.warning("ISR of %s-%d not changed for now: %s", hosted.topic, hosted.index, e)
-            hosted.pending_isr = None  # nothing was written: the next check tries again
+            hosted.pending_isr = None  # maybe written: the next check tries again, and sees
             return
         state_change_log.isr_changed(
             self.broker_id, hosted.key, hosted.isr, isr, hosted.leader_epoch, version
@@ -437,6 +442,20 @@ class ReplicaManager:
             self.store.create(f"{layout.ISR_CHANGE_NOTIFICATION}/{name}", note)
         except StoreUnavailableError as e:  # the controller reads the state at its next resync
             log.warning("ISR change of %s-%d not announced: %s", hosted.topic, hosted.index, e)
+
+    def _written_before(self, path: str, state: layout.PartitionState) -> int | None:
+        """The state znode's version if it already holds exactly `state` — this leader's
+        earlier write whose answer was lost with the connection (Kafka's
+        checkLeaderAndIsrZkData) — else None."""
+        try:
+            node = self.store.get(path)
+        except (NoNodeError, StoreUnavailableError):
+            return None
+        try:
+            stored = layout.PartitionState.from_json(node.data)
+        except (ValueError, KeyError, TypeError):
+            return None
+        return node.version if stored == state else None
 
     # --- the controller's requests ------------------------------------------------------
 
