@@ -68,6 +68,13 @@ def test_a_leader_machine_crash_loses_nothing_acknowledged(
         cluster.kill(CRASHED)  # the machine goes down with the broker on it
         report = disk.crash(writeback=0.5, seed=5)
         assert report["lost_bytes"] > 0, report
+        # A reboot outlasts the ZooKeeper session: the controller has moved the leaderships
+        # before the broker is back. (Back within the session while it was also the
+        # controller, a new controller takes it for alive and keeps it leading on its
+        # shortened log: ZooKeeper-mode Kafka's hole too, docs/fault-suite.md.)
+        cluster.wait_until(
+            lambda: _led_elsewhere(cluster, topic, led), 60, f"new leaders for {led}"
+        )
         disk.mount()  # the reboot
         cluster.start_broker(CRASHED)
         back_ms = int(time.time() * 1000)
@@ -90,3 +97,11 @@ def test_a_leader_machine_crash_loses_nothing_acknowledged(
     assert not [a for a in result.anomalies if a.kind != "duplicate"], details
     log = cluster.brokers[CRASHED].log_file.read_text(errors="replace")
     assert "Traceback" not in log, log[-3000:]
+
+
+def _led_elsewhere(cluster: FaultCluster, topic: str, partitions: list[int]) -> bool:
+    try:
+        layout = cluster.layout(topic)
+    except Exception:  # the metadata answer of a cluster in failover
+        return False
+    return all(p in layout and layout[p][0] not in (CRASHED, -1) for p in partitions)

@@ -171,21 +171,26 @@ class Copier:
                     raise
 
 
-def _coordinator_broker(cluster: Cluster) -> int:
-    """The leader of the transactional id's `__transaction_state` partition."""
-    index = partition_for(TRANSACTIONAL_ID, TXN_PARTITIONS)
+def _leader(cluster: Cluster, topic: str, index: int) -> int:
+    """The partition's leader, once the metadata names one (during a failover a partition
+    can be missing from the answer, or leaderless)."""
     found: list[int] = []
 
     def known() -> bool:
         try:
-            leader = partitions_of(cluster, "__transaction_state").get(index, (-1,))[0]
+            leader = partitions_of(cluster, topic).get(index, (-1,))[0]
         except KafkaException:
             return False
         found[:] = [leader]
         return leader >= 0
 
-    wait_until(known, 30, "the transaction coordinator in the metadata")
+    wait_until(known, 30, f"a leader of {topic}-{index} in the metadata")
     return found[0]
+
+
+def _coordinator_broker(cluster: Cluster) -> int:
+    """The leader of the transactional id's `__transaction_state` partition."""
+    return _leader(cluster, "__transaction_state", partition_for(TRANSACTIONAL_ID, TXN_PARTITIONS))
 
 
 class Copiers:
@@ -245,9 +250,9 @@ def test_transactional_copy_is_exactly_once_under_sigkill(
             "the first transactions",
         )
         victims = [
-            ("sink leader", lambda: partitions_of(cluster, sink)[0][0]),
+            ("sink leader", lambda: _leader(cluster, sink, 0)),
             ("coordinator", lambda: _coordinator_broker(cluster)),
-            ("source leader", lambda: partitions_of(cluster, source)[1][0]),
+            ("source leader", lambda: _leader(cluster, source, 1)),
             ("coordinator", lambda: _coordinator_broker(cluster)),
         ]
         killed = []
