@@ -213,14 +213,7 @@ class FlowRunner:
             )
             tasks = [asyncio.create_task(s.run(stop)) for s in self.streams]
             tasks.append(asyncio.create_task(self.maintain(stop)))
-            try:
-                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-                failed = [t.exception() for t in done if t.exception() is not None]
-                if failed:
-                    raise failed[0]  # type: ignore[misc]
-            finally:
-                stop.set()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            await _until_one_fails(tasks, stop)
         finally:
             await self.close()
 
@@ -234,12 +227,16 @@ async def run(flows: list[Flow], stop: asyncio.Event, metrics_listener: str = ""
         if address is not None and metrics is not None:
             await stack.enter_async_context(MetricsEndpoint(metrics, *address))
         runners = [FlowRunner(flow, metrics) for flow in flows]
-        tasks = [asyncio.create_task(r.run(stop)) for r in runners]
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            failed = [t.exception() for t in done if t.exception() is not None]
-            if failed:
-                raise failed[0]  # type: ignore[misc]
-        finally:
-            stop.set()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await _until_one_fails([asyncio.create_task(r.run(stop)) for r in runners], stop)
+
+
+async def _until_one_fails(tasks: list[asyncio.Task[None]], stop: asyncio.Event) -> None:
+    """Wait for `tasks` to end; the first failure sets `stop` for the rest and is raised."""
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        failed = [t.exception() for t in done if t.exception() is not None]
+        if failed:
+            raise failed[0]  # type: ignore[misc]
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
