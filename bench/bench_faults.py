@@ -6,6 +6,7 @@ reordered, and recovery time per fault kind (median and max) beside
 
     python bench/bench_faults.py --faults 1000 --seed 7 [--netns] [--disk-mb 64]
         [--minutes 30] [--plain] [--kinds kill-leader,zk-freeze]
+        [--override zookeeper.session.timeout.ms=2000 --override replica.lag.time.max.ms=2000]
 
 Runs as root for --netns (each node in its own network namespace: partitions, loss) and
 --disk-mb (each log dir a tmpfs of that size: disk-full faults). Without them it injects the
@@ -43,7 +44,18 @@ def main() -> int:
     parser.add_argument("--throughput", type=int, default=300, help="records/s per producer")
     parser.add_argument("--kinds", help="comma-separated fault kinds (default: all possible)")
     parser.add_argument("--keep", type=Path, help="keep logs and histories here")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting (kafka-server-start.sh's flag), e.g. "
+        "zookeeper.session.timeout.ms=2000; repeatable",
+    )
     args = parser.parse_args()
+    overrides = dict(o.split("=", 1) for o in args.override if "=" in o)
+    if len(overrides) != len(args.override):
+        parser.error("--override takes KEY=VALUE")
     if args.netns and (reason := netns_unavailable()):
         print(f"--netns not possible here: {reason}", file=sys.stderr)
         return 2
@@ -67,6 +79,7 @@ def main() -> int:
         seed=args.seed,
         netns=args.netns,
         disk_mb=args.disk_mb,
+        settings=overrides or None,
         idempotent=not args.plain,
         throughput=args.throughput,
         kinds=tuple(args.kinds.split(",")) if args.kinds else None,
