@@ -14,17 +14,9 @@ knows, so a partition's first batch under a producer id travels alone; the rest 
 is answered. Retries: a retriable error or a lost connection
 marks the partition; once none of its batches is in flight, the failed ones go back, in
 sequence order, in front of everything not yet sent (so ordering holds even with 5 requests in
-flight), after `retry.backoff.ms` and a metadata refresh. A batch that is refused for good
-(e.g. too large) fails its records; with idempotence the producer then takes a new producer id
-once nothing is in flight, so the sequence gap cannot stall the partitions. A batch refused as
-out of order that was sent while an earlier batch of its partition was unanswered or waiting
-for a retry (sent to a broker that no longer leads, across a leader change; answered on
-another connection), or is refused while one still is, is retried behind it under the same
-id: a new id would re-send, under new sequences, batches a leader may have written already.
-A batch refused as out of order after a later batch of its partition was acknowledged is in
-the log (the leader knew the producer from the acknowledged batches before and took the later
-one in sequence), just older than the five batches a leader remembers: it succeeds with an
-unknown offset, as a duplicate does. Every record is answered within `delivery.timeout.ms`.
+flight), after `retry.backoff.ms` and a metadata refresh. What each answer means — done,
+retry, fail, take a new producer id — is `sequencing.judge`'s (the out-of-order rules are
+there). Every record is answered within `delivery.timeout.ms`.
 
 Invariants: each record's future completes exactly once; records of one partition are
 written in `send` order (with idempotence, also across retries); Produce v13 (topic ids) is
@@ -39,7 +31,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
 from time import time_ns
 from typing import NamedTuple
 
@@ -47,6 +38,7 @@ from riverlog.client.accumulator import RECORD_BOUND, KeyValue, ProducerBatch, R
 from riverlog.client.cluster import Cluster
 from riverlog.client.config import ProducerConfig
 from riverlog.client.partitioner import DefaultPartitioner, Partitioner, key_partition
+from riverlog.client.sequencing import PartitionState, Verdict, judge
 from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError, for_code
@@ -83,33 +75,6 @@ class RecordMetadata(NamedTuple):
     timestamp: int
 
 
-@dataclass
-class _PartitionState:
-    sending: list[ProducerBatch] = field(default_factory=list)
-    """Batches sent and not answered yet."""
-    failed: list[ProducerBatch] = field(default_factory=list)
-    next_sequence: int = 0
-    retry_at: float = 0.0
-    """When the failed batches may be retried (time.monotonic)."""
-    acked: bool = False
-    acked_serial: int = -1
-    """The newest batch (by `serial`) acknowledged under the current producer id."""
-    """A batch was acknowledged under the current producer id: the leader knows the producer
-    and refuses a sequence gap from now on."""
-
-    @property
-    def in_flight(self) -> int:
-        return len(self.sending)
-
-    def earlier_unsettled(self, batch: ProducerBatch) -> bool:
-        """Whether a batch sent before `batch` under its producer id is still unanswered or
-        waiting for a retry: a leader that misses it refuses `batch` as out of order."""
-        return any(
-            b.serial < batch.serial and b.producer_id == batch.producer_id
-            for b in (*self.sending, *self.failed)
-        )
-
-
 def _as_bytes(data: Bytes | None) -> bytes | None:
     if data is None or isinstance(data, bytes):
         return data
@@ -137,7 +102,7 @@ class AsyncProducer:
         self.partitioner: Partitioner = partitioner or DefaultPartitioner()
         self._keys_by_murmur2 = partitioner is None  # the default's keyed case, inlined
         self._accumulator = RecordAccumulator(c.batch_size, c.linger_ms)
-        self._partitions: dict[TopicPartition, _PartitionState] = {}
+        self._partitions: dict[TopicPartition, PartitionState] = {}
         self._in_flight_by_node: dict[int, int] = {}
         self._wake = asyncio.Event()
         self._space = asyncio.Event()
@@ -455,7 +420,7 @@ class AsyncProducer:
         return bool(stale)
 
     def _prepare(self, batch: ProducerBatch) -> None:
-        state = self._partitions.setdefault((batch.topic, batch.partition), _PartitionState())
+        state = self._partitions.setdefault((batch.topic, batch.partition), PartitionState())
         state.sending.append(batch)
         batch.attempts += 1
         if self.config.enable_idempotence and batch.producer_id != self._producer_id:
@@ -530,46 +495,30 @@ class AsyncProducer:
         append_time: int,
         message: str | None,
     ) -> None:
-        tp = (batch.topic, batch.partition)
-        state = self._partitions[tp]
-        state.sending = [b for b in state.sending if b is not batch]
-        if code in (0, error_codes.DUPLICATE_SEQUENCE_NUMBER.code):
-            state.acked = batch.producer_id == self._producer_id
-            if state.acked:
-                state.acked_serial = max(state.acked_serial, batch.serial)
-            self._finish(batch, base_offset if code == 0 else -1, append_time, None)
-            return
-        error = KafkaError(for_code(code), message)
-        if (
-            code == error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code
-            and batch.producer_id == self._producer_id
-            and batch.serial < state.acked_serial
-        ):  # a later batch was taken in sequence after an acknowledged one: this one is in
-            self._finish(batch, -1, -1, None)  # the log, older than the leader remembers
-            return
-        if (
-            code == error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code
-            and batch.producer_id == self._producer_id
-            and not batch.sent_behind
-            and not state.earlier_unsettled(batch)
-        ):  # a gap nothing here explains; else it is retried behind the earlier batches
-            self._renew_producer_id(f"{tp}: {error}")
-        retriable = error.retriable or code in (
-            error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code,
-            error_codes.UNKNOWN_PRODUCER_ID.code,
+        state = self._partitions[(batch.topic, batch.partition)]
+        c = self.config
+        verdict = judge(
+            state,
+            batch,
+            code,
+            message,
+            producer_id=self._producer_id,
+            idempotent=c.enable_idempotence,
+            retries=c.retries,
         )
-        if code == error_codes.UNKNOWN_PRODUCER_ID.code:
-            self._renew_producer_id(f"{tp}: {error}")
-        if retriable and batch.attempts <= self.config.retries:
-            if code != error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER.code:
-                self.cluster.mark_stale(tp)
+        if verdict.renew_because is not None:
+            self._renew_producer_id(verdict.renew_because)
+        if verdict.verdict is Verdict.DONE:
+            offset = base_offset if verdict.offset_known else -1
+            self._finish(batch, offset, append_time if verdict.answered else -1, None)
+        elif verdict.verdict is Verdict.RETRY:
+            if verdict.refresh_metadata:
+                self.cluster.mark_stale((batch.topic, batch.partition))
                 self._spawn(self._refresh([batch.topic]))
             state.failed.append(batch)
-            state.retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000
-            return
-        if self.config.enable_idempotence:  # later sequences of this partition have a gap
-            self._renew_producer_id(f"{tp}: a batch failed for good: {error}")
-        self._finish(batch, -1, -1, error)
+            state.retry_at = time.monotonic() + c.retry_backoff_ms / 1000
+        else:
+            self._finish(batch, -1, -1, verdict.error)
 
     def _finish(
         self, batch: ProducerBatch, base_offset: int, append_time: int, error: BaseException | None
