@@ -160,3 +160,30 @@ def test_a_full_log_dir_fails_the_append_and_keeps_every_acknowledged_record(
     finally:
         if broker is not None:
             broker.stop()
+
+
+def test_a_full_disk_during_housekeeping_leaves_the_directory_online(small_disk: Path) -> None:
+    """Found by the long run (seed 1601, fault 209): the disk filled while the log manager
+    wrote its checkpoints, and the ENOSPC took the whole log directory offline — the broker
+    left every ISR until a restart, although the write was cut off whole and nothing was
+    lost. Now housekeeping skips the round, leaves no temporary file, and the next round
+    after space came back writes the checkpoints."""
+    from riverlog.storage import checkpoint
+    from riverlog.storage.manager import LogManager
+
+    failed: list[Path] = []
+    manager = LogManager(small_disk, {}, on_dir_failure=failed.append)
+    manager.get_or_create("disk", 0)
+    hog = small_disk / "hog"
+    fill(hog, 0)
+    for rf in (checkpoint.RECOVERY_POINT_FILE, checkpoint.HIGH_WATERMARK_FILE):
+        (small_disk / rf).unlink(missing_ok=True)
+    manager.write_checkpoints()
+    manager.tick(10**12)
+    assert failed == [] and manager.offline_dirs == set()
+    assert not list(small_disk.glob("*.tmp"))
+    hog.unlink()
+    manager.write_checkpoints()
+    assert (small_disk / checkpoint.RECOVERY_POINT_FILE).exists()
+    assert checkpoint.read_offsets(small_disk / checkpoint.HIGH_WATERMARK_FILE) == {("disk", 0): 0}
+    manager.shutdown()

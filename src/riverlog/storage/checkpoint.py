@@ -29,11 +29,18 @@ class CorruptCheckpointError(ValueError):
 
 
 def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`; on failure (a full disk, say) `path` is as it was and no
+    temporary file is left taking space."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     os.replace(tmp, path)
     fsync_dir(path.parent)
 

@@ -12,8 +12,14 @@ fewest logs (Kafka's rule), unless AlterReplicaLogDirs named one for it first; `
 a log to another directory. A directory where an I/O error happens (loading, appending,
 reading, flushing, writing checkpoints) goes offline (KIP-112): its logs are closed and
 dropped, `on_dir_failure` is told (from whatever thread saw the error), the other
-directories carry on. A partition may not be created anew while its directory is offline
-(`offline_partitions`).
+directories carry on. A full disk (ENOSPC, EDQUOT) is not such an error, here as in appends
+(`PartitionLog._write`): every write it can cut short is whole or absent afterwards
+(checkpoints are written to a temporary file and renamed, the cleaner discards its unfinished
+segment), so housekeeping skips that round, warns once per directory until a checkpoint
+round succeeds there again, and tries again next tick — but a failed fsync always takes the
+directory offline (after one, the kernel may have dropped the dirty pages: retrying it could
+report durable what is not). A partition may not be created anew while its directory is
+offline (`offline_partitions`).
 
 Housekeeping (`tick`, run by the background thread `start_background`, or by a test directly
 with any `now_ms`): the flush.ms policy, retention (every `log.retention.check.interval.ms`),
@@ -28,6 +34,7 @@ logs directly for appends and reads; topic creation and deletion go through the 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -46,6 +53,11 @@ from riverlog.storage.retention import apply_retention
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether `error` says the file system has no room (retriable: no directory failure)."""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
@@ -72,6 +84,7 @@ class LogManager:
         given = [data_dirs] if isinstance(data_dirs, Path) else list(data_dirs)
         self.dirs: list[Path] = [log_dirs.canonical(d) for d in given]
         self.offline_dirs: set[Path] = set()
+        self._full_dirs: set[Path] = set()  # warned full by housekeeping, not yet written again
         self.on_dir_failure = on_dir_failure
         self.defaults = dict(defaults or {})
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -303,6 +316,17 @@ class LogManager:
                     partition_log.close(clean=False)
         return True
 
+    def _housekeeping_failed(self, directory: Path, error: OSError) -> None:
+        """A housekeeping write failed: a full disk skips the round (warned once until
+        checkpoints succeed there again); any other error takes the directory offline."""
+        if not disk_full(error):
+            self.fail_dir(directory, error)
+        elif directory not in self._full_dirs:
+            self._full_dirs.add(directory)
+            log.warning(
+                "log directory %s is full (%s): housekeeping retries every round", directory, error
+            )
+
     def dir_for_failure(self, partition_log: PartitionLog) -> Path:
         """The log directory a log lives in (for `fail_dir`)."""
         return log_dirs.canonical(partition_log.directory.parent)
@@ -335,7 +359,9 @@ class LogManager:
             except (OSError, KeyError) as e:
                 if isinstance(e, KeyError):
                     continue  # a log moved or went offline meanwhile: the next round
-                self.fail_dir(directory, e)
+                self._housekeeping_failed(directory, e)
+            else:
+                self._full_dirs.discard(directory)
 
     def tick(self, now_ms: int | None = None) -> None:
         """One round of housekeeping; an I/O error takes the log's directory offline."""
@@ -350,11 +376,15 @@ class LogManager:
         for partition_log in logs:
             try:
                 partition_log.maybe_flush(now)
+            except OSError as e:  # never retried: see the module docstring
+                self.fail_dir(self.dir_for_failure(partition_log), e)
+                continue
+            try:
                 partition_log.delete_expired_files(now)
                 if retain:
                     self._retain(partition_log, now)
             except OSError as e:
-                self.fail_dir(self.dir_for_failure(partition_log), e)
+                self._housekeeping_failed(self.dir_for_failure(partition_log), e)
         if self.cleaner is not None and now >= self._next_clean_ms:
             self._clean(logs, now)
         if now - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
@@ -381,7 +411,7 @@ class LogManager:
                 if cleaner.clean_if_needed(partition_log, now):
                     cleaned += 1
             except OSError as e:
-                self.fail_dir(self.dir_for_failure(partition_log), e)
+                self._housekeeping_failed(self.dir_for_failure(partition_log), e)
         self._next_clean_ms = now if cleaned else now + self.cleaner_backoff_ms
 
     def start_background(self, interval_s: float = 1.0) -> None:
