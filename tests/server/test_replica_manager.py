@@ -178,3 +178,42 @@ def test_an_isr_write_refused_for_another_state_changes_nothing(tmp_path: Path) 
     hosted = manager.get(T, 0)
     assert (hosted.isr, hosted.zk_version) == ([1, 2, 3], 0)
     assert stored_isr(store) == [2, 3]
+
+
+async def test_fetched_data_the_log_refuses_backs_off_and_is_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the long run (seed 1601): while a follower's disk was full, its fetcher
+    fetched the same data again at once, ~1,000 times a second, logging two lines each
+    time. Refused data (here a corrupt batch: the log's own refusal, as for a full disk)
+    leaves the partition out of fetches for `replica.fetch.backoff.ms`, logged once per
+    episode; the next append that succeeds says so."""
+    from riverlog.protocol.messages import FetchResponse
+    from riverlog.protocol.records.v2 import Record, encode_batch
+    from riverlog.server.replication.replica_fetcher import _Fetcher, _Followed
+
+    clock = ManualClock()
+    manager, _ = leading(tmp_path, clock)
+    hosted = manager.get(T, 0)
+    owner = ReplicaFetchers(1, backoff_ms=1000, clock=clock)
+    fetcher = _Fetcher(owner, 2, ("127.0.0.1", 9))  # nothing listens: it only backs off
+    try:
+        followed = _Followed(hosted, hosted.leader_epoch)
+        good = encode_batch([Record(0, clock.now_ms, b"k", b"v")], partition_leader_epoch=4)
+        bad = bytearray(good)
+        bad[-1] ^= 0xFF  # the CRC no longer holds
+        refused = FetchResponse.PartitionData(partition_index=0, high_watermark=0, records=bad)
+        with caplog.at_level("INFO", logger="riverlog.server.replication.replica_fetcher"):
+            for _ in range(3):
+                fetcher._append(followed, refused)
+            assert followed.refused == 3
+            assert followed.delayed_until == clock.monotonic_s() + 1.0
+            taken = FetchResponse.PartitionData(partition_index=0, high_watermark=0, records=good)
+            fetcher._append(followed, taken)
+        lines = [r.getMessage() for r in caplog.records if "replica of events-0" in r.message]
+        assert len(lines) == 2, lines
+        assert "refused fetched data" in lines[0] and "replica.fetch.backoff.ms=1000" in lines[0]
+        assert "takes fetched data again (3 refusals)" in lines[1]
+        assert followed.refused == 0 and hosted.log.log_end_offset == 1
+    finally:
+        fetcher.stop()

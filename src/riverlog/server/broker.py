@@ -199,6 +199,7 @@ class Broker:
             min_bytes=config["replica.fetch.min.bytes"],
             max_bytes=config["replica.fetch.response.max.bytes"],
             partition_max_bytes=config["replica.fetch.max.bytes"],
+            backoff_ms=config["replica.fetch.backoff.ms"],
             quota=ReplicationQuota(config["follower.replication.throttled.rate"]),
             clock=self.clock,
         )

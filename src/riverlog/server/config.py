@@ -170,6 +170,7 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "quota.window.num": (_int(1), "11"),
     "quota.window.size.seconds": (_int(1), "1"),
     "replica.lag.time.max.ms": (_int(1), "30000"),
+    "replica.fetch.backoff.ms": (_int(0), "1000"),
     "replica.fetch.max.bytes": (_int(0), "1048576"),
     "replica.fetch.response.max.bytes": (_int(0), "10485760"),
     "replica.fetch.min.bytes": (_int(1), "1"),

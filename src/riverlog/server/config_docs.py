@@ -96,6 +96,7 @@ CONFIG_TYPES: dict[str, int] = {
     "preallocate": BOOLEAN,
     "quota.window.num": INT,
     "quota.window.size.seconds": INT,
+    "replica.fetch.backoff.ms": INT,
     "replica.fetch.max.bytes": INT,
     "replica.fetch.min.bytes": INT,
     "replica.fetch.response.max.bytes": INT,
@@ -441,6 +442,7 @@ DOCUMENTATION: dict[str, str] = {
     ),
     "quota.window.num": "The number of samples to retain in memory for client quotas",
     "quota.window.size.seconds": "The time span of each sample for client quotas",
+    "replica.fetch.backoff.ms": "The amount of time to sleep when fetch partition error occurs.",
     "replica.fetch.min.bytes": (
         "Minimum bytes expected for each fetch response. If not enough bytes, wait up to "
         "<code>replica.fetch.wait.max.ms</code> (broker config)."

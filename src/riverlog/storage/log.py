@@ -107,6 +107,7 @@ class PartitionLog:
         self.recovery_point = recovery_point
         self.log_start_offset = log_start_offset
         self.unflushed_messages = 0
+        self._full = False  # the last append hit a full disk (warned once)
         self.last_flush_ms = self._now()
         self.flush_due = False  # a segment was rolled: flush soon (as Kafka at every roll)
         self._load(clean_shutdown)
@@ -375,10 +376,15 @@ class PartitionLog:
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
-            log.warning("append to %s failed: %s", self.directory.name, e)
+            if not self._full:  # once until an append succeeds: writers retry often
+                log.warning("append to %s failed: %s (retriable)", self.directory.name, e)
+                self._full = True
             raise KafkaError(
                 error_codes.KAFKA_STORAGE_ERROR, f"{self.directory.name}: {e.strerror}"
             ) from None
+        if self._full:
+            log.info("append to %s succeeded again after a full disk", self.directory.name)
+            self._full = False
         position = 0
         for header in headers:
             marker = read_marker(view, position, header) if header.is_control else None

@@ -16,7 +16,11 @@ follower replication quota is used up (`server/replication/throttle.py`).
 
 Errors. A lost connection is retried with backoff; partition errors (the leader moved, a
 newer epoch) leave the partition in place until the controller's next LeaderAndIsr moves it.
-An I/O error writing the local log goes to `on_storage_error` (its log directory fails).
+Fetched data the local log refuses (a full disk, a corrupt batch) leaves the partition out of
+fetches for `replica.fetch.backoff.ms`, as Kafka delays a partition with an error, and is
+logged once until an append succeeds again (not once per fetch, which spun the fetcher at
+~1,000 fetches/s of the same data while a disk was full). Any other I/O error writing the
+local log goes to `on_storage_error` (its log directory fails).
 Runs on the event loop; the only I/O is the fetcher's connection to its leader.
 """
 
@@ -73,6 +77,10 @@ class _Followed:
     reconciled: bool = False
     caught_up: bool = False
     """At the leader's high watermark after the last fetch (never throttled then)."""
+    refused: int = 0
+    """Fetched data the local log refused since it last took some."""
+    delayed_until: float = 0.0
+    """Left out of fetches until then (monotonic seconds), after a refusal."""
 
 
 class _Fetcher(BackgroundLoop):
@@ -210,10 +218,20 @@ class _Fetcher(BackgroundLoop):
 
     async def _fetch(self, conn: Connection) -> None:
         quota = self.owner.quota
-        held = quota.exceeded(self.owner.clock.monotonic_s())
-        sent = {k: f for k, f in self.partitions.items() if not (held and self._throttled(f))}
-        if not sent:  # all throttled: wait for the quota
-            await asyncio.sleep(min(1.0, max(0.01, quota.delay_s(self.owner.clock.monotonic_s()))))
+        now = self.owner.clock.monotonic_s()
+        held = quota.exceeded(now)
+        sent = {
+            k: f
+            for k, f in self.partitions.items()
+            if f.delayed_until <= now and not (held and self._throttled(f))
+        }
+        if not sent:  # all throttled or delayed: wait for the quota or the first delay
+            waits = [
+                f.delayed_until - now for f in self.partitions.values() if f.delayed_until > now
+            ]
+            if held:
+                waits.append(quota.delay_s(now))
+            await asyncio.sleep(min(1.0, max(0.01, min(waits, default=0.01))))
             return
         topics: dict[str, FetchRequest.FetchTopic] = {}
         for (topic, index), followed in sent.items():
@@ -254,12 +272,13 @@ class _Fetcher(BackgroundLoop):
                 records = data.records
                 if self._throttled(current) and isinstance(records, bytes | bytearray | memoryview):
                     quota.record(len(records), self.owner.clock.monotonic_s())
-                self._append(current.hosted, data)
+                self._append(current, data)
                 current.caught_up = current.hosted.log.log_end_offset >= data.high_watermark
         if failed and failed == len(sent):
             await asyncio.sleep(BACKOFF_S)
 
-    def _append(self, hosted: HostedPartition, data: FetchResponse.PartitionData) -> None:
+    def _append(self, followed: _Followed, data: FetchResponse.PartitionData) -> None:
+        hosted = followed.hosted
         plog = hosted.log
         records = data.records
         batches = memoryview(b"")
@@ -271,9 +290,29 @@ class _Fetcher(BackgroundLoop):
                 with contextlib.suppress(KafkaError):
                     plog.delete_records_before(min(data.log_start_offset, plog.high_watermark))
         except KafkaError as e:
-            log.error("replica of %s-%d refused fetched data: %s", hosted.topic, hosted.index, e)
+            if not followed.refused:
+                log.error(
+                    "replica of %s-%d refused fetched data: %s (fetching it again every "
+                    "replica.fetch.backoff.ms=%d)",
+                    hosted.topic,
+                    hosted.index,
+                    e,
+                    self.owner.backoff_ms,
+                )
+            followed.refused += 1
+            followed.delayed_until = self.owner.clock.monotonic_s() + self.owner.backoff_ms / 1000
+            return
         except OSError as e:
             self.owner.on_storage_error(hosted, e)
+            return
+        if followed.refused:
+            log.info(
+                "replica of %s-%d takes fetched data again (%d refusals)",
+                hosted.topic,
+                hosted.index,
+                followed.refused,
+            )
+            followed.refused = 0
 
 
 def _log_only(hosted: HostedPartition, error: OSError) -> None:
@@ -291,6 +330,7 @@ class ReplicaFetchers:
         min_bytes: int = 1,
         max_bytes: int = 10 * 1024 * 1024,
         partition_max_bytes: int = 1024 * 1024,
+        backoff_ms: int = 1000,
         quota: ReplicationQuota | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
@@ -303,6 +343,8 @@ class ReplicaFetchers:
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
         self.partition_max_bytes = partition_max_bytes
+        self.backoff_ms = backoff_ms
+        """`replica.fetch.backoff.ms`: how long a partition whose data was refused waits."""
         self._fetchers: dict[int, _Fetcher] = {}
         self._stopped = False
         self.on_storage_error: Callable[[HostedPartition, OSError], object] = _log_only
