@@ -187,3 +187,24 @@ def test_a_full_disk_during_housekeeping_leaves_the_directory_online(small_disk:
     assert (small_disk / checkpoint.RECOVERY_POINT_FILE).exists()
     assert checkpoint.read_offsets(small_disk / checkpoint.HIGH_WATERMARK_FILE) == {("disk", 0): 0}
     manager.shutdown()
+
+
+def test_a_broker_whose_every_log_dir_failed_stops(tmp_path: Path) -> None:
+    """Kafka's LogDirFailureHandler: with no log directory online, the broker shuts down
+    (a supervisor restarts it, and recovery starts from the logs). riverlog kept running
+    with nothing to serve — in the long run (seed 1601) a broker stayed out of every ISR
+    until the end. The directory is broken as Kafka's LogDirFailureTest breaks it (moved
+    away, a file in its place: the next segment roll fails with ENOTDIR)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    broker = start_broker(data, "log.segment.bytes=1000")
+    try:
+        produce(broker.bootstrap_servers, [b"v" * 600])
+        data.rename(tmp_path / "data.gone")
+        data.write_bytes(b"")
+        produce(broker.bootstrap_servers, [b"w" * 600, b"x" * 600])  # rolls: fails
+        assert broker.proc.wait(timeout=60) == 1
+    finally:
+        broker.stop()
+    logged = (tmp_path / "data.broker.log").read_text()
+    assert "Shutdown broker because all log dirs in" in logged

@@ -87,7 +87,10 @@ def _log_state_changes(directory: Path) -> logging.Handler:
     return handler
 
 
-async def _serve(config: BrokerConfig) -> None:
+async def _serve(config: BrokerConfig) -> int:
+    """Run a broker until SIGINT/SIGTERM (exit status 0) or until every log directory has
+    failed (1, after stopping it: Kafka's broker halts then, and a supervisor restarts it
+    to recover its logs)."""
     broker = Broker(config)
     try:
         await broker.start()
@@ -100,9 +103,13 @@ async def _serve(config: BrokerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    waits = [asyncio.ensure_future(e.wait()) for e in (stop, broker.all_dirs_failed)]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for waiting in waits:
+        waiting.cancel()
     print("riverlog: shutting down", flush=True)
     await broker.stop()
+    return 1 if broker.all_dirs_failed.is_set() else 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,10 +142,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         if log_config is None or state_change_log.LOGGER_NAME not in log_config.loggers:
             _log_state_changes(config.data_dir)
-        asyncio.run(_serve(config))
+        return asyncio.run(_serve(config))
     except STARTUP_FAILURES as e:
         return _failed(e, args.verbose)
-    return 0
 
 
 STARTUP_FAILURES = (

@@ -214,6 +214,10 @@ class Broker:
             replica_selector=config["replica.selector.class"] or "",
             rack_of=self._rack_of,
         )
+        self.all_dirs_failed = asyncio.Event()
+        """Set when no log directory is online any more: the broker's owner stops it, as
+        Kafka's LogDirFailureHandler does (`riverlog server` then exits with status 1)."""
+        self.replicas.on_all_dirs_failed = self._all_dirs_failed
         self.controller = ControllerService(self)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self._isr_task: asyncio.Task[None] | None = None
@@ -261,6 +265,12 @@ class Broker:
         ]
         self.network = self.networks[0]
         self.metrics = metrics_endpoint.for_broker(self)  # None unless metrics.listener
+
+    def _all_dirs_failed(self) -> None:
+        if not self.all_dirs_failed.is_set():
+            dirs = ", ".join(str(d) for d in self.logs.dirs)
+            log.critical("Shutdown broker because all log dirs in %s have failed", dirs)
+            self.all_dirs_failed.set()
 
     def _rack_of(self, broker_id: int) -> str | None:
         if broker_id == self.broker_id:

@@ -20,7 +20,9 @@ Fetched data the local log refuses (a full disk, a corrupt batch) leaves the par
 fetches for `replica.fetch.backoff.ms`, as Kafka delays a partition with an error, and is
 logged once until an append succeeds again (not once per fetch, which spun the fetcher at
 ~1,000 fetches/s of the same data while a disk was full). Any other I/O error writing the
-local log goes to `on_storage_error` (its log directory fails).
+local log goes to `on_storage_error` (its log directory fails) — also a full disk during a
+truncation, which is several writes, not one that is cut off whole: a truncation left half
+done once left a follower refusing its leader's batches for good (long run seed 1602).
 Runs on the event loop; the only I/O is the fetcher's connection to its leader.
 """
 
@@ -173,12 +175,18 @@ class _Fetcher(BackgroundLoop):
                     if answer.error_code != 0:
                         retry = True
                         continue
-                    current.reconciled = self._truncate(current.hosted, answer)
+                    try:
+                        current.reconciled = self._truncate(current.hosted, answer)
+                    except OSError as e:  # half-truncated: the directory goes offline
+                        self.owner.on_storage_error(current.hosted, e)
             if retry:
                 await asyncio.sleep(BACKOFF_S)
-        for left in self.partitions.values():  # no agreement found: fall back to the HW
+        for left in list(self.partitions.values()):  # no agreement found: fall back to the HW
             if not left.reconciled:
-                left.hosted.truncate_to_high_watermark()
+                try:
+                    left.hosted.truncate_to_high_watermark()
+                except OSError as e:
+                    self.owner.on_storage_error(left.hosted, e)
                 left.reconciled = True
 
     @staticmethod

@@ -130,6 +130,8 @@ class ReplicaManager:
         """Partitions whose log directory failed (KAFKA_STORAGE_ERROR)."""
         self._announced_dirs: set[Path] = set()
         fetchers.on_storage_error = self.storage_error
+        self.on_all_dirs_failed: Callable[[], object] | None = None
+        """Told when no log directory is online any more (the broker stops, as Kafka's)."""
 
     def __iter__(self) -> Iterator[HostedPartition]:
         return iter(list(self._partitions.values()))
@@ -611,6 +613,8 @@ class ReplicaManager:
         """KIP-112: stop hosting the partitions of a failed log directory, answer
         KAFKA_STORAGE_ERROR for them, and tell the controller (once per directory)."""
         lost = self.logs.fail_dir(directory, error)
+        if not self.logs.online_dirs and self.on_all_dirs_failed is not None:
+            self.on_all_dirs_failed()
         for key in lost:
             self.offline.add(key)
             self.fetchers.unfollow(key)
