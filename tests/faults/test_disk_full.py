@@ -208,3 +208,42 @@ def test_a_broker_whose_every_log_dir_failed_stops(tmp_path: Path) -> None:
         broker.stop()
     logged = (tmp_path / "data.broker.log").read_text()
     assert "Shutdown broker because all log dirs in" in logged
+
+
+async def test_a_truncation_cut_short_by_a_full_disk_takes_the_directory_offline(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """Found by the long run (seed 1602): a follower's truncation (OffsetForLeaderEpoch said
+    the leader's epoch ends earlier) met a full disk half-way — a segment's files renamed
+    for deletion, its index flush refused — and the fetcher only logged and retried; the
+    log was left with segments it could no longer cut, and the follower refused its
+    leader's batches as out of order until the run gave up. A truncation is several writes,
+    not one that is cut off whole: an I/O error there now takes the directory offline, and
+    with no directory left the broker stops (Kafka's rule), to recover on restart. The log,
+    the full disk and the replica manager are real; only the leader's answer is given."""
+    from riverlog.protocol.messages import OffsetForLeaderEpochResponse as Answer
+    from riverlog.protocol.records.v2 import Record, encode_batch
+    from tests.server.test_replica_manager import ManualClock, T, leading
+
+    clock = ManualClock()
+    manager, _ = leading(tmp_path, clock, small_disk, **{"segment.bytes": "2000"})
+    stopped: list[bool] = []
+    manager.on_all_dirs_failed = lambda: stopped.append(True)
+    for _ in range(12):  # five records per segment
+        manager.append(T, 0, memoryview(encode_batch([Record(0, 0, b"k", b"v" * 300)])), acks=1)
+    fill(small_disk / "hog", 0)
+
+    class Leader:  # the leader's answer: its epoch 4 ends at offset 3
+        async def send(self, request: object, version: int) -> Answer:
+            end = Answer.EpochEndOffset(partition=0, leader_epoch=4, end_offset=3)
+            return Answer(topics=[Answer.OffsetForLeaderTopicResult(topic=T, partitions=[end])])
+
+    hosted = manager.get(T, 0)
+    manager.fetchers.follow(hosted, ("127.0.0.1", 9))  # nothing listens there: it backs off
+    fetcher = manager.fetchers._fetchers[hosted.leader_id]
+    try:
+        await fetcher._reconcile(Leader())  # type: ignore[arg-type]
+    finally:
+        await manager.fetchers.stop()
+    assert manager.logs.offline_dirs == {small_disk} and stopped == [True]
+    assert hosted.key in manager.offline and hosted.key not in fetcher.partitions

@@ -40,12 +40,15 @@ class ManualClock(Clock):
         self.now_ms += ms
 
 
-def leading(tmp_path: Path, clock: ManualClock) -> tuple[ReplicaManager, EmbeddedStore]:
-    """Broker 1 leads `events`-0 with replicas and ISR 1, 2, 3 (state znode version 0)."""
+def leading(
+    tmp_path: Path, clock: ManualClock, data: Path | None = None, **log_defaults: str
+) -> tuple[ReplicaManager, EmbeddedStore]:
+    """Broker 1 leads `events`-0 with replicas and ISR 1, 2, 3 (state znode version 0); its
+    log directory is `data` (default `tmp_path`/data)."""
     store = EmbeddedStore(tmp_path / "metadata.json")
     path = layout.partition_state_path(T, 0)
     store.create(path, layout.PartitionState(1, 4, [1, 2, 3], 1).to_json())
-    logs = LogManager(tmp_path / "data", {}, clock_ms=clock.wall_ms)
+    logs = LogManager(data or tmp_path / "data", log_defaults, clock_ms=clock.wall_ms)
     manager = ReplicaManager(
         1, logs, store, ReplicaFetchers(1, clock=clock), ReplicationQuota(UNLIMITED), clock
     )

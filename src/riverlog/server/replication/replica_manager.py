@@ -131,7 +131,9 @@ class ReplicaManager:
         self._announced_dirs: set[Path] = set()
         fetchers.on_storage_error = self.storage_error
         self.on_all_dirs_failed: Callable[[], object] | None = None
-        """Told when no log directory is online any more (the broker stops, as Kafka's)."""
+        """Told (once) when no log directory is online any more (the broker stops, as
+        Kafka's)."""
+        self._all_dirs_failed = False
 
     def __iter__(self) -> Iterator[HostedPartition]:
         return iter(list(self._partitions.values()))
@@ -613,8 +615,10 @@ class ReplicaManager:
         """KIP-112: stop hosting the partitions of a failed log directory, answer
         KAFKA_STORAGE_ERROR for them, and tell the controller (once per directory)."""
         lost = self.logs.fail_dir(directory, error)
-        if not self.logs.online_dirs and self.on_all_dirs_failed is not None:
-            self.on_all_dirs_failed()
+        if not self.logs.online_dirs and not self._all_dirs_failed:
+            self._all_dirs_failed = True
+            if self.on_all_dirs_failed is not None:
+                self.on_all_dirs_failed()
         for key in lost:
             self.offline.add(key)
             self.fetchers.unfollow(key)
