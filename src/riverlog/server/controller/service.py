@@ -235,22 +235,15 @@ class ControllerService:
         self._on_reassign(None)
 
     def _drop_bounced(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        """Brokers registered since a partition's state was written restarted unseen (a
-        new controller did not watch them go; a live one may get their delete and create
-        as one event): they leave those ISRs, and lead no more (finding 8 of
-        docs/fault-suite.md). The partitions changed."""
+        """ISR members registered since the state was written restarted unseen: they leave
+        those ISRs and lead no more (finding 8, docs/fault-suite.md). The partitions changed."""
         ctx = self._context()
         affected = [tp for tp in partitions if ctx.bounced(tp)]
-        if not affected:
-            return []
-        log.info(
-            "controller: brokers %s registered since the states of %d partitions were "
-            "written: they leave those ISRs",
-            sorted({b for tp in affected for b in ctx.bounced(tp)}),
-            len(affected),
-        )
-        unclean = self._unclean_allowed
-        return self._decide(lambda c, ps: on_bounced(c, ps, unclean), affected)
+        if affected:
+            bounced = sorted({b for tp in affected for b in ctx.bounced(tp)})
+            log.info("controller: brokers %s restarted unseen (%d ISRs)", bounced, len(affected))
+        decide = functools.partial(on_bounced, unclean_allowed=self._unclean_allowed)
+        return self._decide(decide, affected) if affected else []
 
     # --- reading the store --------------------------------------------------------------
 
@@ -506,8 +499,7 @@ class ControllerService:
             self.reassignments.progress()
 
     def _registration_changed(self, broker_id: int) -> bool:
-        """A registration under another broker epoch (KIP-380): the broker went and came
-        back between two looks — its delete and create can reach us as one children event."""
+        """Another broker epoch (KIP-380): gone and back between two looks (one event)."""
         reg = self._registration(broker_id)
         if reg is None:
             return True
