@@ -241,7 +241,9 @@ class ControllerService:
         affected = [tp for tp in partitions if ctx.bounced(tp)]
         if affected:
             bounced = sorted({b for tp in affected for b in ctx.bounced(tp)})
-            log.info("controller: brokers %s restarted unseen (%d ISRs)", bounced, len(affected))
+            log.info(
+                "controller: brokers %s re-registered unseen (%d ISRs)", bounced, len(affected)
+            )
         decide = functools.partial(on_bounced, unclean_allowed=self._unclean_allowed)
         return self._decide(decide, affected) if affected else []
 
