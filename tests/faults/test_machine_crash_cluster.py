@@ -14,11 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from riverlog.metadata.layout import PartitionState, partition_state_path
+from riverlog.metadata.zookeeper import ZooKeeperStore
+from riverlog.server.controller.controller_election import controller_epoch, controller_id
 from riverlog.testing.crash_mount import CrashMount, why_not
 from riverlog.testing.fault_cluster import FaultCluster
 from riverlog.testing.history import check
 from riverlog.testing.hosts import Loopback
 from riverlog.testing.workload import Workload
+from tests.faults.test_reproductions import final_read, produce
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -105,3 +109,71 @@ def _led_elsewhere(cluster: FaultCluster, topic: str, partitions: list[int]) -> 
     except Exception:  # the metadata answer of a cluster in failover
         return False
     return all(p in layout and layout[p][0] not in (CRASHED, -1) for p in partitions)
+
+
+def test_a_leader_and_controller_back_within_its_session_leads_no_more(
+    crashable: tuple[FaultCluster, CrashMount], tmp_path: Path
+) -> None:
+    """Finding 8 of docs/fault-suite.md: broker 1, a leader, loses its machine and is back
+    before its ZooKeeper session expired. Brokers 2 and 3 are frozen meanwhile, so the next
+    controller is broker 1 itself, which finds itself registered (its new registration appears
+    as the old session's ephemerals go) — on main it kept leading on its shortened log and the
+    followers truncated to it when they came back. Its registration is newer than the state
+    of the partitions it led, so it must lead them no more: nothing acknowledged is lost."""
+    cluster, disk = crashable
+    topic = f"bounce-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, PARTITIONS, {})
+    led = [p for p, (leader, _, _) in cluster.layout(topic).items() if leader == CRASHED]
+    assert led, f"broker {CRASHED} leads no partition: {cluster.layout(topic)}"
+    acked = produce(cluster, topic, 1, 600, tmp_path, keys=30)
+    before = {p: log_bytes(cluster, CRASHED, topic, p) for p in led}
+    others = [b for b in cluster.brokers if b != CRASHED]
+    cluster.kill(CRASHED)
+    for b in others:  # no other broker can take over until broker 1 is back
+        cluster.freeze(b)
+    disk.crash(writeback=0.0, seed=8)
+    disk.mount()  # the reboot, well within the session
+    after = {p: log_bytes(cluster, CRASHED, topic, p) for p in led}
+    assert any(after[p] < before[p] for p in led), (before, after)  # its logs are short
+    store = ZooKeeperStore(f"{cluster.zookeeper.connect}/riverlog", session_timeout_ms=10_000)
+    try:
+        cluster.start_broker(CRASHED)  # it registers once its old session has expired
+        cluster.wait_until(
+            lambda: written_by_crashed_controller(store, topic, led),
+            60,
+            f"broker {CRASHED} the controller and the states of {led} written by it",
+        )
+        leaders = {p: s.leader for p, s in states_of(store, topic, led).items()}
+    finally:
+        store.close()
+        for b in others:
+            cluster.thaw(b)
+    cluster.wait_until(lambda: cluster.isr_full(topic), 90, "every ISR full again")
+    history = final_read(cluster, topic, tmp_path, PARTITIONS)
+    history.producers = {"before": acked}
+    report = check(history)
+    details = report.summary() + "".join(f"\n{a.detail}" for a in report.anomalies[:20])
+    assert report.acknowledged == 600, details
+    assert report.ok, details
+    assert CRASHED not in leaders.values(), leaders  # the bounced broker stopped leading
+
+
+def states_of(
+    store: ZooKeeperStore, topic: str, partitions: list[int]
+) -> dict[int, PartitionState]:
+    paths = {p: partition_state_path(topic, p) for p in partitions}
+    nodes = store.get_many(list(paths.values()))
+    return {p: PartitionState.from_json(nodes[path].data) for p, path in paths.items()}
+
+
+def written_by_crashed_controller(store: ZooKeeperStore, topic: str, partitions: list[int]) -> bool:
+    """Broker `CRASHED` is the controller and has written the states of `partitions`."""
+    if controller_id(store) != CRASHED:
+        return False
+    epoch = controller_epoch(store)[0]
+    return all(s.controller_epoch == epoch for s in states_of(store, topic, partitions).values())
+
+
+def log_bytes(cluster: FaultCluster, broker_id: int, topic: str, partition: int) -> int:
+    directory = cluster.brokers[broker_id].data_dir / f"{topic}-{partition}"
+    return sum(f.stat().st_size for f in directory.glob("*.log"))

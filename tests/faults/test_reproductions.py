@@ -43,8 +43,10 @@ def produce(
     *,
     idempotent: bool = True,
     timeout_s: float = 120.0,
+    keys: int | None = None,
 ) -> list[dict[str, Any]]:
-    """`riverlog verifiable-producer` sending `count` values "prefix.N"; its events."""
+    """`riverlog verifiable-producer` sending `count` values "prefix.N" (keyed 0 to `keys`-1
+    in turn when given, so they spread over the partitions); its events."""
     config = directory / f"producer-{prefix}.properties"
     config.write_text(
         f"enable.idempotence={str(idempotent).lower()}\nretries=2147483647\n"
@@ -66,6 +68,7 @@ def produce(
             str(prefix),
             "--command-config",
             str(config),
+            *([] if keys is None else ["--repeating-keys", str(keys)]),
         ],
         capture_output=True,
         text=True,
@@ -97,9 +100,9 @@ def led_by_one_of(cluster: FaultCluster, topic: str, brokers: list[int]) -> bool
         return False
 
 
-def final_read(cluster: FaultCluster, topic: str, directory: Path) -> History:
+def final_read(cluster: FaultCluster, topic: str, directory: Path, partitions: int = 1) -> History:
     workload = Workload(cluster.bootstrap_servers, topic, directory, producers=0, consumers=0)
-    workload.stop(partitions=1, timeout_s=60)
+    workload.stop(partitions=partitions, timeout_s=60)
     return History(topic, final=workload.final)
 
 

@@ -15,7 +15,15 @@ Decisions, as ZooKeeper-era Kafka's controller takes them:
 - controlled shutdown: leadership leaves the brokers shutting down, and they leave the ISR;
 - replicas offline in a failed log directory (KIP-112, `on_replicas_offline`): as a gone
   broker, but for those partitions only; they stay offline (no election picks them) until
-  their broker registers again.
+  their broker registers again;
+- brokers that restarted unseen (`on_bounced`): an ISR member whose live registration was
+  created after the partition's state was last written (its broker epoch, the czxid of
+  `/brokers/ids/N`, above the state znode's mzxid) came back since that state was written
+  and nobody who wrote it knew: after a machine crash its log may be shorter than what the
+  ISR acknowledged (docs/fault-suite.md, finding 8). It leaves that ISR, and where it led,
+  another ISR member is elected — or, with none alive, the partition waits offline for one
+  (with unclean election allowed it keeps leading instead). Where the bounced brokers are
+  all the ISR has, nothing changes: no cleaner replica exists.
 Every new state bumps the leader epoch and carries the controller's epoch.
 """
 
@@ -56,6 +64,10 @@ class ControllerContext:
     shutting_down: set[int] = field(default_factory=set)
     offline_on: dict[int, set[TopicPartition]] = field(default_factory=dict)
     """Broker → its replicas in failed log directories (KAFKA_STORAGE_ERROR answers)."""
+    written_at: dict[TopicPartition, int] = field(default_factory=dict)
+    """Partition → the zxid of its state's last write (the znode's mzxid), for states as
+    read from the store. A state this controller wrote has no entry: it was written after
+    every registration the controller had read when it decided it."""
 
     def replicas(self, tp: TopicPartition) -> list[int]:
         topic = self.topics.get(tp[0])
@@ -83,6 +95,18 @@ class ControllerContext:
     def written(self, tp: TopicPartition, state: PartitionState) -> None:
         """Record a state the store accepted (a create makes version 0, a set adds one)."""
         self.states[tp] = (state, self.version(tp) + 1)
+        self.written_at.pop(tp, None)
+
+    def bounced(self, tp: TopicPartition) -> list[int]:
+        """The ISR members of `tp` (its leader among them) registered now under a broker
+        epoch newer than the last write of `tp`'s state: they restarted, or their session
+        expired, after it was written."""
+        state = self.state(tp)
+        written = self.written_at.get(tp, 0)
+        if state is None or written <= 0:
+            return []
+        members = dict.fromkeys([*state.isr, state.leader])
+        return [b for b in members if b in self.live and self.live[b].broker_epoch > written]
 
     def offline_replicas(self, tp: TopicPartition) -> list[int]:
         return [
@@ -155,6 +179,36 @@ def on_brokers_failed(
         isr = [r for r in current.isr if r not in dead]
         if isr != current.isr and isr:
             out[tp] = next_state(current, Elected(current.leader, isr), ctx.epoch)
+    return out
+
+
+def on_bounced(
+    ctx: ControllerContext,
+    partitions: Collection[TopicPartition],
+    unclean_allowed: Callable[[str], bool],
+) -> dict[TopicPartition, PartitionState]:
+    """Those of `partitions` with ISR members that restarted since their state was written
+    (`ControllerContext.bounced`): they leave the ISR; where one led, the first other live
+    ISR member leads, or none (offline, the ISR the others: the partition waits for a replica
+    that holds what was acknowledged; with unclean election allowed the bounced leader keeps
+    leading instead, availability first). Nothing changes where they are the whole ISR."""
+    out = {}
+    for tp in partitions:
+        current = ctx.state(tp)
+        gone = ctx.bounced(tp)
+        if current is None or not gone or tp[0] in ctx.deleting:
+            continue
+        rest = [r for r in current.isr if r not in gone]
+        if not rest:
+            continue
+        if current.leader not in gone:
+            out[tp] = next_state(current, Elected(current.leader, rest), ctx.epoch)
+            continue
+        elected = offline_election(ctx.replicas(tp), rest, ctx.usable_for(tp) - set(gone))
+        if elected is not None:
+            out[tp] = next_state(current, elected, ctx.epoch)
+        elif not unclean_allowed(tp[0]):
+            out[tp] = PartitionState(NO_LEADER, current.leader_epoch + 1, rest, ctx.epoch)
     return out
 
 

@@ -57,6 +57,10 @@ class Node:
     czxid: int = 0
     """The id of the transaction that created the node (ZooKeeper's czxid): a broker's
     `/brokers/ids/N` czxid is its broker epoch (KIP-380). Rises with every creation."""
+    mzxid: int = 0
+    """The id of the transaction that last wrote the node (ZooKeeper's mzxid; its czxid
+    until it is set). czxid and mzxid come from one sequence: a node written after a
+    registration was created has an mzxid above that registration's czxid. 0: unknown."""
 
 
 Watcher = Callable[[str], None]
@@ -181,7 +185,8 @@ class EmbeddedStore:
                 parent = _parent(parent)
             for p in reversed(missing):
                 self._nodes[p] = Node(b"", 0)
-            self._nodes[path] = Node(bytes(data), 0, ephemeral, self._next_zxid())
+            zxid = self._next_zxid()
+            self._nodes[path] = Node(bytes(data), 0, ephemeral, zxid, zxid)
             self._changed([path, _parent(path)], persist=not ephemeral or bool(missing))
 
     def create_sequential(self, prefix: str, data: bytes) -> str:
@@ -205,7 +210,9 @@ class EmbeddedStore:
             if node is None:
                 raise NoNodeError(path)
             _check_version(path, node, expected_version)
-            self._nodes[path] = Node(bytes(data), node.version + 1, node.ephemeral, node.czxid)
+            self._nodes[path] = Node(
+                bytes(data), node.version + 1, node.ephemeral, node.czxid, self._next_zxid()
+            )
             self._changed([path], persist=not node.ephemeral)
             return node.version + 1
 
@@ -246,14 +253,15 @@ class EmbeddedStore:
                 raise NodeExistsError(op.path)
             if _parent(op.path) not in self._nodes:
                 raise NoNodeError(_parent(op.path))
-            self._nodes[op.path] = Node(bytes(op.data), 0, op.ephemeral, self._next_zxid())
+            zxid = self._next_zxid()
+            self._nodes[op.path] = Node(bytes(op.data), 0, op.ephemeral, zxid, zxid)
             return [op.path, _parent(op.path)]
         if node is None:
             raise NoNodeError(op.path)
         _check_version(op.path, node, op.expected_version)
         if isinstance(op, SetOp):
             self._nodes[op.path] = Node(
-                bytes(op.data), node.version + 1, node.ephemeral, node.czxid
+                bytes(op.data), node.version + 1, node.ephemeral, node.czxid, self._next_zxid()
             )
             return [op.path]
         if isinstance(op, DeleteOp):
@@ -294,6 +302,7 @@ class EmbeddedStore:
                 "data": base64.b64encode(node.data).decode(),
                 "version": node.version,
                 "czxid": node.czxid,
+                "mzxid": node.mzxid,
             }
             for path, node in self._nodes.items()
             if not node.ephemeral
@@ -314,7 +323,8 @@ class EmbeddedStore:
         raw = json.loads(file.read_text())
         for path, entry in raw.items():
             czxid = int(entry.get("czxid", 0))
+            mzxid = int(entry.get("mzxid", czxid))
             self._nodes[path] = Node(
-                base64.b64decode(entry["data"]), int(entry["version"]), czxid=czxid
+                base64.b64decode(entry["data"]), int(entry["version"]), czxid=czxid, mzxid=mzxid
             )
-            self._zxid = max(self._zxid, czxid)
+            self._zxid = max(self._zxid, czxid, mzxid)

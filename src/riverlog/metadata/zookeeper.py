@@ -46,6 +46,7 @@ from kazoo.exceptions import NodeExistsError as KazooNodeExists
 from kazoo.exceptions import NoNodeError as KazooNoNode
 from kazoo.exceptions import NotEmptyError as KazooNotEmpty
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
 from kazoo.retry import RetryFailedError
 
 from riverlog.metadata.store import (
@@ -92,6 +93,10 @@ def _translated(path: str, zk: KazooClient | None = None) -> Iterator[None]:
         raise NotEmptyError(path) from None
     except (ConnectionLoss, SessionExpiredError, OperationTimeoutError, RetryFailedError) as e:
         raise StoreUnavailableError(f"{path}: {type(e).__name__}") from None
+
+
+def _node(data: bytes | None, stat: ZnodeStat) -> Node:
+    return Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0, stat.czxid, stat.mzxid)
 
 
 def split_connect(connect: str) -> tuple[str, str]:
@@ -186,7 +191,7 @@ class ZooKeeperStore:
     def get(self, path: str) -> Node:
         def call() -> Node:
             data, stat = self._zk.get(path)
-            return Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0, stat.czxid)
+            return _node(data, stat)
 
         return self._call(path, call)
 
@@ -207,7 +212,7 @@ class ZooKeeperStore:
                 data, stat = result.get()
             except KazooNoNode:
                 continue
-            out[path] = Node(bytes(data or b""), stat.version, stat.ephemeralOwner != 0, stat.czxid)
+            out[path] = _node(data, stat)
         return out
 
     def exists(self, path: str) -> bool:

@@ -39,6 +39,7 @@ from riverlog.controller.context import (
     elect_offline,
     initial_states,
     move_leadership_off,
+    on_bounced,
     on_brokers_failed,
 )
 from riverlog.metadata import layout
@@ -215,6 +216,7 @@ class ControllerService:
         )
         for name in list(ctx.topics):
             self._write(initial_states(ctx, name))
+        self._drop_bounced(ctx.partitions())
         self.channel.keep_only(ctx.live)
         hosting = {b for tp in ctx.partitions() for b in ctx.replicas(tp)}
         gone = (live_before | hosting) - set(ctx.live)
@@ -231,6 +233,19 @@ class ControllerService:
         self.log_dir_failures.on_event()
         self.leader_rebalance.failover()
         self._on_reassign(None)
+
+    def _drop_bounced(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """ISR members registered since the state was written restarted unseen: they leave
+        those ISRs and lead no more (finding 8, docs/fault-suite.md). The partitions changed."""
+        ctx = self._context()
+        affected = [tp for tp in partitions if ctx.bounced(tp)]
+        if affected:
+            bounced = sorted({b for tp in affected for b in ctx.bounced(tp)})
+            log.info(
+                "controller: brokers %s re-registered unseen (%d ISRs)", bounced, len(affected)
+            )
+        decide = functools.partial(on_bounced, unclean_allowed=self._unclean_allowed)
+        return self._decide(decide, affected) if affected else []
 
     # --- reading the store --------------------------------------------------------------
 
@@ -300,8 +315,10 @@ class ControllerService:
         ctx = self._context()
         if node is None:
             ctx.states.pop(tp, None)
+            ctx.written_at.pop(tp, None)
         else:
             ctx.states[tp] = (layout.PartitionState.from_json(node.data), node.version)
+            ctx.written_at[tp] = node.mzxid
 
     def _unclean_allowed(self, topic: str) -> bool:
         default = bool(self.broker.config["unclean.leader.election.enable"])
@@ -477,16 +494,18 @@ class ControllerService:
             self._send_metadata(set(ctx.live) - set(born), [])
             self._send_metadata(born, ctx.partitions())
             mine = [tp for tp in ctx.partitions() if any(b in ctx.replicas(tp) for b in born)]
+            self._announce(self._drop_bounced(mine))  # before they hear they lead
             self._send_leader_and_isr(mine, only=born)
             self._announce(self._decide(self._elect_offline, mine))
         if dead or born:
             self.reassignments.progress()
 
     def _registration_changed(self, broker_id: int) -> bool:
+        """Another broker epoch (KIP-380): gone and back between two looks (one event)."""
         reg = self._registration(broker_id)
         if reg is None:
             return True
-        return reg.timestamp_ms != self._context().live[broker_id].timestamp_ms
+        return reg.broker_epoch != self._context().live[broker_id].broker_epoch
 
     def _on_topics(self, _arg: object) -> None:
         ctx = self._context()
