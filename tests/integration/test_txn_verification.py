@@ -290,6 +290,85 @@ def test_clients_commit_and_abort_through_verification(bootstrap: str) -> None:
     )
 
 
+def _batch(handle: TransactionHandle, sequence: int) -> bytes:
+    return encode_batch(
+        [Record(0, int(time.time() * 1000), b"k", b"%d" % sequence)],
+        producer_id=handle.producer_id,
+        producer_epoch=handle.producer_epoch,
+        base_sequence=sequence,
+        is_transactional=True,
+    )
+
+
+async def _pipelined(bootstrap: str, topic: str) -> list[list[tuple[int, int, int]]]:
+    """Two Produce requests of one producer sent back to back on one connection: the first
+    opens the transaction on partition 0 (verified) and goes on with partition 1, the second
+    goes on with partition 1 only. (index, error, base offset) per partition and request."""
+    tid = f"tx-{topic}"
+    producer = await _open_transaction(bootstrap, tid, topic)  # partition 1, sequence 0
+    host, port = bootstrap.rsplit(":", 1)
+    conn = await Connection.open(host, int(port))
+    try:
+        handle = await producer.prepare_transaction()
+        added = await conn.send(
+            m.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=tid,
+                v3_and_below_producer_id=handle.producer_id,
+                v3_and_below_producer_epoch=handle.producer_epoch,
+                v3_and_below_topics=[
+                    m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0])
+                ],
+            ),
+            3,
+        )
+        assert isinstance(added, m.AddPartitionsToTxnResponse)
+        assert (
+            added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+        )
+
+        def request(parts: dict[int, int]) -> m.ProduceRequest:
+            return m.ProduceRequest(
+                acks=-1,
+                timeout_ms=10_000,
+                transactional_id=tid,
+                topic_data=[
+                    m.ProduceRequest.TopicProduceData(
+                        name=topic,
+                        partition_data=[
+                            m.ProduceRequest.PartitionProduceData(
+                                index=i, records=_batch(handle, q)
+                            )
+                            for i, q in parts.items()
+                        ],
+                    )
+                ],
+            )
+
+        answers = await asyncio.gather(
+            conn.send(request({0: 0, 1: 1}), 9), conn.send(request({1: 2}), 9)
+        )
+        await producer.commit_transaction()
+    finally:
+        await conn.close()
+        await producer.close()
+    out = []
+    for answer in answers:
+        assert isinstance(answer, m.ProduceResponse)
+        parts = answer.responses[0].partition_responses
+        out.append([(p.index, p.error_code, p.base_offset) for p in parts])
+    return out
+
+
+def test_a_verifying_request_keeps_its_place_on_its_connection(bootstrap: str) -> None:
+    """Appending the second request first would put sequence 2 before 1 on partition 1
+    (OUT_OF_ORDER_SEQUENCE_NUMBER); Kafka, reading one request at a time, never does."""
+    topic = _topic(bootstrap)
+    first, second = asyncio.run(_pipelined(bootstrap, topic))
+    assert first == [(0, 0, 0), (1, 0, 1)]
+    assert second == [(1, 0, 2)]
+    _until_offsets(bootstrap, topic, [2, 4], [2, 4])  # committed: records and markers
+
+
 async def _hang(bootstrap: str, topic: str) -> None:
     producer = await _open_transaction(bootstrap, f"tx-{topic}", topic)
     try:
