@@ -12,8 +12,8 @@ the produce handler takes a `VerificationGuard` per partition from the leader
 (`HostedPartition.start_transaction_verification`: only where the batch would open the
 producer's transaction), asks `TxnVerifier.verify`, and appends with the guard what the
 coordinator confirmed; the log refuses a guard a marker voided meanwhile
-(`storage/producer_state.py`). Other partitions and requests go on meanwhile: the produce
-request alone awaits the answer.
+(`storage/producer_state.py`). Nothing else waits for the answer but that request and the
+produce requests behind it on its connection (`handlers/produce.py` keeps their order).
 
 The pure part (no I/O): `PendingVerifications` — per coordinator broker the verifications
 waiting for the next request, at most one per transactional id (a newer one displaces an
