@@ -10,7 +10,11 @@ Measured in one run against one `riverlog server` process:
   (the baseline). A record waits for its transaction's commit, so read_committed latency is
   about half the transaction interval more, by design.
 
-    PYTHONPATH=src python bench/bench_transactions.py [--seconds 10]
+    PYTHONPATH=src python bench/bench_transactions.py [--seconds 10] [--override KEY=VALUE ...]
+
+The transactional run includes the leaders' KIP-890 verification (on by default): one
+AddPartitionsToTxn round trip per partition per transaction, before its first batch;
+`--override transaction.partition.verification.enable=false` measures without it.
 """
 
 from __future__ import annotations
@@ -148,8 +152,16 @@ def _pct(samples: list[float], q: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each run")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting (kafka-server-start.sh's flag), e.g. "
+        "transaction.partition.verification.enable=false; repeatable",
+    )
     args = parser.parse_args()
-    with broker_process() as (bootstrap, pid):
+    with broker_process(*args.override) as (bootstrap, pid):
         idem_rate, idem_cpu = produce_rate(bootstrap, pid, False, args.seconds)
         txn_rate, txn_cpu = produce_rate(bootstrap, pid, True, args.seconds)
         base = latency(bootstrap, False, args.seconds / 2)

@@ -128,6 +128,40 @@ def test_add_partitions(state: S) -> None:
         assert target.start_ms == (1_000 if state is S.ONGOING else NOW)
 
 
+# state -> answer to a leader's verify_only for TP (in the transaction in Ongoing/Prepare*)
+VERIFY_CASES = {
+    S.EMPTY: ec.TRANSACTION_ABORTABLE,
+    S.ONGOING: ec.NONE,
+    S.COMPLETE_COMMIT: ec.TRANSACTION_ABORTABLE,
+    S.COMPLETE_ABORT: ec.TRANSACTION_ABORTABLE,
+    S.PREPARE_COMMIT: ec.CONCURRENT_TRANSACTIONS,
+    S.PREPARE_ABORT: ec.CONCURRENT_TRANSACTIONS,
+}
+
+
+@pytest.mark.parametrize("state", list(VERIFY_CASES))
+def test_verify_partitions(state: S) -> None:
+    """KIP-890 part 1: a leader asks before a transaction's first write to a partition."""
+    other = ("other", 3)
+    answer = t.verify_partitions(entry(state), 42, 5, frozenset({TP, other}))
+    expected = VERIFY_CASES[state]
+    if isinstance(answer, dict):
+        assert answer == {TP: expected, other: ec.TRANSACTION_ABORTABLE}
+    else:
+        assert answer is expected
+
+
+def test_verify_partitions_checks_the_producer_not_pending_writes() -> None:
+    parts = frozenset({TP})
+    assert t.verify_partitions(None, 42, 5, parts) is ec.INVALID_PRODUCER_ID_MAPPING
+    assert t.verify_partitions(entry(S.ONGOING), 7, 5, parts) is ec.INVALID_PRODUCER_ID_MAPPING
+    assert t.verify_partitions(entry(S.ONGOING), 42, 4, parts) is ec.PRODUCER_FENCED
+    busy = entry(S.ONGOING)
+    d = t.end_transaction(busy, 42, 5, True, NOW)
+    busy.pending = d.transition  # PrepareCommit being written: still Ongoing until it is
+    assert t.verify_partitions(busy, 42, 5, parts) == {TP: ec.NONE}
+
+
 def test_add_partitions_checks_producer_and_pending_and_repeats() -> None:
     e = entry(S.ONGOING)
     assert t.add_partitions(e, 41, 5, frozenset({TP}), NOW).error is ec.INVALID_PRODUCER_ID_MAPPING

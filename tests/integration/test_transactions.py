@@ -7,7 +7,7 @@ in order, and no aborted one, while read_uncommitted consumers see both (the abo
 is really there).
 A zombie with an old epoch is fenced; a transaction left open past its timeout is aborted
 by the coordinator. `riverlog transactions` lists, describes, finds a hanging transaction
-and aborts it.
+(made with the leaders' KIP-890 verification switched off) and aborts it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,14 @@ from collections.abc import Callable, Iterator
 import pytest
 from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -385,8 +392,21 @@ def _tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _verification(bootstrap: str, enabled: bool) -> None:
+    """`transaction.partition.verification.enable` off (dynamic, on broker 0) or back to its
+    default, on."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    op = AlterConfigOpType.DELETE if enabled else AlterConfigOpType.SET
+    entry = ConfigEntry(
+        "transaction.partition.verification.enable", "false", incremental_operation=op
+    )
+    resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
 async def _hang(bootstrap: str, topic: str) -> None:
-    """A transactional batch the coordinator never heard of: a hanging transaction."""
+    """A transactional batch the coordinator never heard of: a hanging transaction (possible
+    only with the leaders' verification off, KIP-890)."""
     host, port = bootstrap.split(":")
     conn = await Connection.open(host, int(port))
     try:
@@ -441,7 +461,11 @@ def test_transactions_tool_lists_describes_finds_and_aborts(bootstrap: str) -> N
     missing = _tool(bootstrap, "describe", "--transactional-id", "nobody")
     assert missing.returncode == 1 and "nobody" in missing.stderr
 
-    asyncio.run(_hang(bootstrap, topic))
+    _verification(bootstrap, False)
+    try:
+        asyncio.run(_hang(bootstrap, topic))
+    finally:
+        _verification(bootstrap, True)
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
     tp = KTopicPartition(topic, 0)
     try:

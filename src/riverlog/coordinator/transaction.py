@@ -262,6 +262,28 @@ def add_partitions(
     return Decision(transition=Transition(target))
 
 
+def verify_partitions(
+    entry: TxnEntry | None, producer_id: int, epoch: int, partitions: frozenset[TopicPartition]
+) -> ErrorCode | dict[TopicPartition, ErrorCode]:
+    """AddPartitionsToTxn with `verify_only` (KIP-890 part 1, a partition leader asking
+    before a transaction's first write there): per partition NONE when it is in the
+    transaction, TRANSACTION_ABORTABLE when not (Empty and Complete* hold none); or one
+    error for all — INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS
+    while the transaction is being ended. A write in flight is not waited for: the leader's
+    guard checks again at the append."""
+    if entry is None or entry.metadata.producer_id != producer_id:
+        return error_codes.INVALID_PRODUCER_ID_MAPPING
+    meta = entry.metadata
+    if epoch != meta.producer_epoch:
+        return error_codes.PRODUCER_FENCED
+    if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        return error_codes.CONCURRENT_TRANSACTIONS
+    return {
+        tp: error_codes.NONE if tp in meta.partitions else error_codes.TRANSACTION_ABORTABLE
+        for tp in partitions
+    }
+
+
 # --- ending ------------------------------------------------------------------------------
 
 

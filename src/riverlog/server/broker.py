@@ -45,7 +45,7 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.security import authorization, authorizer
 from riverlog.security.broker_security import BrokerSecurity, raw_properties
-from riverlog.server import config_changes, registration
+from riverlog.server import config_changes, registration, txn_verification
 from riverlog.server.admission import ConnectionQuotas, MemoryPool
 from riverlog.server.broker_configs import DEFAULT_ENTITY, DynamicBrokerConfigs
 from riverlog.server.config import BrokerConfig, ConfigError
@@ -67,6 +67,7 @@ from riverlog.server.replication.throttle import ReplicationQuota
 from riverlog.server.topics import Topic, TopicRegistry
 from riverlog.server.transaction_coordinator import TransactionCoordinator
 from riverlog.server.txn_offsets import TxnOffsets
+from riverlog.server.txn_verification import TxnVerifier
 from riverlog.storage import checkpoint
 from riverlog.storage.dir_lock import LogDirLock
 from riverlog.storage.log_config import InvalidConfigError, LogConfig
@@ -224,6 +225,7 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
         self.txn_offsets = TxnOffsets(self)
+        self.txn_verifier = TxnVerifier(self)
         self.client_quotas = QuotaManager(
             self.store,
             self.clock,
@@ -357,6 +359,7 @@ class Broker:
         await self.controller.stop()
         self.groups.stop()
         await self.transactions.stop()
+        await self.txn_verifier.close()
         await self.replicas.stop()
         await asyncio.gather(*(network.drain(5.0) for network in self.networks))
         if self.metrics is not None:
@@ -555,6 +558,7 @@ class Broker:
         self.replicas.leader_throttle.rate = self.config["leader.replication.throttled.rate"]
         self.replicas.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
         self.logs.cleaner_backoff_ms = self.config["log.cleaner.backoff.ms"]
+        self.txn_verifier.enabled = self.config[txn_verification.ENABLE_KEY]
         quotas = self.connection_quotas  # for connections from now on, as Kafka's
         quotas.max_connections = self.config["max.connections"]
         quotas.per_ip = self.config["max.connections.per.ip"]

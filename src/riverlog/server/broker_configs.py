@@ -8,7 +8,8 @@ Kafka's `{"version":1,"config":{...}}`; whoever changes one announces `brokers/<
 concerns re-reads both nodes and applies the result without a restart: log defaults
 (retention, segment size, min ISR, cleanup policy, ...) reach every log not overriding them,
 and everyone reading `broker.config` sees the new values (unclean leader election, the
-replication throttle rates, the connection limits for new connections). Only `DYNAMIC_KEYS`
+replication throttle rates, the connection limits for new connections, whether partition
+leaders verify transactions, KIP-890). Only `DYNAMIC_KEYS`
 may be set dynamically: Kafka's dynamic keys that riverlog applies. Kafka's other dynamic
 keys (per-listener TLS stores, `sasl.kerberos.*`, thread counts, ...) get the answer Kafka
 gives a key it cannot update dynamically, so nothing is stored that is not applied.
@@ -82,6 +83,7 @@ DYNAMIC_KEYS = frozenset(
         "max.connections",
         "max.connections.per.ip",
         "max.connections.per.ip.overrides",
+        "transaction.partition.verification.enable",
     }
 )
 """Kafka's cluster-wide (and per-broker) dynamic broker configs that riverlog has."""

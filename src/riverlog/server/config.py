@@ -162,6 +162,7 @@ BROKER_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "transactional.id.expiration.ms": (_int(1), "604800000"),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_int(1), "10000"),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_int(1), "3600000"),
+    "transaction.partition.verification.enable": (_bool, "true"),
     "zookeeper.connect": (_str, ""),
     "zookeeper.session.timeout.ms": (_int(1), "18000"),
     "zookeeper.connection.timeout.ms": (_int(1), ""),

@@ -112,6 +112,7 @@ CONFIG_TYPES: dict[str, int] = {
     "socket.request.max.bytes": INT,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT,
     "transaction.max.timeout.ms": INT,
+    "transaction.partition.verification.enable": BOOLEAN,
     "transaction.remove.expired.transaction.cleanup.interval.ms": INT,
     "transaction.state.log.min.isr": INT,
     "transaction.state.log.num.partitions": INT,
@@ -515,6 +516,10 @@ DOCUMENTATION: dict[str, str] = {
         "transaction time exceed this, then the broker will return an error in "
         "InitProducerIdRequest. This prevents a client from too large of a timeout, which can "
         "stall consumers reading from topics included in the transaction."
+    ),
+    "transaction.partition.verification.enable": (
+        "Enable verification that checks that the partition has been added to the transaction "
+        "before writing transactional records to the partition"
     ),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (
         "The interval at which to remove transactions that have expired due to "

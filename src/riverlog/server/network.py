@@ -126,6 +126,10 @@ class Connection(asyncio.BufferedProtocol):
         self.sasl: SaslServer | None = server.new_sasl() if server.new_sasl else None
         self._closing = False
         """Closing once the answers queued are written (`close_after_answers`)."""
+        self.produce_order: asyncio.Future[None] | None = None
+        """Done once this connection's last produce request that waits before appending
+        (KIP-890 verification) has appended: later ones append after it, in request order
+        (`handlers/produce.py`)."""
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------
 

@@ -299,6 +299,19 @@ class TransactionCoordinator:
             return await self._write(entry, decision.transition)
         return decision.error
 
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: frozenset[TopicPartition],
+    ) -> ErrorCode | dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn `verify_only` (KIP-890 part 1): `txn.verify_partitions`."""
+        error = self.coordinator_error(transactional_id)
+        if error is not None:
+            return error
+        return txn.verify_partitions(self._entry(transactional_id), producer_id, epoch, partitions)
+
     async def end_transaction(
         self, transactional_id: str, producer_id: int, epoch: int, commit: bool
     ) -> ErrorCode:

@@ -2,7 +2,7 @@
 
 Coordinator side (`MarkerSender`): an ended transaction's markers are grouped by the
 current leader of each partition and sent as one WriteTxnMarkers request per broker (over
-`riverlog.client.connection.Connection`, one connection per broker kept open). Partitions
+`server/broker_connections.py`, one connection per broker kept open). Partitions
 whose leader is unknown, moved (NOT_LEADER_OR_FOLLOWER, ...), or whose broker could not be
 reached are retried after `RETRY_S`, with leaders looked up again, until every partition
 has the marker; a partition whose topic is gone (UNKNOWN_TOPIC_OR_PARTITION with no topic
@@ -24,11 +24,11 @@ import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from riverlog.client.connection import Connection
 from riverlog.coordinator.transaction import Markers, TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
+from riverlog.server.broker_connections import BrokerConnections
 from riverlog.server.replication.partition import HostedPartition
 
 if TYPE_CHECKING:
@@ -56,13 +56,10 @@ async def until_replicated(
 class MarkerSender:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._connections: dict[int, Connection] = {}
-        self._opening: dict[int, asyncio.Lock] = {}
+        self.connections = BrokerConnections(broker, "txn-marker-sender")
 
     async def close(self) -> None:
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
+        await self.connections.close()
 
     async def send(self, markers: Markers, coordinator_epoch: int) -> None:
         """Write the markers to every partition's leader; return when all have them."""
@@ -108,13 +105,11 @@ class MarkerSender:
             ]
         )
         try:
-            conn = await self._connection(broker_id)
+            conn = await self.connections.get(broker_id)
             response = await conn.send(request, timeout_s=REQUEST_TIMEOUT_S)
         except (ConnectionError, OSError, TimeoutError, KafkaError) as e:
             log.info("transaction markers to broker %d: %r, retrying", broker_id, e)
-            stale = self._connections.pop(broker_id, None)
-            if stale is not None:
-                await stale.close()
+            await self.connections.drop(broker_id)
             return set()
         assert isinstance(response, m.WriteTxnMarkersResponse)
         done: set[TopicPartition] = set()
@@ -134,17 +129,3 @@ class MarkerSender:
                             "marker for %s-%d: error %d", name, p.partition_index, p.error_code
                         )
         return done
-
-    async def _connection(self, broker_id: int) -> Connection:
-        """The connection to a broker; one opening at a time per broker (transactions
-        ending together share it)."""
-        async with self._opening.setdefault(broker_id, asyncio.Lock()):
-            conn = self._connections.get(broker_id)
-            if conn is not None and not conn.closed:
-                return conn
-            info = self.broker.metadata.brokers.get(broker_id)
-            if info is None:
-                raise ConnectionError(f"broker {broker_id} is not known")
-            conn = await Connection.open(info.host, info.port, client_id="txn-marker-sender")
-            self._connections[broker_id] = conn
-            return conn

@@ -39,13 +39,17 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.primitives import FileRegion
-from riverlog.protocol.records.batch_header import BatchHeader
+from riverlog.protocol.records.batch_header import TRANSACTIONAL_BIT, BatchHeader
 from riverlog.protocol.records.v2 import Record, decode_records
 from riverlog.storage import checkpoint
 from riverlog.storage.epoch_cache import LeaderEpochCache
 from riverlog.storage.log_config import LogConfig
 from riverlog.storage.markers import encode_marker, read_marker
-from riverlog.storage.producer_state import CompletedTxn, ProducerStateManager
+from riverlog.storage.producer_state import (
+    CompletedTxn,
+    ProducerStateManager,
+    VerificationGuard,
+)
 from riverlog.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -287,18 +291,23 @@ class PartitionLog:
         *,
         now_ms: int | None = None,
         from_client: bool = True,
+        verification: VerificationGuard | None = None,
     ) -> AppendResult:
         """Validate and append a record set as the leader: a produce request's (every check
         Kafka's LogValidator makes for a client) or a broker component's own
-        (`from_client=False`: the coordinators' records, framing and CRC checked only)."""
+        (`from_client=False`: the coordinators' records, framing and CRC checked only).
+        `verification` (KIP-890; None: verification is off): a transactional batch opens a
+        transaction only with the guard `start_verification` gave (INVALID_TXN_STATE)."""
         now = self._now() if now_ms is None else now_ms
         view = memoryview(data)
         if view.readonly:
             view = memoryview(bytearray(view))  # offsets are written into the batches
         batches = validate_batches(view, self.config, now, from_client=from_client)
         with self.lock:
+            producers = self.producers
             if len(batches) == 1:
-                duplicate = self.producers.check(batches[0].header)
+                header = batches[0].header
+                duplicate = producers.check(header)
                 if duplicate is not None:
                     return AppendResult(
                         duplicate.first_offset,
@@ -307,10 +316,14 @@ class PartitionLog:
                         self.log_start_offset,
                         duplicate=True,
                     )
+                if verification is not None and header.attributes & TRANSACTIONAL_BIT:
+                    producers.check_verified(header, verification)
             else:
                 for batch in batches:
-                    if self.producers.check(batch.header) is not None:
+                    if producers.check(batch.header) is not None:
                         raise KafkaError(error_codes.DUPLICATE_SEQUENCE_NUMBER)
+                    if verification is not None and batch.header.is_transactional:
+                        producers.check_verified(batch.header, verification)
             append_time = now if self.config.log_append_time else None
             first = self.log_end_offset
             headers = assign_offsets(view, batches, first, leader_epoch, append_time)
@@ -321,6 +334,13 @@ class PartitionLog:
                 -1 if append_time is None else append_time,
                 self.log_start_offset,
             )
+
+    def start_verification(self, producer_id: int, sequence: int, epoch: int) -> VerificationGuard:
+        """KIP-890: the guard to append this producer's transactional batch with once its
+        coordinator confirmed the partition is in its transaction (NO_GUARD: a transaction
+        is open here, nothing to confirm)."""
+        with self.lock:
+            return self.producers.start_verification(producer_id, sequence, epoch, self._now())
 
     def append_marker(
         self,

@@ -13,12 +13,26 @@ marker) of that producer closes it and `update` returns the `CompletedTxn`, whic
 uses for its last stable offset and, when aborted, its `.txnindex`. A marker must carry the
 producer's current epoch or a newer one (INVALID_PRODUCER_EPOCH otherwise).
 
+Verification (KIP-890 part 1, Kafka's VerificationStateEntry): before the leader appends
+a producer's first transactional batch while it has no open transaction here, it asks the
+transaction coordinator whether this partition is in the producer's ongoing transaction.
+`start_verification` hands out the producer's `VerificationGuard` (one per producer until
+it is used up); `check_verified` at the append lets a transactional batch with no open
+transaction through only with that same guard. Every transactional batch or marker of the
+producer appended (`update`) drops the guard, so a marker (or a bumped epoch's batch)
+between the coordinator's answer and the append voids it: the append then fails
+INVALID_TXN_STATE rather than open a transaction the coordinator has finished (a hanging
+transaction). While a guard stands, no batch of that producer with a higher sequence than the
+lowest one seen verifying may be appended (OUT_OF_ORDER_SEQUENCE_NUMBER: the lower one is
+still to come). Guards are in memory only; one unused for `VERIFICATION_EXPIRY_MS` is
+dropped when a new one is made.
+
 State is rebuilt on start from the latest snapshot (`<offset>.snapshot`, JSON, written when a
 segment rolls and at clean shutdown) plus a replay of the batch headers after it.
 Everything here reads headers only.
 
-Invariants: `check` never mutates; `update` is called only for batches that were appended,
-in offset order.
+Invariants: `check` and `check_verified` never mutate; `update` is called only for batches
+that were appended, in offset order.
 """
 
 from __future__ import annotations
@@ -36,6 +50,28 @@ from riverlog.storage.markers import Marker
 
 SNAPSHOT_SUFFIX = ".snapshot"
 KEPT_BATCHES = 5
+VERIFICATION_EXPIRY_MS = 86_400_000
+"""Kafka drops unused verification entries after `producer.id.expiration.ms` (one day by
+default); riverlog has no producer expiry and uses that default."""
+
+
+class VerificationGuard:
+    """One verification's identity (Kafka's VerificationGuard): compared by identity."""
+
+    __slots__ = ()
+
+
+NO_GUARD = VerificationGuard()
+"""Kafka's SENTINEL: nothing was verified (the producer had a transaction open here, or the
+append is not a produce request's). Never matches a producer's guard."""
+
+
+@dataclass(slots=True)
+class VerificationState:
+    guard: VerificationGuard
+    started_ms: int
+    lowest_seq: int
+    epoch: int
 
 
 @dataclass
@@ -76,6 +112,9 @@ class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
+        self.verifying: dict[int, VerificationState] = {}
+        """Producer id -> its verification guard, until a transactional batch or marker of
+        that producer is appended."""
         self.last_snapshot_offset = -1
 
     def check(self, header: BatchHeader) -> BatchMetadata | None:
@@ -83,34 +122,86 @@ class ProducerStateManager:
         if not header.has_producer_id or header.is_control:
             return None
         entry = self.producers.get(header.producer_id)
-        if entry is None:
-            return None
-        if header.producer_epoch < entry.epoch:
-            raise KafkaError(
-                error_codes.INVALID_PRODUCER_EPOCH,
-                f"Producer {header.producer_id}'s epoch {header.producer_epoch} is older than "
-                f"the current epoch {entry.epoch}.",
-            )
-        if header.base_sequence < 0:
-            return None
-        if header.producer_epoch > entry.epoch:
-            if header.base_sequence != 0:
+        if entry is not None:
+            if header.producer_epoch < entry.epoch:
                 raise KafkaError(
-                    error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"Invalid sequence {header.base_sequence} for new epoch "
-                    f"{header.producer_epoch} of producer {header.producer_id}; expected 0.",
+                    error_codes.INVALID_PRODUCER_EPOCH,
+                    f"Producer {header.producer_id}'s epoch {header.producer_epoch} is older "
+                    f"than the current epoch {entry.epoch}.",
                 )
-            return None
-        for batch in entry.batches:
-            if batch.first_seq == header.base_sequence and batch.last_seq == header.last_sequence:
-                return batch
-        if entry.batches and header.base_sequence != _next_seq(entry.last_seq):
+            if header.base_sequence >= 0 and header.producer_epoch > entry.epoch:
+                if header.base_sequence != 0:
+                    raise KafkaError(
+                        error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        f"Invalid sequence {header.base_sequence} for new epoch "
+                        f"{header.producer_epoch} of producer {header.producer_id}; expected 0.",
+                    )
+            elif header.base_sequence >= 0:
+                for batch in entry.batches:
+                    if (
+                        batch.first_seq == header.base_sequence
+                        and batch.last_seq == header.last_sequence
+                    ):
+                        return batch
+                if entry.batches and header.base_sequence != _next_seq(entry.last_seq):
+                    raise KafkaError(
+                        error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        f"Out of order sequence {header.base_sequence} of producer "
+                        f"{header.producer_id}; expected {_next_seq(entry.last_seq)}.",
+                    )
+        if self.verifying:
+            self._check_lowest_sequence(header)
+        return None
+
+    def _check_lowest_sequence(self, header: BatchHeader) -> None:
+        state = self.verifying.get(header.producer_id)
+        if state is not None and header.base_sequence > state.lowest_seq:
             raise KafkaError(
                 error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"Out of order sequence {header.base_sequence} of producer "
-                f"{header.producer_id}; expected {_next_seq(entry.last_seq)}.",
+                f"{header.producer_id}: sequence {state.lowest_seq} is still being verified.",
             )
-        return None
+
+    # --- verification (KIP-890 part 1) -------------------------------------------------
+
+    def has_ongoing(self, producer_id: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.txn_first_offset >= 0
+
+    def start_verification(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationGuard:
+        """The guard a verification of this producer's transactional batch appends with;
+        NO_GUARD when it has a transaction open here (nothing to verify)."""
+        if self.has_ongoing(producer_id):
+            return NO_GUARD
+        state = self.verifying.get(producer_id)
+        if state is None:
+            expired = [
+                pid
+                for pid, s in self.verifying.items()
+                if now_ms - s.started_ms >= VERIFICATION_EXPIRY_MS
+            ]
+            for pid in expired:
+                del self.verifying[pid]
+            state = VerificationState(VerificationGuard(), now_ms, sequence, epoch)
+            self.verifying[producer_id] = state
+        elif epoch > state.epoch:
+            state.epoch, state.lowest_seq = epoch, sequence
+        elif epoch == state.epoch and sequence < state.lowest_seq:
+            state.lowest_seq = sequence
+        return state.guard
+
+    def check_verified(self, header: BatchHeader, guard: VerificationGuard) -> None:
+        """A transactional data batch may open a transaction only with the producer's
+        current guard (INVALID_TXN_STATE otherwise)."""
+        if header.is_control or self.has_ongoing(header.producer_id):
+            return
+        state = self.verifying.get(header.producer_id)
+        if guard is NO_GUARD or state is None or state.guard is not guard:
+            raise KafkaError(
+                error_codes.INVALID_TXN_STATE, "Record was not part of an ongoing transaction"
+            )
 
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
         """A marker from a coordinator older than the last one's (a zombie coordinator) is
@@ -147,6 +238,8 @@ class ProducerStateManager:
         its `marker`. Returns the transaction a marker ends, if any."""
         if not header.has_producer_id:
             return None
+        if self.verifying and header.is_transactional:
+            self.verifying.pop(header.producer_id, None)  # used up, or voided by a marker
         entry = self.producers.get(header.producer_id)
         if entry is None or header.producer_epoch > entry.epoch:
             first = entry.txn_first_offset if entry is not None else -1

@@ -9,6 +9,18 @@ and refreshes its metadata, as Kafka does.
 The rules — leadership, `min.insync.replicas`, internal topics, and when an acks=all write
 is in the ISR — are the replica manager's (`ReplicaManager.append` and
 `await_replication`): this handler maps partitions to appends and outcomes to answers.
+
+Transactional requests (KIP-890 part 1, `transaction.partition.verification.enable`): where
+a batch would open its producer's transaction on a partition, the leader first asks the
+transaction coordinator whether that partition is in the transaction
+(`server/txn_verification.py`: what is asked, how refusals are answered) and appends with
+the guard it got (`HostedPartition.start_transaction_verification`); the request's other
+partitions are appended with it. A request whose partitions all have the transaction open
+already is appended at once, as any other. With verification on, a transactional batch
+sent without a transactional id can open no transaction (INVALID_TXN_STATE). A request
+waiting for its verification keeps its place: later produce requests of the same
+connection append after it (Kafka reads one request of a connection at a time), so a
+producer's pipelined batches still reach each partition in sequence order.
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.exceptions import ProtocolError
@@ -25,13 +38,21 @@ from riverlog.protocol.records.batch_header import MAGIC_POSITION, peek_magic, r
 from riverlog.protocol.records.convert import legacy_to_v2
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.replication.partition import HostedPartition
+from riverlog.server.txn_verification import produce_error
+from riverlog.storage.producer_state import NO_GUARD, VerificationGuard
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from riverlog.server.broker import Broker
+    from riverlog.server.network import Connection
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+PartitionData = ProduceRequest.PartitionProduceData
+Records = memoryview
+Verifying = asyncio.Future[dict[TopicPartition, ErrorCode]]
+Prepared = list[tuple[Records | KafkaError, VerificationGuard]]
+"""Each partition's checked record set (or why not) and guard, in request order."""
 
 
 V2_ONLY_FROM = 3  # Produce v3+: exactly one magic-2 batch per partition
@@ -101,28 +122,116 @@ def _failed(index: int, error: KafkaError, version: int) -> PartitionResponse:
 
 def handle_produce(
     broker: Broker, ctx: RequestContext
+) -> ProduceResponse | Awaitable[ProduceResponse | None] | None:
+    conn = ctx.connection
+    if conn is not None and conn.produce_order is not None:
+        # An earlier request of this connection waits to append: append after it.
+        return _in_order(broker, ctx, conn.produce_order, _hold(conn))
+    if not broker.txn_verifier.enabled:  # the common cases first, without more calls
+        return _produce(broker, ctx, None, None)
+    request = ctx.request.body
+    assert isinstance(request, ProduceRequest)
+    if request.transactional_id is None:
+        return _produce(broker, ctx, NO_GUARD, None)
+    return _dispatch(broker, ctx, None)
+
+
+def _dispatch(
+    broker: Broker, ctx: RequestContext, held: asyncio.Future[None] | None
+) -> ProduceResponse | Awaitable[ProduceResponse | None] | None:
+    """Append now, or once verified. `held`: this request's place in its connection's
+    append order, released once it appended (or failed to)."""
+    request = ctx.request.body
+    assert isinstance(request, ProduceRequest)
+    handed_over = False
+    try:
+        if not broker.txn_verifier.enabled:
+            return _produce(broker, ctx, None, None)
+        if request.transactional_id is None:
+            return _produce(broker, ctx, NO_GUARD, None)
+        prepared, unverified, asked = _start_verification(broker, ctx, request.transactional_id)
+        if asked is None:
+            return _produce(broker, ctx, NO_GUARD, prepared)
+        if held is None and ctx.connection is not None:
+            held = _hold(ctx.connection)
+        handed_over = True
+        return _produce_verified(broker, ctx, prepared, unverified, asked, held)
+    finally:
+        if not handed_over:
+            _release(ctx, held)
+
+
+def _hold(conn: Connection) -> asyncio.Future[None]:
+    """A place in `conn`'s append order, after every request holding one."""
+    held: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    conn.produce_order = held
+    return held
+
+
+def _release(ctx: RequestContext, held: asyncio.Future[None] | None) -> None:
+    if held is None or held.done():
+        return
+    held.set_result(None)
+    if ctx.connection is not None and ctx.connection.produce_order is held:
+        ctx.connection.produce_order = None
+
+
+async def _in_order(
+    broker: Broker, ctx: RequestContext, earlier: asyncio.Future[None], held: asyncio.Future[None]
+) -> ProduceResponse | None:
+    try:
+        await earlier
+    except BaseException:
+        _release(ctx, held)
+        raise
+    result = _dispatch(broker, ctx, held)
+    if result is None or isinstance(result, ProduceResponse):
+        return result
+    return await result
+
+
+def _checked(broker: Broker, topic: str, data: PartitionData, version: int, acks: int) -> Records:
+    if acks not in (-1, 0, 1):
+        raise KafkaError(error_codes.INVALID_REQUIRED_ACKS)
+    if not isinstance(data.records, bytes | bytearray | memoryview):
+        raise KafkaError(error_codes.CORRUPT_MESSAGE, "The record set is null.")
+    broker.replicas.get(topic, data.index)  # unknown partitions first, as Kafka
+    return _record_set(memoryview(data.records), version)
+
+
+def _produce(
+    broker: Broker,
+    ctx: RequestContext,
+    guard: VerificationGuard | None,
+    prepared: Prepared | None,
 ) -> ProduceResponse | Awaitable[ProduceResponse] | None:
+    """Append each partition's record set and answer (acks=all: once the ISR has them).
+    `guard`: verification is off (None) or nothing was verified (NO_GUARD); `prepared`:
+    each partition's checked record set (or why not) and guard, in request order, when a
+    transactional request was verified first."""
     request = ctx.request.body
     assert isinstance(request, ProduceRequest)
     version = ctx.version
-    bad_acks = request.acks not in (-1, 0, 1)
-    all_acks = request.acks == -1
+    acks = request.acks
     waiting: list[PartitionResponse] = []
     writes: list[tuple[HostedPartition, int]] = []
     any_error = False
     topics: list[ProduceResponse.TopicProduceResponse] = []
+    position = 0
     for topic in request.topic_data:
         partitions: list[PartitionResponse] = []
         for data in topic.partition_data:
             try:
-                if bad_acks:
-                    raise KafkaError(error_codes.INVALID_REQUIRED_ACKS)
-                if not isinstance(data.records, bytes | bytearray | memoryview):
-                    raise KafkaError(error_codes.CORRUPT_MESSAGE, "The record set is null.")
-                broker.replicas.get(topic.name, data.index)  # unknown partitions first, as Kafka
-                records = _record_set(memoryview(data.records), version)
+                if prepared is None:
+                    records = _checked(broker, topic.name, data, version, acks)
+                else:
+                    checked, guard = prepared[position]
+                    position += 1
+                    if isinstance(checked, KafkaError):
+                        raise checked
+                    records = checked
                 hosted, result = broker.replicas.append(
-                    topic.name, data.index, records, acks=request.acks
+                    topic.name, data.index, records, acks=acks, verification=guard
                 )
             except KafkaError as e:
                 any_error = True
@@ -136,13 +245,13 @@ def handle_produce(
                 log_start_offset=result.log_start_offset,
             )
             partitions.append(answer)
-            if all_acks:
+            if acks == -1:
                 waiting.append(answer)
                 writes.append((hosted, result.last_offset + 1))
         topics.append(
             ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions)
         )
-    if request.acks == 0:
+    if acks == 0:
         if any_error and ctx.connection is not None:
             ctx.connection.close()
         return None
@@ -153,6 +262,69 @@ def handle_produce(
     if isinstance(codes, list):
         return _answered(response, waiting, codes)
     return _answer_later(response, waiting, codes)
+
+
+def _start_verification(
+    broker: Broker, ctx: RequestContext, transactional_id: str
+) -> tuple[Prepared, list[tuple[int, TopicPartition]], Verifying | None]:
+    """KIP-890 part 1: the partitions where the request's batch would open its producer's
+    transaction (with their positions) and the coordinator's answer to come for them —
+    None when there are none."""
+    request = ctx.request.body
+    assert isinstance(request, ProduceRequest)
+    prepared: Prepared = []
+    unverified: list[tuple[int, TopicPartition]] = []
+    producers: set[tuple[int, int]] = set()
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            try:
+                records = _checked(broker, topic.name, data, ctx.version, request.acks)
+                hosted = broker.replicas.leader(topic.name, data.index)
+                guard = hosted.start_transaction_verification(records)
+            except KafkaError as e:
+                prepared.append((e, NO_GUARD))
+                continue
+            if guard is not NO_GUARD:
+                header = read_batch_header(records, 0, whole=False)
+                producers.add((header.producer_id, header.producer_epoch))
+                unverified.append((len(prepared), (topic.name, data.index)))
+            prepared.append((records, guard))
+    if not unverified:
+        return prepared, [], None
+    if len({producer_id for producer_id, _ in producers}) > 1:
+        mixed = KafkaError(
+            error_codes.INVALID_PRODUCER_ID_MAPPING,
+            "Transactional records contained more than one producer ID",
+        )
+        return [(mixed, NO_GUARD)] * len(prepared), [], None
+    [(producer_id, epoch), *_] = producers
+    asked = broker.txn_verifier.verify(
+        transactional_id, producer_id, epoch, [tp for _, tp in unverified]
+    )
+    return prepared, unverified, asked
+
+
+async def _produce_verified(
+    broker: Broker,
+    ctx: RequestContext,
+    prepared: Prepared,
+    unverified: list[tuple[int, TopicPartition]],
+    asked: Verifying,
+    held: asyncio.Future[None] | None,
+) -> ProduceResponse | None:
+    """Append once the coordinator answered; refused partitions get Kafka's answers."""
+    try:
+        errors = await asked
+        for position, tp in unverified:
+            error = errors.get(tp)
+            if error is not None:
+                prepared[position] = (produce_error(error, ctx.version), NO_GUARD)
+        produced = _produce(broker, ctx, NO_GUARD, prepared)
+    finally:
+        _release(ctx, held)
+    if produced is None or isinstance(produced, ProduceResponse):
+        return produced
+    return await produced
 
 
 def _answered(

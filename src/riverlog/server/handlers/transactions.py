@@ -87,16 +87,12 @@ async def _add_one(
         }
     coordinator = broker.transactions
     if verify_only:
-        error, meta = coordinator.describe(transactional_id)
-        if meta is not None and (meta.producer_id != producer_id or meta.producer_epoch != epoch):
-            error = error_codes.INVALID_PRODUCER_EPOCH
-        if error is not error_codes.NONE or meta is None:
-            return dict.fromkeys(wanted, error.code)
-        ongoing = meta.state is TxnState.ONGOING
-        return {
-            tp: 0 if ongoing and tp in meta.partitions else error_codes.TRANSACTION_ABORTABLE.code
-            for tp in wanted
-        }
+        verified = coordinator.verify_partitions(
+            transactional_id, producer_id, epoch, frozenset(wanted)
+        )
+        if isinstance(verified, ErrorCode):
+            return dict.fromkeys(wanted, verified.code)
+        return {tp: verified[tp].code for tp in wanted}
     error = await coordinator.add_partitions(
         transactional_id, producer_id, epoch, frozenset(wanted)
     )

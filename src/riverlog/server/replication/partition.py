@@ -31,8 +31,11 @@ from typing import NamedTuple
 from riverlog.model import UNDEFINED_EPOCH, UNKNOWN_OFFSET, TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
+from riverlog.protocol.exceptions import ProtocolError
+from riverlog.protocol.records.batch_header import read_batch_header
 from riverlog.storage.epoch_cache import LeaderEpochCache
 from riverlog.storage.log import AppendResult, PartitionLog
+from riverlog.storage.producer_state import NO_GUARD, VerificationGuard
 
 
 @dataclass(slots=True)
@@ -166,11 +169,34 @@ class HostedPartition:
 
     # --- leaders: appends, followers' progress, the ISR --------------------------------
 
-    def append_as_leader(self, records: memoryview, *, from_client: bool = True) -> AppendResult:
-        result = self.log.append(records, self.leader_epoch, from_client=from_client)
+    def append_as_leader(
+        self,
+        records: memoryview,
+        *,
+        from_client: bool = True,
+        verification: VerificationGuard | None = None,
+    ) -> AppendResult:
+        result = self.log.append(
+            records, self.leader_epoch, from_client=from_client, verification=verification
+        )
         if not result.duplicate:
             self._advance_high_watermark()
         return result
+
+    def start_transaction_verification(self, records: memoryview) -> VerificationGuard:
+        """KIP-890 part 1 (Kafka's `maybeStartTransactionVerification`): for a record set
+        opening its producer's transaction here (a transactional data batch, no transaction
+        of that producer open), the guard to append it with once the coordinator confirmed
+        this partition is in the transaction; NO_GUARD when there is nothing to confirm."""
+        try:
+            header = read_batch_header(records, 0, whole=False)
+        except ProtocolError:
+            return NO_GUARD  # not a batch: the append refuses it
+        if not header.is_transactional or header.is_control or not header.has_producer_id:
+            return NO_GUARD
+        return self.log.start_verification(
+            header.producer_id, header.base_sequence, header.producer_epoch
+        )
 
     def append_marker_as_leader(
         self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int

@@ -70,6 +70,7 @@ from riverlog.server.replication.throttle import ReplicationQuota, throttled
 from riverlog.server.topics import refuse_client_append
 from riverlog.storage.log import AppendResult
 from riverlog.storage.manager import LogManager
+from riverlog.storage.producer_state import VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -168,18 +169,29 @@ class ReplicaManager:
     # --- appends and the wait for the ISR ----------------------------------------------
 
     def append(
-        self, topic: str, index: int, records: memoryview, *, acks: int, internal: bool = False
+        self,
+        topic: str,
+        index: int,
+        records: memoryview,
+        *,
+        acks: int,
+        internal: bool = False,
+        verification: VerificationGuard | None = None,
     ) -> tuple[HostedPartition, AppendResult]:
         """Append a record set on the leader. `internal`: a broker component's own write
         (Kafka's coordinator origin), allowed on internal topics — clients' writes there are
-        refused, as Kafka does — and spared the checks made for clients' batches."""
+        refused, as Kafka does — and spared the checks made for clients' batches.
+        `verification`: KIP-890's guard (`HostedPartition.start_transaction_verification`),
+        None when verification is off."""
         if not internal:
             refuse_client_append(topic)
         hosted = self.leader(topic, index)
         if acks == -1:
             hosted.check_min_isr()
         try:
-            result = hosted.append_as_leader(records, from_client=not internal)
+            result = hosted.append_as_leader(
+                records, from_client=not internal, verification=verification
+            )
         except OSError as e:
             raise self.storage_error(hosted, e) from e
         if not result.duplicate:
