@@ -5,6 +5,12 @@ LeaderAndIsr must not overtake the UpdateMetadata queued before it); each waits 
 response, whose per-partition errors are logged — the controller's decisions do not wait on
 brokers. A broken connection is reopened and the request retried until the broker is
 removed (it left the cluster) or the channel stops (this broker stopped being controller).
+A request the broker refuses as from a stale controller or for a stale registration is
+resent too, after the same pause: a broker that cannot reach ZooKeeper cannot confirm a new
+controller and refuses it (`server/fencing.py`), and without a resend it kept its old
+leaders until some later request (long run seed 1605: a broker cut from ZooKeeper for a
+second believed itself a partition's leader for minutes). A deposed controller's channel is
+stopped when it resigns, and a re-registered broker gets a new queue, so the resending ends.
 Each request queued is written to the state-change log. Each request goes out carrying
 the broker epoch (KIP-380) of the registration the controller read for its broker: a broker
 refuses requests meant for an earlier registration of its id (`server/fencing.py`).
@@ -19,6 +25,7 @@ from collections.abc import Collection
 
 from riverlog.client.connection import PLAINTEXT, Connection
 from riverlog.client.security import ClientSecurity
+from riverlog.protocol import error_codes
 from riverlog.protocol.api import ApiMessage
 from riverlog.server import state_change_log
 from riverlog.server.background import BackgroundLoop, stop_all
@@ -26,6 +33,10 @@ from riverlog.server.background import BackgroundLoop, stop_all
 log = logging.getLogger(__name__)
 
 RETRY_S = 0.3
+RESENT_ON = frozenset(
+    (error_codes.STALE_CONTROLLER_EPOCH.code, error_codes.STALE_BROKER_EPOCH.code)
+)
+"""Top-level refusals that may mean "cannot confirm now" (see the module docstring)."""
 REQUEST_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
 
@@ -52,6 +63,7 @@ class _BrokerQueue(BackgroundLoop):
     async def _run(self) -> None:
         conn: Connection | None = None
         done: asyncio.Future[ApiMessage | None] | None = None
+        resending = False  # the current request was refused once already (logged)
         try:
             while not self.stopped:
                 request, done = await self.queue.get()
@@ -64,6 +76,19 @@ class _BrokerQueue(BackgroundLoop):
                             )
                         async with asyncio.timeout(REQUEST_TIMEOUT_S):
                             response = await conn.send(request)
+                        refused = getattr(response, "error_code", 0)
+                        if refused in RESENT_ON:
+                            if not resending:
+                                log.info(
+                                    "controller → broker %d: %s refused (%s); resending",
+                                    self.broker_id,
+                                    type(request).__name__,
+                                    error_codes.for_code(refused).name,
+                                )
+                            resending = True
+                            await asyncio.sleep(RETRY_S)
+                            continue
+                        resending = False
                         if not done.done():
                             done.set_result(response)
                         break
