@@ -357,8 +357,9 @@ async def _request_rate(port: int, topic: str) -> int:
     return done
 
 
-def _acls(cache: AclCache) -> None:
-    """1,000 ACLs of other principals and topics (every tenth prefixed), and the bench's."""
+def install_acls(cache: AclCache) -> None:
+    """1,000 ACLs of other principals and topics (every tenth prefixed), and the bench's
+    (ANONYMOUS may do anything on `bench*` topics and the cluster)."""
     for i in range(1000):
         kind = acl.PREFIXED if i % 10 == 0 else acl.LITERAL
         cache.add(
@@ -376,7 +377,7 @@ def check_cost_us() -> float:
     """The authorization wrapper's own cost per single-topic Produce request, in process
     (the best of repeated timings: what the check costs, without the machine's noise)."""
     authorizer = Authorizer({}, EmbeddedStore(None))
-    _acls(authorizer.cache)
+    install_acls(authorizer.cache)
     response = m.ProduceResponse(responses=[])
 
     def handler(ctx: Any) -> m.ProduceResponse:
@@ -402,18 +403,7 @@ def authorizer_cost(work: Path) -> None:
         if authorized:
             settings |= {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
             store = EmbeddedStore(data / "riverlog-metadata.json")
-            cache = AclCache(store)
-            for i in range(1000):  # other principals' and topics' ACLs, literal and prefixed
-                kind = acl.PREFIXED if i % 10 == 0 else acl.LITERAL
-                cache.add(
-                    acl.Pattern(acl.TOPIC, f"other-{i}", kind),
-                    [acl.Entry(f"User:u{i}", "*", acl.WRITE, acl.ALLOW)],
-                )
-            for pattern in (
-                acl.Pattern(acl.TOPIC, "bench", acl.PREFIXED),
-                acl.Pattern(acl.CLUSTER, acl.CLUSTER_NAME),
-            ):
-                cache.add(pattern, [acl.Entry("User:ANONYMOUS", "*", acl.ALL_OPERATION, acl.ALLOW)])
+            install_acls(AclCache(store))
             store.close()
         with broker(data, settings) as (pid, ports):
             topic = f"bench-{uuid.uuid4().hex[:6]}"
