@@ -84,8 +84,9 @@ def _apply_protocols(ctx: ssl.SSLContext, enabled: str | None, ciphers: str | No
         else:  # no TLS 1.2 suite listed: TLS 1.2 cannot be negotiated
             versions = [v for v in versions if v == tls13]
         if tls13 in versions:
-            tls_suites.set_tls13_suites(ctx, tls13_names)
-            if not tls13_names:
+            if tls13_names:
+                tls_suites.set_tls13_suites(ctx, tls13_names)
+            else:  # no TLS 1.3 suite listed: TLS 1.3 cannot be negotiated
                 versions.remove(tls13)
         if not versions:
             raise ConfigError(

@@ -78,6 +78,7 @@ from riverlog.server.admission import ConnectionQuotas, MemoryPool
 
 if TYPE_CHECKING:
     from riverlog.protocol.framing import Request
+    from riverlog.security.rules import Subject
     from riverlog.server.dispatch import Dispatcher, Response
     from riverlog.server.quotas.manager import QuotaManager
 
@@ -123,6 +124,8 @@ class Connection(asyncio.BufferedProtocol):
         self.tls = server.ssl_context is not None
         self.principal = ANONYMOUS
         """Who the client is (`User:<name>`): see the module docstring."""
+        self.subject: Subject | None = None
+        """The authorizer's view of `principal` (security/authorization.py keeps it)."""
         self.sasl: SaslServer | None = server.new_sasl() if server.new_sasl else None
         self._closing = False
         """Closing once the answers queued are written (`close_after_answers`)."""
