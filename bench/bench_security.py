@@ -11,12 +11,17 @@
   the broker's CPU milliseconds per handshake;
 - the authorizer's cost per request: pipelined single-record Produce requests (riverlog's
   connection, 64 in flight) to a broker without an authorizer and to one with the ACL
-  authorizer holding 1,000 ACLs (literal, prefixed, on other topics and principals), with
-  the broker's CPU microseconds per request.
+  authorizer holding 1,000 ACLs (literal, prefixed, on other topics and principals), both
+  brokers up at once, AUTHZ_ROUNDS alternating runs, with the broker's CPU microseconds per
+  request (`bench/callgrind_requests.py --authorizer` counts the same in instructions);
+- `suites` (only when named): librdkafka produce over TLS 1.3 listeners limited to one
+  suite each (AES-256-GCM, AES-128-GCM, ChaCha20-Poly1305) next to plaintext, with the
+  broker's and the client's CPU seconds per GB.
 
 Brokers are their own processes (`riverlog server`). Targets (issue 23): TLS produce >= 70%
 and TLS consume >= 40% of plaintext; the authorizer costs <= 10% of the small-request rate.
-A run takes about two minutes (SECONDS, PRODUCE_BYTES, ROUNDS below).
+`bench_security.py [throughput] [authorizer] [suites]`; the first two by default, about
+three minutes (SECONDS, PRODUCE_BYTES, ROUNDS below).
 """
 
 from __future__ import annotations
