@@ -104,3 +104,16 @@ def test_librdkafka_records_arrive_whole_either_way(
     finally:
         consumer.close()
     assert got == values
+
+
+@pytest.mark.skipif(not COMPILED, reason="no compiled TLS drain here")
+def test_a_broken_record_is_left_to_pythons_read_to_raise(tmp_path: Path) -> None:
+    drain = tls_read._drain_module().drain
+    client, server, wire, incoming = _pair(write_dev_certs(tmp_path))
+    client.write(b"fine")
+    record = bytearray(wire.read())
+    record[-1] ^= 0xFF  # the tag no longer matches
+    incoming.write(bytes(record))
+    assert drain(server._sslobj, memoryview(bytearray(1024))) == (0, 3)
+    with pytest.raises(ssl.SSLError):  # what asyncio's own read, called next, raises
+        server.read(1024)

@@ -101,6 +101,10 @@ def _do_read__buffered(self: Any) -> None:
     """asyncio's `SSLProtocol._do_read__buffered`, with the records drained in C."""
     buffer = self._app_protocol_get_buffer(self._get_read_buffer_size())
     wants = len(buffer)
+    if not wants:  # nothing to fill: asyncio's own method decides
+        del buffer
+        type(self)._do_read__buffered(self)
+        return
     count, status = _drain_module().drain(self._sslobj._sslobj, buffer)
     del buffer  # the app may grow the memory it lent once it has been told
     if count > 0:
