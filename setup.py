@@ -1,8 +1,10 @@
-"""The one compiled part of riverlog: the record walk (riverlog/protocol/records/_walk.c).
+"""riverlog's compiled parts: the record walk (riverlog/protocol/records/_walk.c) and the TLS
+read loop (riverlog/server/_tls_drain.c).
 
-Everything else is declared in pyproject.toml. The extension is optional: where no C compiler
-is present the install still succeeds and `riverlog.protocol.records.walk` uses its
-pure-Python twin (./dev installs gcc and the Python headers).
+Everything else is declared in pyproject.toml. The extensions are optional: where no C
+compiler is present the install still succeeds; `riverlog.protocol.records.walk` then uses
+its pure-Python twin and TLS connections asyncio's own read loop (`server/tls_read.py`).
+./dev installs gcc and the Python headers.
 """
 
 from setuptools import Extension, setup
@@ -14,6 +16,12 @@ setup(
             sources=["src/riverlog/protocol/records/_walk.c"],
             extra_compile_args=["-O2", "-std=c11"],
             optional=True,
-        )
+        ),
+        Extension(  # no OpenSSL headers or link: server/tls_read.py hands it _ssl's functions
+            "riverlog.server._tls_drain",
+            sources=["src/riverlog/server/_tls_drain.c"],
+            extra_compile_args=["-O2", "-std=c11"],
+            optional=True,
+        ),
     ]
 )

@@ -11,12 +11,17 @@
   the broker's CPU milliseconds per handshake;
 - the authorizer's cost per request: pipelined single-record Produce requests (riverlog's
   connection, 64 in flight) to a broker without an authorizer and to one with the ACL
-  authorizer holding 1,000 ACLs (literal, prefixed, on other topics and principals), with
-  the broker's CPU microseconds per request.
+  authorizer holding 1,000 ACLs (literal, prefixed, on other topics and principals), both
+  brokers up at once, AUTHZ_ROUNDS alternating runs, with the broker's CPU microseconds per
+  request (`bench/callgrind_requests.py --authorizer` counts the same in instructions);
+- `suites` (only when named): librdkafka produce over TLS 1.3 listeners limited to one
+  suite each (AES-256-GCM, AES-128-GCM, ChaCha20-Poly1305) next to plaintext, with the
+  broker's and the client's CPU seconds per GB.
 
 Brokers are their own processes (`riverlog server`). Targets (issue 23): TLS produce >= 70%
 and TLS consume >= 40% of plaintext; the authorizer costs <= 10% of the small-request rate.
-A run takes about two minutes (SECONDS, PRODUCE_BYTES, ROUNDS below).
+`bench_security.py [throughput] [authorizer] [suites]`; the first two by default, about
+three minutes (SECONDS, PRODUCE_BYTES, ROUNDS below).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ SECONDS = 4.0
 RECORDS_PER_REQUEST = 1000
 """1 KiB records per pre-encoded Produce request: within `message.max.bytes` (1 MB)."""
 ROUNDS = 3
+AUTHZ_ROUNDS = 6
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'
 
 
@@ -357,8 +363,9 @@ async def _request_rate(port: int, topic: str) -> int:
     return done
 
 
-def _acls(cache: AclCache) -> None:
-    """1,000 ACLs of other principals and topics (every tenth prefixed), and the bench's."""
+def install_acls(cache: AclCache) -> None:
+    """1,000 ACLs of other principals and topics (every tenth prefixed), and the bench's
+    (ANONYMOUS may do anything on `bench*` topics and the cluster)."""
     for i in range(1000):
         kind = acl.PREFIXED if i % 10 == 0 else acl.LITERAL
         cache.add(
@@ -376,14 +383,14 @@ def check_cost_us() -> float:
     """The authorization wrapper's own cost per single-topic Produce request, in process
     (the best of repeated timings: what the check costs, without the machine's noise)."""
     authorizer = Authorizer({}, EmbeddedStore(None))
-    _acls(authorizer.cache)
+    install_acls(authorizer.cache)
     response = m.ProduceResponse(responses=[])
 
     def handler(ctx: Any) -> m.ProduceResponse:
         return response
 
     guarded = authorization.wrap(m.ProduceRequest.API_KEY, handler, authorizer, NoTopics())
-    conn = SimpleNamespace(principal="User:ANONYMOUS", client_host="127.0.0.1")
+    conn = SimpleNamespace(principal="User:ANONYMOUS", client_host="127.0.0.1", subject=None)
     ctx = SimpleNamespace(
         connection=conn, request=SimpleNamespace(body=_produce_request("bench-1")), version=9
     )
@@ -394,40 +401,38 @@ def check_cost_us() -> float:
 
 
 def authorizer_cost(work: Path) -> None:
-    rows = []
-    for authorized in (False, True):
-        data = work / f"authz-{authorized}"
-        data.mkdir()
-        settings = {"listeners": "PLAINTEXT", "num.partitions": "1"}
-        if authorized:
-            settings |= {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
-            store = EmbeddedStore(data / "riverlog-metadata.json")
-            cache = AclCache(store)
-            for i in range(1000):  # other principals' and topics' ACLs, literal and prefixed
-                kind = acl.PREFIXED if i % 10 == 0 else acl.LITERAL
-                cache.add(
-                    acl.Pattern(acl.TOPIC, f"other-{i}", kind),
-                    [acl.Entry(f"User:u{i}", "*", acl.WRITE, acl.ALLOW)],
-                )
-            for pattern in (
-                acl.Pattern(acl.TOPIC, "bench", acl.PREFIXED),
-                acl.Pattern(acl.CLUSTER, acl.CLUSTER_NAME),
-            ):
-                cache.add(pattern, [acl.Entry("User:ANONYMOUS", "*", acl.ALL_OPERATION, acl.ALLOW)])
-            store.close()
-        with broker(data, settings) as (pid, ports):
+    """Two brokers up at once, without and with the ACL authorizer; AUTHZ_ROUNDS runs of
+    SECONDS each in alternating order (one run each swings ±30% on a shared machine);
+    medians of the rate and of the broker's CPU per request."""
+    with contextlib.ExitStack() as stack:
+        targets = []
+        for authorized in (False, True):
+            data = work / f"authz-{authorized}"
+            data.mkdir()
+            settings = {"listeners": "PLAINTEXT", "num.partitions": "1"}
+            if authorized:
+                settings |= {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+                store = EmbeddedStore(data / "riverlog-metadata.json")
+                install_acls(AclCache(store))
+                store.close()
+            pid, ports = stack.enter_context(broker(data, settings))
             topic = f"bench-{uuid.uuid4().hex[:6]}"
             admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
             admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
             del admin  # not outliving its broker
-            before = cpu_seconds(pid)
-            count = asyncio.run(_request_rate(ports["PLAINTEXT"], topic))
-            cpu = cpu_seconds(pid) - before
-            rows.append((count / SECONDS, cpu / count * 1e6))
-    (plain, plain_cpu), (authz, authz_cpu) = rows
+            targets.append((pid, ports["PLAINTEXT"], topic))
+        runs: list[list[tuple[float, float]]] = [[], []]
+        for round_ in range(AUTHZ_ROUNDS):
+            for which in (0, 1) if round_ % 2 == 0 else (1, 0):
+                pid, port, topic = targets[which]
+                before = cpu_seconds(pid)
+                count = asyncio.run(_request_rate(port, topic))
+                cpu = cpu_seconds(pid) - before
+                runs[which].append((count / SECONDS, cpu / count * 1e6))
+    (plain, plain_cpu), (authz, authz_cpu) = (_medians(r) for r in runs)
     print(
-        f"single-record Produce requests/s: no authorizer {plain:,.0f} "
-        f"({plain_cpu:.0f} µs broker CPU each); ACL authorizer with 1,000 ACLs "
+        f"single-record Produce requests/s, median of {AUTHZ_ROUNDS}: no authorizer "
+        f"{plain:,.0f} ({plain_cpu:.0f} µs broker CPU each); ACL authorizer with 1,000 ACLs "
         f"{authz:,.0f} ({authz_cpu:.0f} µs each): rate {authz / plain:.0%} of plaintext, "
         f"CPU +{(authz_cpu - plain_cpu) / plain_cpu:.1%} per request"
     )
@@ -438,8 +443,62 @@ def authorizer_cost(work: Path) -> None:
     )
 
 
+SUITES = {
+    "AES256": "TLS_AES_256_GCM_SHA384",
+    "AES128": "TLS_AES_128_GCM_SHA256",
+    "CHACHA": "TLS_CHACHA20_POLY1305_SHA256",
+}
+"""TLS 1.3 suites compared by `suites`, each on its own listener."""
+SUITE_ROUNDS = 5
+
+
+def suites(certs: DevCerts, work: Path) -> None:
+    """librdkafka produce (1 KiB records) over TLS 1.3 listeners limited to one suite each
+    (`listener.name.<name>.ssl.cipher.suites`) next to plaintext, alternating order: the
+    broker's and the client's CPU seconds per GB (the client's: this process, librdkafka's
+    threads included), median of SUITE_ROUNDS."""
+    names = ["PLAINTEXT", *SUITES]
+    settings = {
+        "listeners": ",".join(names),
+        "listener.security.protocol.map": ",".join(
+            ["PLAINTEXT:PLAINTEXT", *(f"{n}:SSL" for n in SUITES)]
+        ),
+        "ssl.keystore.location": str(certs.broker),
+        "num.partitions": "1",
+        **{f"listener.name.{n.lower()}.ssl.cipher.suites": s for n, s in SUITES.items()},
+    }
+    data = work / "suites"
+    data.mkdir()
+    gb = PRODUCE_BYTES / 1e9
+    with broker(data, settings) as (pid, ports):
+        runs: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
+        for round_ in range(SUITE_ROUNDS):
+            for name in names if round_ % 2 == 0 else names[::-1]:
+                conf = client_config("PLAINTEXT" if name == "PLAINTEXT" else "SSL", 0, certs)
+                conf["bootstrap.servers"] = f"127.0.0.1:{ports[name]}"
+                topic = f"bench-{name.lower()}-{uuid.uuid4().hex[:6]}"
+                admin = AdminClient(conf)
+                admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+                del admin
+                broker_before, client_before = cpu_seconds(pid), time.process_time()
+                elapsed = produce(conf, topic)
+                broker_cpu = cpu_seconds(pid) - broker_before
+                client_cpu = time.process_time() - client_before
+                runs[name].append((gb * 1000 / elapsed, broker_cpu / gb, client_cpu / gb))
+        print(
+            f"librdkafka produce, 1 KiB records, median of {SUITE_ROUNDS}{'':<4}{'MB/s':>8}"
+            f"{'broker CPU s/GB':>17}{'client CPU s/GB':>17}"
+        )
+        for name in names:
+            rate, broker_cpu, client_cpu = (
+                statistics.median(r[i] for r in runs[name]) for i in range(3)
+            )
+            label = "plaintext" if name == "PLAINTEXT" else SUITES[name]
+            print(f"{label:<46}{rate:>8.1f}{broker_cpu:>17.2f}{client_cpu:>17.2f}")
+
+
 def main() -> None:
-    """`bench_security.py [throughput|authorizer]`: both parts, or one."""
+    """`bench_security.py [throughput|authorizer|suites]`: the first two, or those named."""
     parts = sys.argv[1:] or ["throughput", "authorizer"]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -448,6 +507,8 @@ def main() -> None:
             throughput(certs, work)
         if "authorizer" in parts:
             authorizer_cost(work)
+        if "suites" in parts:
+            suites(certs, work)
 
 
 if __name__ == "__main__":

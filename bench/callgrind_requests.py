@@ -10,9 +10,13 @@ warm-up and the fixed part of a run cancelled out. About a minute per variant.
     python bench/callgrind_requests.py                      # metrics off vs on
     python bench/callgrind_requests.py --produce            # Produce requests instead
     python bench/callgrind_requests.py --requests 2000 --override KEY=VALUE ...
+    python bench/callgrind_requests.py --produce --records 1 --in-flight 64 --authorizer
 
-`--produce` sends Produce requests (acks=1) of one batch of 100 records of 100 bytes to a
-one-partition topic instead of Metadata requests.
+`--produce` sends Produce requests (acks=1) of one batch of `--records` records (100 by
+default) of 100 bytes to a one-partition topic instead of Metadata requests. `--authorizer`
+compares a broker without an authorizer with one running the ACL authorizer over the 1,000
+ACLs of bench_security.py (the bench's ANONYMOUS principal allowed on `bench*` topics and the
+cluster), as bench_security.py's authorizer row does.
 
 Prints instructions per request per variant; `--keep DIR` keeps the callgrind files there
 (`callgrind_annotate DIR/callgrind.out.<pid>.2` shows where they go).
@@ -33,31 +37,35 @@ from pathlib import Path
 from riverlog.client.admin import AsyncAdmin
 from riverlog.client.connection import connect_any
 from riverlog.devcluster import free_port
+from riverlog.metadata.store import EmbeddedStore
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.messages import MetadataRequest, ProduceRequest
 from riverlog.protocol.records.v2 import Record, encode_batch
+from riverlog.security.acl_store import AclCache
 
 IN_FLIGHT = 32
+TOPIC = "bench-load"
 
 
-def _produce_request() -> ProduceRequest:
+def _produce_request(records: int) -> ProduceRequest:
     now = int(time.time() * 1000)
-    batch = encode_batch([Record(i, now, None, b"x" * 100) for i in range(100)])
+    batch = encode_batch([Record(i, now, None, b"x" * 100) for i in range(records)])
     partition = ProduceRequest.PartitionProduceData(index=0, records=batch)
-    topic = ProduceRequest.TopicProduceData(name="load", partition_data=[partition])
+    topic = ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[partition])
     return ProduceRequest(acks=1, timeout_ms=30_000, topic_data=[topic])
 
 
-async def _send(bootstrap: str, count: int, produce: bool) -> None:
+async def _send(bootstrap: str, count: int, options: argparse.Namespace) -> None:
     conn = await connect_any(bootstrap, client_id="callgrind-bench")
     request: ApiMessage = (
-        _produce_request()
-        if produce
+        _produce_request(options.records)
+        if options.produce
         else MetadataRequest(topics=[], allow_auto_topic_creation=False)
     )
+    in_flight = options.in_flight
     try:
-        for _ in range(count // IN_FLIGHT):
-            await asyncio.gather(*(conn.send(request, timeout_s=600) for _ in range(IN_FLIGHT)))
+        for _ in range(count // in_flight):
+            await asyncio.gather(*(conn.send(request, timeout_s=600) for _ in range(in_flight)))
     finally:
         await conn.close()
 
@@ -83,12 +91,27 @@ def _wait_dump(out_dir: Path, pid: int, n: int, timeout_s: float = 300) -> int:
 
 async def _create_topic(bootstrap: str) -> None:
     async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
-        await admin.create_topic("load", 1, 1)
+        await admin.create_topic(TOPIC, 1, 1)
 
 
-def measure(overrides: list[str], requests: int, out_dir: Path, produce: bool = False) -> float:
-    """Instructions per request of a broker with these `--override`s."""
+def _with_acls(data_dir: str) -> None:
+    """bench_security.py's 1,000 ACLs in the broker's embedded store."""
+    from bench_security import install_acls
+
+    store = EmbeddedStore(Path(data_dir) / "riverlog-metadata.json")
+    install_acls(AclCache(store))
+    store.close()
+
+
+def measure(
+    overrides: list[str], out_dir: Path, options: argparse.Namespace, acls: bool = False
+) -> float:
+    """Instructions per request of a broker with these `--override`s (and the bench's ACLs
+    in its store)."""
+    requests = options.requests
     data_dir = tempfile.mkdtemp(prefix="callgrind-broker-")
+    if acls:
+        _with_acls(data_dir)
     args = [
         "valgrind",
         "--tool=callgrind",
@@ -116,15 +139,15 @@ def measure(overrides: list[str], requests: int, out_dir: Path, produce: bool = 
                 break
         else:
             raise RuntimeError("the broker did not start")
-        if produce:
+        if options.produce:
             asyncio.run(_create_topic(bootstrap))
-        asyncio.run(_send(bootstrap, 2 * IN_FLIGHT * 10, produce))  # warm-up, not instrumented
+        asyncio.run(_send(bootstrap, 2 * options.in_flight * 10, options))  # warm-up
         _control(proc.pid, "--instr=on")
         _control(proc.pid, "--zero")
-        asyncio.run(_send(bootstrap, requests, produce))
+        asyncio.run(_send(bootstrap, requests, options))
         _control(proc.pid, "--dump=n")
         first = _wait_dump(out_dir, proc.pid, 1)
-        asyncio.run(_send(bootstrap, 3 * requests, produce))
+        asyncio.run(_send(bootstrap, 3 * requests, options))
         _control(proc.pid, "--dump=3n")
         second = _wait_dump(out_dir, proc.pid, 2)
         return (second - first) / (2 * requests)
@@ -135,14 +158,23 @@ def measure(overrides: list[str], requests: int, out_dir: Path, produce: bool = 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=1024, help="N (a multiple of 32)")
+    parser.add_argument("--requests", type=int, default=1024, help="N (a multiple of in-flight)")
+    parser.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="requests at once")
+    parser.add_argument("--records", type=int, default=100, help="records per Produce request")
+    parser.add_argument(
+        "--authorizer", action="store_true", help="no authorizer vs the ACL authorizer"
+    )
     parser.add_argument("--override", action="append", default=[], help="KEY=VALUE")
     parser.add_argument("--keep", help="directory for the callgrind files")
     parser.add_argument("--produce", action="store_true", help="Produce requests instead")
     options = parser.parse_args()
     out_dir = Path(options.keep or tempfile.mkdtemp(prefix="callgrind-"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    if options.override:
+    acl_variant = "ACL authorizer"
+    if options.authorizer:
+        authorizer = "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"
+        variants = {"no authorizer": options.override, acl_variant: [*options.override, authorizer]}
+    elif options.override:
         variants = {"with overrides": options.override}
     else:
         variants = {
@@ -151,11 +183,11 @@ def main() -> None:
         }
     results = {}
     for name, overrides in variants.items():
-        results[name] = measure(overrides, options.requests, out_dir, options.produce)
+        results[name] = measure(overrides, out_dir, options, acls=name == acl_variant)
         print(f"  {name:<16} {results[name]:10,.0f} instructions per request", flush=True)
     if len(results) == 2:
-        off, on = results.values()
-        print(f"  on - off: {on - off:,.0f} instructions per request ({on / off:.1%})")
+        (first, off), (second, on) = results.items()
+        print(f"  {second} - {first}: {on - off:,.0f} instructions per request ({on / off:.1%})")
     print(f"  callgrind files in {out_dir}")
 
 

@@ -3,15 +3,20 @@ rules, listener settings, the SASL state machine and start-up refusals (fail clo
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from scramp import ScramClient
 
+from riverlog.metadata.store import EmbeddedStore
 from riverlog.protocol import error_codes
-from riverlog.security import acl, jaas, tls
-from riverlog.security.authorizer import configured
+from riverlog.protocol import messages as m
+from riverlog.security import acl, authorization, jaas, tls
+from riverlog.security.authorizer import Authorizer, configured
 from riverlog.security.broker_security import BrokerSecurity
 from riverlog.security.errors import SecurityConfigError
 from riverlog.security.listeners import Listeners
+from riverlog.security.rules import NoTopics
 from riverlog.security.sasl import SaslFailure, SaslServer
 from riverlog.security.scram_credentials import ScramCredential, make
 from riverlog.server.config import ConfigError
@@ -226,3 +231,38 @@ def test_sasl_state_errors() -> None:
     scram.handshake("SCRAM-SHA-256", raw_tokens=False)
     with pytest.raises(SaslFailure):
         scram.authenticate(b"n,,n=nobody,r=abc", 0)
+
+
+def test_a_connections_subject_follows_its_principal() -> None:
+    """The wrapper keeps a connection's Subject between requests; a new principal (a SASL
+    login) gets a new one, so no decision carries over from the old principal."""
+    authorizer = Authorizer({}, EmbeddedStore(None))
+    authorizer.cache.add(acl.Pattern(acl.TOPIC, "pay", acl.PREFIXED), [_allow(ALICE, "Write")])
+    answered = m.ProduceResponse(responses=[])
+    guarded = authorization.wrap(
+        m.ProduceRequest.API_KEY, lambda ctx: answered, authorizer, NoTopics()
+    )
+    conn = SimpleNamespace(principal=ALICE, client_host="10.0.0.1", subject=None)
+
+    def produce(*topics: str) -> list[int]:
+        """Error codes of the partitions the authorizer answered (denied ones)."""
+        partition = m.ProduceRequest.PartitionProduceData(index=0, records=b"")
+        data = [
+            m.ProduceRequest.TopicProduceData(name=t, partition_data=[partition]) for t in topics
+        ]
+        request = m.ProduceRequest(acks=1, timeout_ms=1000, topic_data=data)
+        ctx = SimpleNamespace(connection=conn, request=SimpleNamespace(body=request), version=9)
+        answered.responses = []
+        result = guarded(ctx)  # type: ignore[arg-type]
+        assert isinstance(result, m.ProduceResponse)
+        return [p.error_code for t in result.responses for p in t.partition_responses]
+
+    denied = error_codes.TOPIC_AUTHORIZATION_FAILED.code
+    assert produce("payments", "payroll") == []
+    kept = conn.subject
+    assert kept is not None and kept.principal == ALICE
+    assert produce("payments", "orders") == [denied]
+    assert conn.subject is kept  # the same principal: the same Subject
+    conn.principal = "User:mallory"
+    assert produce("payments") == [denied]
+    assert conn.subject is not kept and conn.subject.principal == "User:mallory"

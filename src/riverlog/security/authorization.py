@@ -15,8 +15,9 @@ rule (ApiVersions, SASL, DescribeCluster) pass unchecked. Rules are Kafka's (Kaf
   not Describe; OffsetFetch for all topics likewise.
 
 The principal and host come from the connection (`network.Connection.principal`,
-`client_host`). Each check is one `Authorizer.allowed` call per resource, asked once per
-resource per request.
+`client_host`); the connection keeps its `Subject` (`Connection.subject`) while its principal
+stays the same (SASL re-authentication may change it). Each check is one `Authorizer.allowed`
+call per resource, asked once per resource per request.
 """
 
 from __future__ import annotations
@@ -51,9 +52,12 @@ def wrap(api_key: int, handler: Handler, authorizer: Authorizer, topics: Topics)
 
     @functools.wraps(handler)
     def guarded(ctx: RequestContext) -> Response | Awaitable[Response]:
-        subject = subject_of(ctx, authorizer, topics)
-        if subject is None:
-            return handler(ctx)
+        conn = ctx.connection
+        if conn is None:
+            return handler(ctx)  # not from the network: the broker itself
+        subject = conn.subject
+        if subject is None or subject.principal != conn.principal:
+            subject = conn.subject = Subject(conn.principal, conn.client_host, authorizer, topics)
         request = ctx.request.body
         if rule.check is not None:
             denied = rule.check(subject, request)

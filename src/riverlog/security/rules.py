@@ -68,6 +68,20 @@ class Subject:
         name = self.name_of(entry, name_attr)
         return name is None or self.may(operation, TOPIC, name)
 
+    def may_all_topics(self, operation: str, entries: list[Any], name_attr: str) -> bool:
+        """`may_topic` for every entry (the common case of every request with topics: one
+        authorizer call per entry named by name, without the layers between)."""
+        allowed = self.authorizer.allowed
+        principal, host = self.principal, self.host
+        for entry in entries:
+            name = getattr(entry, name_attr)
+            if name:
+                if not allowed(principal, host, operation, TOPIC, name):
+                    return False
+            elif not self.may_topic(operation, entry, name_attr):
+                return False
+        return True
+
     def may(self, operation: str, resource_type: str, name: str) -> bool:
         return self.authorizer.allowed(self.principal, self.host, operation, resource_type, name)
 
@@ -137,9 +151,9 @@ def topic_split(
             ok: list[Any] = []
             denied = list(entries)
         else:
-            may = subject.may_topic
-            if all(may(operation, e, name_attr) for e in entries):
+            if subject.may_all_topics(operation, entries, name_attr):
                 return None  # the common case: nothing to split
+            may = subject.may_topic
             error = TOPIC_DENIED
             ok, denied = split_list(entries, lambda e: may(operation, e, name_attr))
         setattr(request, list_attr, ok)

@@ -7,7 +7,8 @@ Server side (`server_context`), per listener with `listener.name.<name>.ssl.*` o
 - trusted CAs: `ssl.truststore.type=PEM` with `ssl.truststore.location` or
   `ssl.truststore.certificates` (PEM text);
 - `ssl.client.auth` none / requested / required; `ssl.enabled.protocols` (TLSv1.2, TLSv1.3);
-  `ssl.cipher.suites` in Kafka's (IANA) names or OpenSSL's.
+  `ssl.cipher.suites` in Kafka's (IANA) names or OpenSSL's: exactly the suites listed are
+  enabled, TLS 1.3's included (`tls_suites`), the broker preferring them in the order listed.
 JKS and PKCS12 stores stop start-up: riverlog cannot read them (fail closed).
 
 Client side (`client_context`): the same keys, plus librdkafka's `ssl.ca.location`,
@@ -31,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from riverlog.security import tls_suites
 from riverlog.security.errors import SecurityConfigError as ConfigError
 
 _PROTOCOL_VERSIONS = {
@@ -44,15 +46,14 @@ _CLIENT_AUTH = {
 }
 
 
-def _openssl_cipher(name: str) -> str | None:
-    """Kafka's (IANA) suite name in OpenSSL's spelling; None for TLS 1.3 suites, which
-    OpenSSL always enables (Python cannot restrict them)."""
+def _openssl_cipher(name: str) -> str:
+    """Kafka's (IANA) name of a TLS 1.2 suite in OpenSSL's spelling."""
     if not name.startswith("TLS_"):
         return name  # already OpenSSL's
     body = name[4:]
     kx, sep, cipher = body.partition("_WITH_")
     if not sep:
-        return None  # TLS 1.3: TLS_AES_128_GCM_SHA256, ...
+        raise ConfigError(f"ssl.cipher.suites: {name} is not a cipher suite")
     cipher = cipher.replace("AES_128", "AES128").replace("AES_256", "AES256")
     cipher = cipher.replace("CHACHA20_POLY1305_SHA256", "CHACHA20_POLY1305")
     cipher = cipher.replace("_CBC_SHA", "_SHA").replace("_CBC", "")
@@ -60,25 +61,40 @@ def _openssl_cipher(name: str) -> str | None:
 
 
 def _apply_protocols(ctx: ssl.SSLContext, enabled: str | None, ciphers: str | None) -> None:
+    """`ssl.enabled.protocols`, then `ssl.cipher.suites`: as in Kafka, the suites listed are
+    the only ones enabled, TLS 1.3's included (`tls_suites`), in order of preference. A
+    protocol left without a suite is not offered; none left stops start-up."""
+    versions = list(_PROTOCOL_VERSIONS.values())
     if enabled:
         versions = []
         for item in (v.strip() for v in enabled.split(",") if v.strip()):
             if item not in _PROTOCOL_VERSIONS:
                 raise ConfigError(f"ssl.enabled.protocols: {item} is not supported")
             versions.append(_PROTOCOL_VERSIONS[item])
-        ctx.minimum_version = min(versions)
-        ctx.maximum_version = max(versions)
-    if ciphers:
-        names = [
-            n
-            for n in (_openssl_cipher(c.strip()) for c in ciphers.split(",") if c.strip())
-            if n is not None
-        ]
-        if names:
+    tls13 = ssl.TLSVersion.TLSv1_3
+    if ciphers and ciphers.strip():
+        listed = [c.strip() for c in ciphers.split(",") if c.strip()]
+        tls13_names = [c for c in listed if tls_suites.is_tls13_suite(c)]
+        older = [_openssl_cipher(c) for c in listed if not tls_suites.is_tls13_suite(c)]
+        if older:
             try:
-                ctx.set_ciphers(":".join(names))
+                ctx.set_ciphers(":".join(older))
             except ssl.SSLError:
                 raise ConfigError(f"ssl.cipher.suites: none of {ciphers!r} is available") from None
+        else:  # no TLS 1.2 suite listed: TLS 1.2 cannot be negotiated
+            versions = [v for v in versions if v == tls13]
+        if tls13 in versions:
+            if tls13_names:
+                tls_suites.set_tls13_suites(ctx, tls13_names)
+            else:  # no TLS 1.3 suite listed: TLS 1.3 cannot be negotiated
+                versions.remove(tls13)
+        if not versions:
+            raise ConfigError(
+                f"ssl.cipher.suites: no suite of {ciphers!r} is usable with the protocols of "
+                f"ssl.enabled.protocols ({enabled or 'TLSv1.2,TLSv1.3'})"
+            )
+    ctx.minimum_version = min(versions)
+    ctx.maximum_version = max(versions)
 
 
 @contextlib.contextmanager

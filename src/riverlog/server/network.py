@@ -38,7 +38,8 @@ Security (riverlog.security): a `NetworkServer` serves one named listener. On a 
 each connection is upgraded with `start_tls` (`_TlsHandshake`: a failed handshake is one log
 line) and runs on asyncio's TLS transport: record data cannot be sent with sendfile through
 TLS, so a `FileRegion` is read once (`os.pread`) and written once, and nothing is ever sent to
-the raw socket. The connection's principal is `User:ANONYMOUS`, the mapped certificate
+the raw socket; `tls_read` drains each read's TLS records in C where it can. The
+connection's principal is `User:ANONYMOUS`, the mapped certificate
 subject on TLS, or the SASL login on SASL listeners, where `security.gate.admit` decides which
 requests may pass before (re-)authentication; a refused request closes the connection.
 
@@ -74,10 +75,12 @@ from riverlog.protocol.primitives import Chunk, FileRegion
 from riverlog.security import gate
 from riverlog.security.principal import ANONYMOUS
 from riverlog.security.sasl import SaslServer
+from riverlog.server import tls_read
 from riverlog.server.admission import ConnectionQuotas, MemoryPool
 
 if TYPE_CHECKING:
     from riverlog.protocol.framing import Request
+    from riverlog.security.rules import Subject
     from riverlog.server.dispatch import Dispatcher, Response
     from riverlog.server.quotas.manager import QuotaManager
 
@@ -123,6 +126,8 @@ class Connection(asyncio.BufferedProtocol):
         self.tls = server.ssl_context is not None
         self.principal = ANONYMOUS
         """Who the client is (`User:<name>`): see the module docstring."""
+        self.subject: Subject | None = None
+        """The authorizer's view of `principal` (security/authorization.py keeps it)."""
         self.sasl: SaslServer | None = server.new_sasl() if server.new_sasl else None
         self._closing = False
         """Closing once the answers queued are written (`close_after_answers`)."""
@@ -567,6 +572,7 @@ class _TlsHandshake(asyncio.Protocol):
             return
         if tls is None:  # closed meanwhile
             return
+        tls_read.install(tls)  # records drained in C where available (server/tls_read.py)
         connection.connection_made(tls)
 
     def connection_lost(self, exc: Exception | None) -> None:
