@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from riverlog.client.admin import AsyncAdmin
@@ -88,6 +89,28 @@ async def _create_topic(bootstrap: str) -> None:
 
 def measure(overrides: list[str], requests: int, out_dir: Path, produce: bool = False) -> float:
     """Instructions per request of a broker with these `--override`s."""
+
+    def prepare(bootstrap: str) -> None:
+        if produce:
+            asyncio.run(_create_topic(bootstrap))
+        asyncio.run(_send(bootstrap, 2 * IN_FLIGHT * 10, produce))  # warm-up, not instrumented
+
+    def run(bootstrap: str, count: int) -> None:
+        asyncio.run(_send(bootstrap, count, produce))
+
+    return per_unit(overrides, out_dir, prepare, run, requests)
+
+
+def per_unit(
+    overrides: list[str],
+    out_dir: Path,
+    prepare: Callable[[str], None],
+    run: Callable[[str, int], None],
+    units: int,
+) -> float:
+    """Instructions a `riverlog server` (with these `--override`s) spends per unit of work:
+    `prepare(bootstrap)` runs uninstrumented, then `run(bootstrap, N)` and `run(bootstrap,
+    3N)` are counted and (I(3N) - I(N)) / 2N returned."""
     data_dir = tempfile.mkdtemp(prefix="callgrind-broker-")
     args = [
         "valgrind",
@@ -116,18 +139,16 @@ def measure(overrides: list[str], requests: int, out_dir: Path, produce: bool = 
                 break
         else:
             raise RuntimeError("the broker did not start")
-        if produce:
-            asyncio.run(_create_topic(bootstrap))
-        asyncio.run(_send(bootstrap, 2 * IN_FLIGHT * 10, produce))  # warm-up, not instrumented
+        prepare(bootstrap)
         _control(proc.pid, "--instr=on")
         _control(proc.pid, "--zero")
-        asyncio.run(_send(bootstrap, requests, produce))
+        run(bootstrap, units)
         _control(proc.pid, "--dump=n")
         first = _wait_dump(out_dir, proc.pid, 1)
-        asyncio.run(_send(bootstrap, 3 * requests, produce))
+        run(bootstrap, 3 * units)
         _control(proc.pid, "--dump=3n")
         second = _wait_dump(out_dir, proc.pid, 2)
-        return (second - first) / (2 * requests)
+        return (second - first) / (2 * units)
     finally:
         proc.terminate()
         proc.wait(120)
