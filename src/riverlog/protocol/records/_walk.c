@@ -80,6 +80,12 @@ static inline int read_varint(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos,
         *pos = q + 1;
         return 0;
     }
+    if (q + 1 < end && p[q + 1] < 0x80) { /* two bytes: lengths of records and values */
+        uint32_t x = (p[q] & 0x7Fu) | ((uint32_t)p[q + 1] << 7);
+        *out = (int32_t)((x >> 1) ^ (~(x & 1) + 1));
+        *pos = q + 2;
+        return 0;
+    }
     uint64_t raw;
     if (read_unsigned(p, end, pos, &raw, 5) || raw > 0xFFFFFFFFu) return -1;
     uint32_t x = (uint32_t)raw;
@@ -89,6 +95,13 @@ static inline int read_varint(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos,
 
 static inline int read_varlong(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos,
                                int64_t *out) {
+    Py_ssize_t q = *pos;
+    if (q < end && p[q] < 0x80) { /* one byte: timestamp deltas within a batch are small */
+        uint64_t x = p[q];
+        *out = (int64_t)((x >> 1) ^ (~(x & 1) + 1));
+        *pos = q + 1;
+        return 0;
+    }
     uint64_t raw;
     if (read_unsigned(p, end, pos, &raw, 10)) return -1;
     *out = (int64_t)((raw >> 1) ^ (~(raw & 1) + 1));
