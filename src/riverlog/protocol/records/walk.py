@@ -324,9 +324,11 @@ def _compiled_gather() -> Callable[..., None] | None:
     from riverlog.protocol.records import _walk  # type: ignore[attr-defined]
 
     ext: ModuleType = _walk
-    return ext.gather  # type: ignore[no-any-return]
+    # An extension built before `gather` existed has none: arrow.py then uses `take`.
+    return getattr(ext, "gather", None)
 
 
 gather = _compiled_gather()
 """The compiled copy of slices into one buffer (see `client/arrow.py`), or None: Arrow's
-`take`. Its arguments come from arrow.py, never from record bytes: a ValueError is a bug."""
+`take` (no extension, or one built before `gather`). Its arguments come from arrow.py, never
+from record bytes: a ValueError is a bug."""
