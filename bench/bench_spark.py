@@ -17,9 +17,9 @@ Its rate is the ceiling of any Python data source on this machine, the way the c
 ceiling is printed next to each broker figure in bench_broker. Issue 24's target: riverlog's
 `count()` ≥ 80% of `ideal`'s in the same run (column riverlog/ideal).
 
-`py-walk` is the connector with the record walk's Python `chase` and arrow.py's numpy decode
-of the fields in its workers instead of the compiled `chase` and `fields` (the read path
-before they existed): the A/B of that change.
+`py-walk` is the connector with the record walk's Python `chase`, arrow.py's numpy decode
+of the fields and Arrow's `take` in its workers instead of the compiled `chase`, `fields` and
+`gather` (the read path before they existed): the A/B of that change.
 The sources take turns within each round (the machine is shared: alternating spreads the
 noise over all of them alike). Arguments name the jobs to run (default: all), e.g.
 `python bench/bench_spark.py "count()"`.
@@ -104,7 +104,7 @@ class IdealReader(DataSourceReader):
 
 
 class PythonWalkSource(RiverlogDataSource):
-    """`riverlog` without the compiled `chase` and `fields` in the workers (the A/B)."""
+    """`riverlog` without the compiled `chase`, `fields` and `gather` in the workers (the A/B)."""
 
     @classmethod
     def name(cls) -> str:
@@ -116,12 +116,12 @@ class PythonWalkSource(RiverlogDataSource):
 
 class PythonWalkReader(BatchReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        chase, fields = walk.chase, walk.fields  # Python workers are reused: the other
-        walk.chase, walk.fields = walk.PYTHON.chase, None  # sources must find them again
-        try:
+        compiled = walk.chase, walk.fields, walk.gather  # Python workers are reused: the
+        walk.chase, walk.fields, walk.gather = walk.PYTHON.chase, None, None  # other sources
+        try:  # must find them again
             yield from super().read(partition)
         finally:
-            walk.chase, walk.fields = chase, fields
+            walk.chase, walk.fields, walk.gather = compiled
 
 
 def best_of_alternating(jobs: list[Callable[[], object]]) -> list[float]:

@@ -4,13 +4,19 @@ Measured in one run against one `riverlog server` process:
 
 - produce throughput of 1 KiB records to 3 partitions, acks=all: idempotent (the baseline)
   and transactional, committing a transaction every 100 ms (issue 24's target: >= 80% of
-  the idempotent rate), each with the broker's CPU seconds per 100 MB of records;
+  the idempotent rate), each with the broker's CPU seconds per 100 MB of records. The two
+  take turns for `--rounds` rounds, the first of each round alternating (whichever runs
+  later pays more for the page cache's fresh pages on this VM: docs/field-notes.md), and
+  each figure sums its rounds;
 - end-to-end latency at 1,000 records/s (p50/p99): a read_committed consumer of a producer
   committing every 100 ms, beside a read_uncommitted consumer of an idempotent producer
   (the baseline). A record waits for its transaction's commit, so read_committed latency is
-  about half the transaction interval more, by design.
+  about half the transaction interval more, by design. Records sent in the first
+  `WARM_UP_S` are not counted: while the consumer's first fetches settle they waited up to
+  ~0.5 s, enough of a 5-s run's samples to make its p99 (docs/field-notes.md).
 
-    PYTHONPATH=src python bench/bench_transactions.py [--seconds 10] [--override KEY=VALUE ...]
+    PYTHONPATH=src python bench/bench_transactions.py [--seconds 10] [--rounds 2]
+        [--override KEY=VALUE ...]
 
 The transactional run includes the leaders' KIP-890 verification (on by default): one
 AddPartitionsToTxn round trip per partition per transaction, before its first batch;
@@ -25,12 +31,13 @@ import time
 import uuid
 
 from bench_harness import broker_process, cpu_seconds
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 SIZE = 1024
 PARTITIONS = 3
 TXN_INTERVAL_S = 0.1
+WARM_UP_S = 1.5
 
 
 def create(bootstrap: str, partitions: int = PARTITIONS) -> str:
@@ -59,8 +66,8 @@ def _producer(bootstrap: str, transactional: bool) -> Producer:
 
 def produce_rate(
     bootstrap: str, pid: int, transactional: bool, seconds: float
-) -> tuple[float, float]:
-    """(records/s acknowledged, broker CPU seconds per 100 MB)."""
+) -> tuple[int, float, float]:
+    """(records acknowledged, seconds, broker CPU seconds)."""
     topic = create(bootstrap)
     producer = _producer(bootstrap, transactional)
     value = b"x" * SIZE
@@ -87,10 +94,7 @@ def produce_rate(
         if transactional:
             producer.commit_transaction(30)  # flushes: every record acknowledged
     producer.flush(30)
-    elapsed = time.perf_counter() - start
-    cpu = cpu_seconds(pid) - cpu0
-    megabytes = acked * SIZE / 1e6
-    return acked / elapsed, cpu / megabytes * 100 if megabytes else float("nan")
+    return acked, time.perf_counter() - start, cpu_seconds(pid) - cpu0
 
 
 def latency(bootstrap: str, transactional: bool, seconds: float, rate: int = 1000) -> list[float]:
@@ -116,7 +120,13 @@ def latency(bootstrap: str, transactional: bool, seconds: float, rate: int = 100
     samples: list[float] = []
     interval = 1 / rate
     start = time.perf_counter()
-    next_send, end = start, start + seconds
+    counted = start + WARM_UP_S  # records sent from then on are measured
+    next_send, end = start, start + WARM_UP_S + seconds
+
+    def sample(msg: Message) -> None:
+        if msg.error() is None and (sent := float(msg.value() or b"0")) >= counted:
+            samples.append(time.perf_counter() - sent)
+
     if transactional:
         producer.begin_transaction()
     txn_end = start + TXN_INTERVAL_S
@@ -131,16 +141,14 @@ def latency(bootstrap: str, transactional: bool, seconds: float, rate: int = 100
             producer.begin_transaction()
             txn_end = time.perf_counter() + TXN_INTERVAL_S
         for msg in consumer.consume(100, 0):
-            if msg.error() is None:
-                samples.append(time.perf_counter() - float(msg.value() or b"0"))
+            sample(msg)
     if transactional:
         producer.commit_transaction(30)
     producer.flush(10)
     drain_end = time.perf_counter() + 2
     while time.perf_counter() < drain_end:
         for msg in consumer.consume(100, 0.1):
-            if msg.error() is None:
-                samples.append(time.perf_counter() - float(msg.value() or b"0"))
+            sample(msg)
     consumer.close()
     return sorted(samples)
 
@@ -152,6 +160,7 @@ def _pct(samples: list[float], q: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each run")
+    parser.add_argument("--rounds", type=int, default=2, help="produce runs of each kind")
     parser.add_argument(
         "--override",
         action="append",
@@ -161,13 +170,24 @@ def main() -> int:
         "transaction.partition.verification.enable=false; repeatable",
     )
     args = parser.parse_args()
+    totals = {False: [0.0, 0.0, 0.0], True: [0.0, 0.0, 0.0]}  # records, seconds, broker CPU
     with broker_process(*args.override) as (bootstrap, pid):
-        idem_rate, idem_cpu = produce_rate(bootstrap, pid, False, args.seconds)
-        txn_rate, txn_cpu = produce_rate(bootstrap, pid, True, args.seconds)
+        for r in range(args.rounds):
+            for transactional in (False, True) if r % 2 == 0 else (True, False):
+                measured = produce_rate(bootstrap, pid, transactional, args.seconds)
+                total = totals[transactional]
+                for i, part in enumerate(measured):
+                    total[i] += part
         base = latency(bootstrap, False, args.seconds / 2)
         committed = latency(bootstrap, True, args.seconds / 2)
+    (idem_n, idem_s, idem_c), (txn_n, txn_s, txn_c) = totals[False], totals[True]
+    idem_rate, txn_rate = idem_n / idem_s, txn_n / txn_s
     mb = SIZE / 1e6
-    print(f"produce 1 KiB, acks=all, {PARTITIONS} partitions, {args.seconds:.0f} s each:")
+    idem_cpu, txn_cpu = idem_c / (idem_n * mb) * 100, txn_c / (txn_n * mb) * 100
+    print(
+        f"produce 1 KiB, acks=all, {PARTITIONS} partitions, {args.rounds} x {args.seconds:.0f} s"
+        " each, alternating:"
+    )
     print(
         f"  idempotent (baseline)        {idem_rate:9.0f} rec/s {idem_rate * mb:7.1f} MB/s "
         f"broker CPU {idem_cpu:5.2f} s/100 MB"

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from riverlog.client.admin import AsyncAdmin
@@ -108,7 +109,30 @@ def measure(
 ) -> float:
     """Instructions per request of a broker with these `--override`s (and the bench's ACLs
     in its store)."""
-    requests = options.requests
+
+    def prepare(bootstrap: str) -> None:
+        if options.produce:
+            asyncio.run(_create_topic(bootstrap))
+        asyncio.run(_send(bootstrap, 2 * options.in_flight * 10, options))  # warm-up
+
+    def run(bootstrap: str, count: int) -> None:
+        asyncio.run(_send(bootstrap, count, options))
+
+    return per_unit(overrides, out_dir, prepare, run, options.requests, acls=acls)
+
+
+def per_unit(
+    overrides: list[str],
+    out_dir: Path,
+    prepare: Callable[[str], None],
+    run: Callable[[str, int], None],
+    units: int,
+    acls: bool = False,
+) -> float:
+    """Instructions a `riverlog server` (with these `--override`s, and the bench's ACLs in
+    its store if `acls`) spends per unit of work: `prepare(bootstrap)` runs uninstrumented,
+    then `run(bootstrap, N)` and `run(bootstrap, 3N)` are counted and (I(3N) - I(N)) / 2N
+    returned."""
     data_dir = tempfile.mkdtemp(prefix="callgrind-broker-")
     if acls:
         _with_acls(data_dir)
@@ -139,18 +163,16 @@ def measure(
                 break
         else:
             raise RuntimeError("the broker did not start")
-        if options.produce:
-            asyncio.run(_create_topic(bootstrap))
-        asyncio.run(_send(bootstrap, 2 * options.in_flight * 10, options))  # warm-up
+        prepare(bootstrap)
         _control(proc.pid, "--instr=on")
         _control(proc.pid, "--zero")
-        asyncio.run(_send(bootstrap, requests, options))
+        run(bootstrap, units)
         _control(proc.pid, "--dump=n")
         first = _wait_dump(out_dir, proc.pid, 1)
-        asyncio.run(_send(bootstrap, 3 * requests, options))
+        run(bootstrap, 3 * units)
         _control(proc.pid, "--dump=3n")
         second = _wait_dump(out_dir, proc.pid, 2)
-        return (second - first) / (2 * requests)
+        return (second - first) / (2 * units)
     finally:
         proc.terminate()
         proc.wait(120)

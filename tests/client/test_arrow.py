@@ -36,8 +36,8 @@ from riverlog.protocol.varint import encode_varint, encode_varlong
 CODECS = list(compression.NAMES)
 INT64 = range(-(1 << 63), 1 << 63)
 # Batches with records left from which a step is in lockstep: always, all but the last, never
-# (with the active record walk's `chase` and `fields`, compiled where built), never with the
-# Python `chase` and arrow.py's numpy decode of the fields.
+# (with the active record walk's `chase`, `fields` and `gather`, compiled where built), never
+# with the Python `chase`, arrow.py's numpy decode of the fields and Arrow's `take`.
 PYTHON_CHASE = (1 << 30) + 1
 LOCKSTEP = [1, 2, 1 << 30, PYTHON_CHASE]
 
@@ -52,6 +52,7 @@ def decode(batches: list[Buffer], lockstep: int, **kwargs: Any) -> pa.RecordBatc
         mock.patch.object(arrow, "_LOCKSTEP_BATCHES", lockstep),
         mock.patch.object(walk, "chase", walk.PYTHON.chase if python else walk.chase),
         mock.patch.object(walk, "fields", None if python else walk.fields),
+        mock.patch.object(walk, "gather", None if python else walk.gather),
     ):
         return batches_to_arrow("orders", 7, batches, **kwargs)
 

@@ -615,3 +615,96 @@ def test_producer_perf_test_in_transactions(bootstrap: str) -> None:
     assert len(_read_to_lso(bootstrap, topic)[0]) == 3000
     described = _tool(bootstrap, "describe", "--transactional-id", f"perf-{topic}")
     assert described.stdout.splitlines()[1].split("\t")[4].strip() == "CompleteCommit"
+
+
+async def _back_to_back(bootstrap: str, topic: str, rounds: int) -> list[int]:
+    """Transactions one after another, each starting with AddPartitionsToTxn (v3, as clients
+    send it) the moment the previous EndTxn is answered; its error codes, one per round."""
+    host, port = bootstrap.split(":")
+    conn = await Connection.open(host, int(port))
+    transactional_id = f"b2b-{topic}"
+    codes = []
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # creates __transaction_state; its partition may still be loading
+            found = await conn.send(m.FindCoordinatorRequest(key=transactional_id, key_type=1), 3)
+            assert isinstance(found, m.FindCoordinatorResponse)
+            init = await conn.send(
+                m.InitProducerIdRequest(
+                    transactional_id=transactional_id, transaction_timeout_ms=60000
+                )
+            )
+            assert isinstance(init, m.InitProducerIdResponse)
+            if init.error_code == 0 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+        add = m.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=transactional_id,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[
+                m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0, 1])
+            ],
+        )
+        for i in range(rounds):
+            added = await conn.send(add, 3)
+            assert isinstance(added, m.AddPartitionsToTxnResponse)
+            codes.append(
+                max(
+                    p.partition_error_code
+                    for t in added.results_by_topic_v3_and_below
+                    for p in t.results_by_partition
+                )
+            )
+            if codes[-1]:
+                break
+            now = int(time.time() * 1000)
+            data = [
+                m.ProduceRequest.PartitionProduceData(
+                    index=p,
+                    records=encode_batch(
+                        [Record(0, now, None, b"%d" % i)],
+                        producer_id=pid,
+                        producer_epoch=epoch,
+                        base_sequence=i,
+                        is_transactional=True,
+                    ),
+                )
+                for p in (0, 1)
+            ]
+            produced = await conn.send(
+                m.ProduceRequest(
+                    acks=-1,
+                    timeout_ms=10000,
+                    transactional_id=transactional_id,
+                    topic_data=[m.ProduceRequest.TopicProduceData(name=topic, partition_data=data)],
+                )
+            )
+            assert isinstance(produced, m.ProduceResponse)
+            end = m.EndTxnRequest(
+                transactional_id=transactional_id,
+                producer_id=pid,
+                producer_epoch=epoch,
+                committed=i % 2 == 0,
+            )
+            ended = await conn.send(end, 3)
+            assert isinstance(ended, m.EndTxnResponse) and ended.error_code == 0
+    finally:
+        await conn.close()
+    return codes
+
+
+def test_next_transaction_waits_for_the_markers_not_concurrent_transactions(
+    bootstrap: str,
+) -> None:
+    """A producer's next AddPartitionsToTxn, sent as soon as EndTxn is answered, meets the
+    coordinator still writing the markers; it is answered once they are written, never with
+    CONCURRENT_TRANSACTIONS (which clients retry only after 20 ms). Committed and aborted
+    transactions alternate; read_committed sees exactly the committed ones."""
+    topic = _topic(bootstrap, "b2b", partitions=2)
+    codes = asyncio.run(_back_to_back(bootstrap, topic, 20))
+    assert codes == [0] * 20
+    committed = [b"%d" % i for i in range(0, 20, 2)]
+    assert _read_to_lso(bootstrap, topic, 2) == {0: committed, 1: committed}

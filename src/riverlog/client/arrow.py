@@ -7,8 +7,9 @@ How it stays fast: the batches' record bytes (decompressed where needed) are cop
 buffer from Arrow's pool. Records are found by following their length prefixes, a step per
 record: with numpy in lockstep over the batches while many have records left, else batch by
 batch with the record walk's `chase` (C where it is built, else a tight Python loop). Every
-field is then decoded with numpy for all records at once (varints of up to two bytes by table
-lookup); keys and values are copied out by Arrow's `take`, never as a Python `bytes` each.
+field is then decoded for all records at once, by the record walk's `fields` where compiled,
+else with numpy (varints of up to two bytes by table lookup); keys and values are copied out
+by the walk's `gather` (else Arrow's `take`), never as a Python `bytes` each.
 Headers, which are rare, take a per-header Python path.
 
 Invariants: for valid batches the columns hold exactly what `v2.decode_records` returns (a
@@ -385,16 +386,26 @@ def _add(bases: list[int], counts: I64, delta: Ints, what: str, where: Bools | N
 
 
 def _binary(buffer: pa.Buffer, start: I32, length: Ints) -> pa.Array:
-    """A binary column of the slices of `buffer` (null where `length` is -1), copied out by
+    """A binary column of the slices of `buffer` (null where `length` is -1): copied into a
+    buffer of their own by the record walk's `gather` (compiled, without the GIL), else by
     `take` from a zero-copy array whose odd items are the slices and even ones the gaps."""
     n = len(start)
+    nulls = length < 0
+    any_null = bool(nulls.any())
+    if walk.gather is not None:
+        offsets = np.empty(n + 1, np.int32)
+        offsets[0] = 0
+        np.cumsum(np.maximum(length, 0), out=offsets[1:])
+        data = pa.allocate_buffer(int(offsets[-1]))
+        walk.gather(buffer, np.ascontiguousarray(start, np.int32), offsets, data)
+        validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if any_null else None
+        return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), data])
     offsets = np.empty(2 * n + 1, np.int32)
     offsets[0] = 0
     offsets[1::2] = start
     offsets[2::2] = start + np.maximum(length, 0)
     validity = None
-    nulls = length < 0
-    if nulls.any():
+    if any_null:
         valid = np.ones(2 * n, np.bool_)
         valid[1::2] = ~nulls
         validity = pa.py_buffer(np.packbits(valid, bitorder="little"))

@@ -9,6 +9,15 @@ for it get CONCURRENT_TRANSACTIONS. After a PrepareCommit/PrepareAbort is replic
 client is answered and the markers go out (`txn_markers.MarkerSender`); when every
 partition has its marker, CompleteCommit/CompleteAbort is written.
 
+Waiting instead of CONCURRENT_TRANSACTIONS: a request for an id whose markers are being
+written (PrepareCommit/PrepareAbort until Complete* is stored) would be answered
+CONCURRENT_TRANSACTIONS, and clients retry that after a backoff (librdkafka and the Java
+client: 20 ms). A producer's next transaction starts with an AddPartitionsToTxn sent as soon
+as EndTxn is answered, before the markers are done, so that retry would cost every
+transaction its backoff. Such a request instead waits for the markers (`_ending`), at most
+`ENDING_WAIT_S`, and is then decided on the state it finds — the answer the client's retry
+would have got, without the backoff; past the bound it gets CONCURRENT_TRANSACTIONS as before.
+
 Which ids are served here: those whose `__transaction_state` partition this broker leads and
 has loaded, as the group coordinator does with `__consumer_offsets`. Loading replays the
 partition to its log end (COORDINATOR_LOAD_IN_PROGRESS meanwhile) and then finishes every
@@ -49,6 +58,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TRANSACTION_TOPIC = "__transaction_state"
+ENDING_WAIT_S = 1.0  # longest a request waits for an ended transaction's markers
 _MOVED = {error_codes.NOT_LEADER_OR_FOLLOWER.code, error_codes.UNKNOWN_TOPIC_OR_PARTITION.code}
 
 
@@ -66,6 +76,7 @@ class TransactionCoordinator:
             broker, TRANSACTION_TOPIC, "transaction.state.log.num.partitions"
         )
         self._tasks: set[asyncio.Task[None]] = set()
+        self._ending: dict[str, asyncio.Event] = {}  # ids whose markers are being written
         broker.replicas.add_listener(TRANSACTION_TOPIC, self)
 
     # --- lifecycle and ownership -------------------------------------------------------
@@ -182,7 +193,7 @@ class TransactionCoordinator:
                     meta.state is txn.S.PREPARE_COMMIT,
                     meta.partitions,
                 )
-                self._spawn(self._finish(transactional_id, markers))
+                self._spawn_finish(transactional_id, markers)
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -225,8 +236,37 @@ class TransactionCoordinator:
         if meta.state is txn.S.DEAD:
             del self.entries[meta.transactional_id]
         if transition.markers is not None:
-            self._spawn(self._finish(meta.transactional_id, transition.markers))
+            self._spawn_finish(meta.transactional_id, transition.markers)
         return error_codes.NONE
+
+    def _spawn_finish(self, transactional_id: str, markers: txn.Markers) -> None:
+        """Finish the transaction in the background; requests for the id meanwhile may wait
+        for it (`_after_ending`)."""
+        ended = self._ending.setdefault(transactional_id, asyncio.Event())
+
+        async def finishing() -> None:
+            try:
+                await self._finish(transactional_id, markers)
+            finally:
+                if self._ending.get(transactional_id) is ended:
+                    del self._ending[transactional_id]
+                ended.set()
+
+        self._spawn(finishing())
+
+    async def _after_ending(self, transactional_id: str, decision: txn.Decision) -> bool:
+        """Whether `decision` should be made again: it was CONCURRENT_TRANSACTIONS while the
+        id's markers were being written, and they are done now (waited for, at most
+        `ENDING_WAIT_S`)."""
+        ending = self._ending.get(transactional_id)
+        if ending is None or decision.error is not error_codes.CONCURRENT_TRANSACTIONS:
+            return False
+        try:
+            async with asyncio.timeout(ENDING_WAIT_S):
+                await ending.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def _finish(self, transactional_id: str, markers: txn.Markers) -> None:
         """Send the markers, then write CompleteCommit/CompleteAbort."""
@@ -267,6 +307,8 @@ class TransactionCoordinator:
             self.broker.clock.wall_ms(),
             self.limits,
         )
+        if await self._after_ending(transactional_id, decision):
+            return await self.init_producer_id(transactional_id, timeout_ms, producer_id, epoch)
         if decision.transition is not None:
             if entry is None:
                 entry = self.entries.setdefault(
@@ -295,6 +337,8 @@ class TransactionCoordinator:
         decision = txn.add_partitions(
             entry, producer_id, epoch, partitions, self.broker.clock.wall_ms()
         )
+        if await self._after_ending(transactional_id, decision):
+            return await self.add_partitions(transactional_id, producer_id, epoch, partitions)
         if decision.transition is not None and entry is not None:
             return await self._write(entry, decision.transition)
         return decision.error
@@ -322,6 +366,8 @@ class TransactionCoordinator:
         decision = txn.end_transaction(
             entry, producer_id, epoch, commit, self.broker.clock.wall_ms()
         )
+        if await self._after_ending(transactional_id, decision):
+            return await self.end_transaction(transactional_id, producer_id, epoch, commit)
         if decision.transition is not None and entry is not None:
             return await self._write(entry, decision.transition)
         return decision.error

@@ -10,9 +10,16 @@ in the metadata) needs none, nor one refused as TRANSACTION_COORDINATOR_FENCED (
 coordinator took the transaction over). `send` returns when every partition is done, or raises
 `asyncio.CancelledError` when the coordinator gives up the transaction (it moved).
 
-Leader side: a marker is appended as a control batch by the leader
+The markers of partitions this broker leads itself are written in-process
+(`write_markers`, what the WriteTxnMarkers handler runs), not sent through its own socket:
+the same appends and waits, without the request's encoding, a loopback round trip and
+event-loop turns between an ended transaction and its CompleteCommit/CompleteAbort (a
+client's next AddPartitionsToTxn meets CONCURRENT_TRANSACTIONS until then).
+
+Leader side (`write_markers`): a marker is appended as a control batch by the leader
 (`ReplicaManager.append_marker`), then the answer waits until the ISR has it
-(`until_replicated`, through the replica manager's one rule for waiting writes).
+(`until_replicated`, through the replica manager's one rule for waiting writes). Markers on
+`__consumer_offsets` complete the transaction's offset commits.
 
 Everything runs on the event loop thread.
 """
@@ -27,8 +34,10 @@ from typing import TYPE_CHECKING
 from riverlog.coordinator.transaction import Markers, TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol import messages as m
+from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.server.broker_connections import BrokerConnections
+from riverlog.server.group_coordinator import OFFSETS_TOPIC
 from riverlog.server.replication.partition import HostedPartition
 
 if TYPE_CHECKING:
@@ -105,8 +114,11 @@ class MarkerSender:
             ]
         )
         try:
-            conn = await self.connections.get(broker_id)
-            response = await conn.send(request, timeout_s=REQUEST_TIMEOUT_S)
+            if broker_id == self.broker.broker_id:
+                response: ApiMessage = await write_markers(self.broker, request)
+            else:
+                conn = await self.connections.get(broker_id)
+                response = await conn.send(request, timeout_s=REQUEST_TIMEOUT_S)
         except (ConnectionError, OSError, TimeoutError, KafkaError) as e:
             log.info("transaction markers to broker %d: %r, retrying", broker_id, e)
             await self.connections.drop(broker_id)
@@ -129,3 +141,62 @@ class MarkerSender:
                             "marker for %s-%d: error %d", name, p.partition_index, p.error_code
                         )
         return done
+
+
+async def write_markers(
+    broker: Broker, request: m.WriteTxnMarkersRequest
+) -> m.WriteTxnMarkersResponse:
+    """Append each marker as a control batch where this broker leads; answer once the ISR
+    has them. Markers on `__consumer_offsets` complete the transaction's offset commits."""
+    results: list[m.WriteTxnMarkersResponse.WritableTxnMarkerResult] = []
+    waits: list[
+        tuple[
+            m.WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult,
+            HostedPartition,
+            int,
+            int,
+            bool,
+        ]
+    ] = []
+    for marker in request.markers:
+        topics = []
+        for topic in marker.topics:
+            answers = []
+            for index in topic.partition_indexes:
+                answer = m.WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(
+                    partition_index=index
+                )
+                try:
+                    hosted, end = broker.replicas.append_marker(
+                        topic.name,
+                        index,
+                        marker.producer_id,
+                        marker.producer_epoch,
+                        marker.transaction_result,
+                        marker.coordinator_epoch,
+                    )
+                except KafkaError as e:
+                    answer.error_code = e.code
+                else:
+                    waits.append(
+                        (answer, hosted, end, marker.producer_id, marker.transaction_result)
+                    )
+                answers.append(answer)
+            topics.append(
+                m.WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(
+                    name=topic.name, partitions=answers
+                )
+            )
+        results.append(
+            m.WriteTxnMarkersResponse.WritableTxnMarkerResult(
+                producer_id=marker.producer_id, topics=topics
+            )
+        )
+    errors = await asyncio.gather(
+        *(until_replicated(broker, hosted, end, MARKER_WAIT_S) for _, hosted, end, _, _ in waits)
+    )
+    for (answer, hosted, _, producer_id, commit), error in zip(waits, errors, strict=True):
+        answer.error_code = error.code
+        if error is error_codes.NONE and hosted.topic == OFFSETS_TOPIC:
+            broker.txn_offsets.complete(producer_id, commit, hosted.index)
+    return m.WriteTxnMarkersResponse(markers=results)

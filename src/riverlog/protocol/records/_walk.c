@@ -30,12 +30,23 @@
  *     int32), checked as client/arrow.py's `_Fields` checks them. Raises ValueError on any
  *     malformed record.
  *
+ *   gather(data, starts, offsets, out)
+ *     Copies the slices data[starts[i] : starts[i] + offsets[i+1] - offsets[i]] one after
+ *     another into the writable buffer `out` at offsets[i] (`starts` int32 per slice,
+ *     `offsets` int32, one more): the data buffer of an Arrow binary column whose offsets are
+ *     `offsets` (client/arrow.py's keys and values). Raises ValueError when a slice leaves
+ *     `data` or `out`, or the offsets decrease.
+ *
+ * `chase`, `fields` and `gather` run without the GIL (they only touch the buffers they were
+ * given, held for the call), so the consumer's network thread keeps fetching meanwhile.
+ *
  * Invariants: every read is bounds-checked against the buffer; varints longer than their
  * type allows are errors; no Python object is created per record by `scan`.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define KIND_FRAMING 1
 #define KIND_OFFSET 2
@@ -69,6 +80,12 @@ static inline int read_varint(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos,
         *pos = q + 1;
         return 0;
     }
+    if (q + 1 < end && p[q + 1] < 0x80) { /* two bytes: lengths of records and values */
+        uint32_t x = (p[q] & 0x7Fu) | ((uint32_t)p[q + 1] << 7);
+        *out = (int32_t)((x >> 1) ^ (~(x & 1) + 1));
+        *pos = q + 2;
+        return 0;
+    }
     uint64_t raw;
     if (read_unsigned(p, end, pos, &raw, 5) || raw > 0xFFFFFFFFu) return -1;
     uint32_t x = (uint32_t)raw;
@@ -78,6 +95,13 @@ static inline int read_varint(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos,
 
 static inline int read_varlong(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos,
                                int64_t *out) {
+    Py_ssize_t q = *pos;
+    if (q < end && p[q] < 0x80) { /* one byte: timestamp deltas within a batch are small */
+        uint64_t x = p[q];
+        *out = (int64_t)((x >> 1) ^ (~(x & 1) + 1));
+        *pos = q + 1;
+        return 0;
+    }
     uint64_t raw;
     if (read_unsigned(p, end, pos, &raw, 10)) return -1;
     *out = (int64_t)((raw >> 1) ^ (~(raw & 1) + 1));
@@ -342,6 +366,7 @@ static PyObject *walk_chase(PyObject *self, PyObject *args) {
     const char *problem = NULL;
     if (count < 0 || out.len < count * (Py_ssize_t)sizeof(int32_t) || n > INT32_MAX)
         problem = "chase: bad arguments";
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count && problem == NULL; i++) {
         if (pos < 0 || pos >= n) {
             problem = "malformed record framing: a record starts outside the records";
@@ -367,6 +392,7 @@ static PyObject *walk_chase(PyObject *self, PyObject *args) {
         }
         pos = q + (Py_ssize_t)length;
     }
+    Py_END_ALLOW_THREADS
     if (problem == NULL && pos != end) problem = "records do not add up to their batch's size";
     PyBuffer_Release(&data);
     PyBuffer_Release(&out);
@@ -392,6 +418,7 @@ static PyObject *walk_fields(PyObject *self, PyObject *args) {
     if (v[2].len != v[1].len || v[3].len < n * 8) problem = "fields: bad arguments";
     for (int k = 4; k < 11 && problem == NULL; k++)
         if (v[k].len < n * 4) problem = "fields: bad arguments";
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && problem == NULL; i++) {
         Py_ssize_t pos = begins[i], end = ends[i];
         int32_t length, delta, klen, vlen, count;
@@ -433,6 +460,7 @@ static PyObject *walk_fields(PyObject *self, PyObject *args) {
         hc[i] = count;
         hp[i] = (int32_t)pos;
     }
+    Py_END_ALLOW_THREADS
     for (int k = 0; k < 11; k++) PyBuffer_Release(&v[k]);
     if (problem != NULL) {
         PyErr_SetString(PyExc_ValueError, problem);
@@ -441,7 +469,39 @@ static PyObject *walk_fields(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *walk_gather(PyObject *self, PyObject *args) {
+    Py_buffer data, starts, offsets, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &data, &starts, &offsets, &out)) return NULL;
+    const uint8_t *p = data.buf;
+    uint8_t *o = out.buf;
+    const Py_ssize_t n = starts.len / (Py_ssize_t)sizeof(int32_t);
+    const int32_t *start = starts.buf, *off = offsets.buf;
+    const char *problem = NULL;
+    if (offsets.len < (n + 1) * (Py_ssize_t)sizeof(int32_t) || (n >= 0 && off[0] < 0))
+        problem = "gather: bad arguments";
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && problem == NULL; i++) {
+        const Py_ssize_t at = start[i], to = off[i], len = (Py_ssize_t)off[i + 1] - off[i];
+        if (len < 0 || at < 0 || at > data.len - len || to > out.len - len) {
+            problem = "gather: a slice leaves its buffer";
+            break;
+        }
+        memcpy(o + to, p + at, (size_t)len);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&out);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_ValueError, problem);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"gather", walk_gather, METH_VARARGS, "Copy slices one after another (an Arrow column)."},
     {"fields", walk_fields, METH_VARARGS, "Decode the fields of chased records."},
     {"chase", walk_chase, METH_VARARGS, "Where the next records of a batch begin."},
     {"scan", walk_scan, METH_VARARGS, "Validate the records of one uncompressed batch."},

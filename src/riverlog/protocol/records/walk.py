@@ -22,8 +22,10 @@ Two operations over the *uncompressed* records of one batch (`data`, `count` rec
   positive varint); the last must end at `end`, else `CorruptRecordError`. The consumer's
   columnar path (`client/arrow.py`) decodes the fields of all records at once from these.
 
-The compiled walk has a fourth, `fields`, the columnar decode of chased records into int
-buffers (its twin is the numpy code of `client/arrow.py`, which uses it where built).
+The compiled walk has two more for `client/arrow.py`, which uses them where built: `fields`,
+the columnar decode of chased records into int buffers (its twin is arrow.py's numpy code),
+and `gather`, which copies keys or values into an Arrow binary column's data buffer (its twin
+is Arrow's `take`).
 
 Both exist twice: compiled (`_walk.c`, built by `pip install -e .` where a C compiler is
 present) and here in Python. `scan` and `decode` are the compiled ones when the extension
@@ -314,3 +316,19 @@ def _compiled_fields() -> Callable[..., None] | None:
 
 fields = _compiled_fields()
 """The compiled columnar decode (see `client/arrow.py`), or None: arrow.py's numpy code."""
+
+
+def _compiled_gather() -> Callable[..., None] | None:
+    if not ACCELERATED:
+        return None
+    from riverlog.protocol.records import _walk  # type: ignore[attr-defined]
+
+    ext: ModuleType = _walk
+    # An extension built before `gather` existed has none: arrow.py then uses `take`.
+    return getattr(ext, "gather", None)
+
+
+gather = _compiled_gather()
+"""The compiled copy of slices into one buffer (see `client/arrow.py`), or None: Arrow's
+`take` (no extension, or one built before `gather`). Its arguments come from arrow.py, never
+from record bytes: a ValueError is a bug."""

@@ -25,11 +25,10 @@ from riverlog.protocol import messages as m
 from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.server.dispatch import RequestContext
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
-from riverlog.server.txn_markers import MARKER_WAIT_S, until_replicated
+from riverlog.server.txn_markers import write_markers
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
-    from riverlog.server.replication.partition import HostedPartition
 
 
 def _fenced_as(error: ErrorCode, version: int, since: int) -> int:
@@ -232,62 +231,9 @@ async def handle_txn_offset_commit(
 async def handle_write_txn_markers(
     broker: Broker, ctx: RequestContext
 ) -> m.WriteTxnMarkersResponse:
-    """Append each marker as a control batch where this broker leads; answer once the ISR
-    has them. Markers on `__consumer_offsets` complete the transaction's offset commits."""
     request = ctx.request.body
     assert isinstance(request, m.WriteTxnMarkersRequest)
-    results: list[m.WriteTxnMarkersResponse.WritableTxnMarkerResult] = []
-    waits: list[
-        tuple[
-            m.WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult,
-            HostedPartition,
-            int,
-            int,
-            bool,
-        ]
-    ] = []
-    for marker in request.markers:
-        topics = []
-        for topic in marker.topics:
-            answers = []
-            for index in topic.partition_indexes:
-                answer = m.WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(
-                    partition_index=index
-                )
-                try:
-                    hosted, end = broker.replicas.append_marker(
-                        topic.name,
-                        index,
-                        marker.producer_id,
-                        marker.producer_epoch,
-                        marker.transaction_result,
-                        marker.coordinator_epoch,
-                    )
-                except KafkaError as e:
-                    answer.error_code = e.code
-                else:
-                    waits.append(
-                        (answer, hosted, end, marker.producer_id, marker.transaction_result)
-                    )
-                answers.append(answer)
-            topics.append(
-                m.WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(
-                    name=topic.name, partitions=answers
-                )
-            )
-        results.append(
-            m.WriteTxnMarkersResponse.WritableTxnMarkerResult(
-                producer_id=marker.producer_id, topics=topics
-            )
-        )
-    errors = await asyncio.gather(
-        *(until_replicated(broker, hosted, end, MARKER_WAIT_S) for _, hosted, end, _, _ in waits)
-    )
-    for (answer, hosted, _, producer_id, commit), error in zip(waits, errors, strict=True):
-        answer.error_code = error.code
-        if error is error_codes.NONE and hosted.topic == OFFSETS_TOPIC:
-            broker.txn_offsets.complete(producer_id, commit, hosted.index)
-    return m.WriteTxnMarkersResponse(markers=results)
+    return await write_markers(broker, request)
 
 
 # --- describing --------------------------------------------------------------------------
