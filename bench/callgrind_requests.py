@@ -9,10 +9,15 @@ warm-up and the fixed part of a run cancelled out. About a minute per variant.
 
     python bench/callgrind_requests.py                      # metrics off vs on
     python bench/callgrind_requests.py --produce            # Produce requests instead
+    python bench/callgrind_requests.py --single --fill 40000  # 1-record acks=all, 1 in flight
     python bench/callgrind_requests.py --requests 2000 --override KEY=VALUE ...
 
 `--produce` sends Produce requests (acks=1) of one batch of 100 records of 100 bytes to a
-one-partition topic instead of Metadata requests.
+one-partition topic instead of Metadata requests. `--single` sends what bench_broker.py's
+"1 in flight" row does: Produce v9 requests of one 1-byte record, acks=all, from an
+idempotent producer (InitProducerId first, sequences counted on), one in flight;
+`--fill K` first writes K such records (no idempotence, 32 in flight, uninstrumented) to the
+topic, as bench_broker.py's earlier rows leave it.
 
 Prints instructions per request per variant; `--keep DIR` keeps the callgrind files there
 (`callgrind_annotate DIR/callgrind.out.<pid>.2` shows where they go).
@@ -34,10 +39,16 @@ from riverlog.client.admin import AsyncAdmin
 from riverlog.client.connection import connect_any
 from riverlog.devcluster import free_port
 from riverlog.protocol.api import ApiMessage
-from riverlog.protocol.messages import MetadataRequest, ProduceRequest
+from riverlog.protocol.messages import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    MetadataRequest,
+    ProduceRequest,
+)
 from riverlog.protocol.records.v2 import Record, encode_batch
 
 IN_FLIGHT = 32
+SINGLE_VERSION = 9  # what librdkafka 2.x sends
 
 
 def _produce_request() -> ProduceRequest:
@@ -58,6 +69,61 @@ async def _send(bootstrap: str, count: int, produce: bool) -> None:
     try:
         for _ in range(count // IN_FLIGHT):
             await asyncio.gather(*(conn.send(request, timeout_s=600) for _ in range(IN_FLIGHT)))
+    finally:
+        await conn.close()
+
+
+class _Idempotent:
+    """One idempotent producer's id and next sequence, kept across the harness's phases."""
+
+    def __init__(self) -> None:
+        self.producer_id = -1
+        self.epoch = -1
+        self.sequence = 0
+
+    def request(self) -> ProduceRequest:
+        batch = encode_batch(
+            [Record(0, int(time.time() * 1000), None, b"x")],
+            producer_id=self.producer_id,
+            producer_epoch=self.epoch,
+            base_sequence=self.sequence,
+        )
+        self.sequence += 1
+        partition = ProduceRequest.PartitionProduceData(index=0, records=batch)
+        topic = ProduceRequest.TopicProduceData(name="load", partition_data=[partition])
+        return ProduceRequest(acks=-1, timeout_ms=30_000, topic_data=[topic])
+
+
+async def _send_single(bootstrap: str, count: int, producer: _Idempotent) -> None:
+    """`count` single-record acks=all requests, each answered before the next is sent."""
+    conn = await connect_any(bootstrap, client_id="callgrind-bench")
+    try:
+        if producer.producer_id < 0:
+            init = InitProducerIdRequest(
+                transactional_id=None, transaction_timeout_ms=-1, producer_id=-1, producer_epoch=-1
+            )
+            answer = await conn.send(init, timeout_s=600)
+            assert isinstance(answer, InitProducerIdResponse) and answer.error_code == 0
+            producer.producer_id, producer.epoch = answer.producer_id, answer.producer_epoch
+        for _ in range(count):
+            await conn.send(producer.request(), SINGLE_VERSION, timeout_s=600)
+    finally:
+        await conn.close()
+
+
+async def _fill(bootstrap: str, records: int) -> None:
+    """`records` single-record requests without idempotence, 32 in flight."""
+    now = int(time.time() * 1000)
+    partition = ProduceRequest.PartitionProduceData(
+        index=0, records=encode_batch([Record(0, now, None, b"x")])
+    )
+    topic = ProduceRequest.TopicProduceData(name="load", partition_data=[partition])
+    request = ProduceRequest(acks=-1, timeout_ms=30_000, topic_data=[topic])
+    conn = await connect_any(bootstrap, client_id="callgrind-fill")
+    try:
+        for _ in range(records // IN_FLIGHT):
+            sends = (conn.send(request, SINGLE_VERSION, timeout_s=600) for _ in range(IN_FLIGHT))
+            await asyncio.gather(*sends)
     finally:
         await conn.close()
 
@@ -86,7 +152,14 @@ async def _create_topic(bootstrap: str) -> None:
         await admin.create_topic("load", 1, 1)
 
 
-def measure(overrides: list[str], requests: int, out_dir: Path, produce: bool = False) -> float:
+def measure(
+    overrides: list[str],
+    requests: int,
+    out_dir: Path,
+    produce: bool = False,
+    single: bool = False,
+    fill: int = 0,
+) -> float:
     """Instructions per request of a broker with these `--override`s."""
     data_dir = tempfile.mkdtemp(prefix="callgrind-broker-")
     args = [
@@ -116,15 +189,25 @@ def measure(overrides: list[str], requests: int, out_dir: Path, produce: bool = 
                 break
         else:
             raise RuntimeError("the broker did not start")
-        if produce:
+        if produce or single:
             asyncio.run(_create_topic(bootstrap))
-        asyncio.run(_send(bootstrap, 2 * IN_FLIGHT * 10, produce))  # warm-up, not instrumented
+        producer = _Idempotent()
+
+        def send(count: int) -> None:
+            if single:
+                asyncio.run(_send_single(bootstrap, count, producer))
+            else:
+                asyncio.run(_send(bootstrap, count, produce))
+
+        if fill:
+            asyncio.run(_fill(bootstrap, fill))
+        send(2 * IN_FLIGHT * 10)  # warm-up, not instrumented
         _control(proc.pid, "--instr=on")
         _control(proc.pid, "--zero")
-        asyncio.run(_send(bootstrap, requests, produce))
+        send(requests)
         _control(proc.pid, "--dump=n")
         first = _wait_dump(out_dir, proc.pid, 1)
-        asyncio.run(_send(bootstrap, 3 * requests, produce))
+        send(3 * requests)
         _control(proc.pid, "--dump=3n")
         second = _wait_dump(out_dir, proc.pid, 2)
         return (second - first) / (2 * requests)
@@ -139,11 +222,17 @@ def main() -> None:
     parser.add_argument("--override", action="append", default=[], help="KEY=VALUE")
     parser.add_argument("--keep", help="directory for the callgrind files")
     parser.add_argument("--produce", action="store_true", help="Produce requests instead")
+    parser.add_argument(
+        "--single", action="store_true", help="1-record acks=all idempotent Produce, 1 in flight"
+    )
+    parser.add_argument("--fill", type=int, default=0, help="records written first (--single)")
     options = parser.parse_args()
     out_dir = Path(options.keep or tempfile.mkdtemp(prefix="callgrind-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     if options.override:
         variants = {"with overrides": options.override}
+    elif options.single:
+        variants = {"defaults": []}
     else:
         variants = {
             "metrics off": [],
@@ -151,7 +240,9 @@ def main() -> None:
         }
     results = {}
     for name, overrides in variants.items():
-        results[name] = measure(overrides, options.requests, out_dir, options.produce)
+        results[name] = measure(
+            overrides, options.requests, out_dir, options.produce, options.single, options.fill
+        )
         print(f"  {name:<16} {results[name]:10,.0f} instructions per request", flush=True)
     if len(results) == 2:
         off, on = results.values()
