@@ -39,7 +39,7 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.primitives import FileRegion
-from riverlog.protocol.records.batch_header import BatchHeader
+from riverlog.protocol.records.batch_header import CONTROL_BIT, LOG_OVERHEAD, BatchHeader
 from riverlog.protocol.records.v2 import Record, decode_records
 from riverlog.storage import checkpoint
 from riverlog.storage.epoch_cache import LeaderEpochCache
@@ -311,12 +311,13 @@ class PartitionLog:
                     if self.producers.check(batch.header) is not None:
                         raise KafkaError(error_codes.DUPLICATE_SEQUENCE_NUMBER)
             append_time = now if self.config.log_append_time else None
-            first = self.log_end_offset
+            first = self.segments[-1].next_offset  # the log end offset
             headers = assign_offsets(view, batches, first, leader_epoch, append_time)
             self._write(view, headers, now)
+            last = headers[-1]
             return AppendResult(
                 first,
-                headers[-1].last_offset,
+                last.base_offset + last.last_offset_delta,
                 -1 if append_time is None else append_time,
                 self.log_start_offset,
             )
@@ -371,7 +372,8 @@ class PartitionLog:
                 self.roll(first.base_offset)
             for header in headers:
                 self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-            self.active.append(view, headers)
+            active = self.segments[-1]
+            active.append(view, headers)
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -380,23 +382,28 @@ class PartitionLog:
                 error_codes.KAFKA_STORAGE_ERROR, f"{self.directory.name}: {e.strerror}"
             ) from None
         position = 0
+        records = 0
         for header in headers:
-            marker = read_marker(view, position, header) if header.is_control else None
-            self._track(self.producers.update(header, marker), self.active)
-            position += header.size
-        self.unflushed_messages += sum(h.records_count for h in headers)
+            control = header.attributes & CONTROL_BIT
+            marker = read_marker(view, position, header) if control else None
+            completed = self.producers.update(header, marker)
+            if completed is not None:
+                self._track(completed, active)
+            position += header.batch_length + LOG_OVERHEAD
+            records += header.records_count
+        self.unflushed_messages += records
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
 
     def _should_roll(self, size: int, first: BatchHeader, last: BatchHeader, now_ms: int) -> bool:
-        seg = self.active
+        seg = self.segments[-1]
         if seg.size == 0:
             return False
         if seg.size + size > self.config.segment_bytes:
             return True
-        if len(seg.offset_index) * 8 >= self.config.segment_index_bytes - 8:
+        if len(seg.offset_index.offsets) * 8 >= self.config.segment_index_bytes - 8:
             return True
-        if last.last_offset - seg.base_offset > 2**31 - 1:
+        if last.base_offset + last.last_offset_delta - seg.base_offset > 2**31 - 1:
             return True
         # As Kafka's segment.ms: the new data's timestamp against the segment's first batch's
         # (so data stamped long ago does not roll a segment per append); wall-clock time

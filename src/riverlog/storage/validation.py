@@ -31,7 +31,10 @@ from riverlog.protocol.exceptions import CorruptRecordError, ProtocolError
 from riverlog.protocol.records import compression, walk
 from riverlog.protocol.records.batch_header import (
     BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    CONTROL_BIT,
     LOG_OVERHEAD,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     peek_magic,
     read_batch_header,
@@ -45,6 +48,7 @@ from riverlog.storage.log_config import LogConfig
 
 # Kafka's limit: offsets within a segment are stored relative to its base as int32.
 MAX_OFFSET_DELTA = 2**31 - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class ValidatedBatch(NamedTuple):
@@ -101,7 +105,10 @@ def validate_batches(
 
 
 def _check_header(header: BatchHeader) -> None:
-    """Kafka's `validateBatch` for a client's batch."""
+    """Kafka's `validateBatch` for a client's batch (the header's bits read here, not
+    through its properties: each is a call, and this runs for every produced batch)."""
+    attributes = header.attributes
+    has_producer_id = header.producer_id >= 0
     if header.base_offset != 0:
         raise KafkaError(
             error_codes.INVALID_RECORD,
@@ -118,23 +125,24 @@ def _check_header(header: BatchHeader) -> None:
             f"Inconsistent batch offset range [0, {header.last_offset_delta}] and record count "
             f"{header.records_count}.",
         )
-    if header.is_control:
+    if attributes & CONTROL_BIT:
         raise KafkaError(
             error_codes.INVALID_RECORD, "Clients are not allowed to write control records."
         )
-    if header.has_producer_id and header.base_sequence < 0:
+    if has_producer_id and header.base_sequence < 0:
         raise KafkaError(
             error_codes.INVALID_RECORD,
             f"Invalid sequence number {header.base_sequence} in record batch with producerId "
             f"{header.producer_id}.",
         )
-    if header.is_transactional and not header.has_producer_id:
+    if attributes & TRANSACTIONAL_BIT and not has_producer_id:
         raise KafkaError(
             error_codes.INVALID_RECORD, "A transactional batch must carry a producer id."
         )
-    if header.compression not in compression.NAMES:
+    if attributes & COMPRESSION_MASK not in compression.NAMES:
         raise KafkaError(
-            error_codes.CORRUPT_MESSAGE, f"Unknown compression type id: {header.compression}."
+            error_codes.CORRUPT_MESSAGE,
+            f"Unknown compression type id: {attributes & COMPRESSION_MASK}.",
         )
 
 
@@ -144,21 +152,29 @@ def decompressed_limit(config: LogConfig) -> int:
 
 
 def timestamp_bounds(config: LogConfig, now_ms: int) -> tuple[int, int]:
-    """The CreateTime window [low, high] of records appended at `now_ms` (low > high: none)."""
+    """The CreateTime window [low, high] of records appended at `now_ms` (low > high: none).
+    (Conditional expressions, not `min`/`max`: the builtins parse their arguments as
+    keywords too, ~800 instructions a call, and this runs for every produced batch.)"""
     if config.log_append_time:
         return 1, 0
-    before = min(config.message_timestamp_before_max_ms, config.message_timestamp_difference_max_ms)
-    after = min(config.message_timestamp_after_max_ms, config.message_timestamp_difference_max_ms)
-    return max(now_ms - before, -(1 << 63)), min(now_ms + after, (1 << 63) - 1)
+    difference = config.message_timestamp_difference_max_ms
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    low = now_ms - (before if before < difference else difference)
+    high = now_ms + (after if after < difference else difference)
+    return (low if low > INT64_MIN else INT64_MIN), (high if high < INT64_MAX else INT64_MAX)
 
 
 def _check_records(
     data: memoryview, pos: int, header: BatchHeader, config: LogConfig, now_ms: int
 ) -> None:
-    body = data[pos + BATCH_HEADER_SIZE : pos + header.size]
+    body = data[pos + BATCH_HEADER_SIZE : pos + header.batch_length + LOG_OVERHEAD]
+    codec = header.attributes & COMPRESSION_MASK
     try:
-        records = compression.decompress_scratch(
-            header.compression, body, limit=decompressed_limit(config)
+        records = (
+            body
+            if codec == compression.NONE
+            else compression.decompress_scratch(codec, body, limit=decompressed_limit(config))
         )
     except compression.DecompressedTooLargeError as e:
         raise KafkaError(error_codes.INVALID_RECORD, f"Record batch refused: {e}.") from e
@@ -219,5 +235,5 @@ def assign_offsets(
             set_log_append_time(data, batch.position, log_append_time_ms)
         header = read_batch_header(data, batch.position)
         headers.append(header)
-        next_offset = header.next_offset
+        next_offset = header.base_offset + header.last_offset_delta + 1
     return headers

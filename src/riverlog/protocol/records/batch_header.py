@@ -176,8 +176,9 @@ def read_batch_header(buf: Buffer, pos: int = 0, *, whole: bool = True) -> Batch
         raise CorruptRecordError(f"expected magic 2, found {header.magic}")
     if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
         raise CorruptRecordError(f"batch length {header.batch_length} is below the header size")
-    if whole and header.size > available:
-        raise TruncatedError(f"batch of {header.size} bytes, {available} available")
+    size = header.batch_length + LOG_OVERHEAD  # not `header.size`: a property is a call
+    if whole and size > available:
+        raise TruncatedError(f"batch of {size} bytes, {available} available")
     if header.last_offset_delta < 0 or header.records_count < 0:
         raise CorruptRecordError("negative lastOffsetDelta or recordsCount")
     return header
@@ -185,7 +186,7 @@ def read_batch_header(buf: Buffer, pos: int = 0, *, whole: bool = True) -> Batch
 
 def compute_crc(buf: Buffer, pos: int, header: BatchHeader) -> int:
     """CRC-32C of the batch's bytes from attributes to its end."""
-    view = memoryview(buf)[pos + CRC_COVERED_FROM : pos + header.size]
+    view = memoryview(buf)[pos + CRC_COVERED_FROM : pos + header.batch_length + LOG_OVERHEAD]
     return int(crc32c(view))
 
 
