@@ -110,7 +110,7 @@ def handle_produce(
 ) -> ProduceResponse | Awaitable[ProduceResponse] | None:
     request = ctx.request.body
     assert isinstance(request, ProduceRequest)
-    version = ctx.version
+    version = ctx.request.header.request_api_version
     bad_acks = request.acks not in (-1, 0, 1)
     all_acks = request.acks == -1
     waiting: list[PartitionResponse] = []
