@@ -70,6 +70,9 @@ class AppendResult(NamedTuple):
     duplicate: bool = False
 
 
+_new_tuple = tuple.__new__
+
+
 class ReadResult(NamedTuple):
     """Record data for a fetch: a file region (or None when there is nothing to return)."""
 
@@ -315,11 +318,16 @@ class PartitionLog:
             headers = assign_offsets(view, batches, first, leader_epoch, append_time)
             self._write(view, headers, now)
             last = headers[-1]
-            return AppendResult(
-                first,
-                last.base_offset + last.last_offset_delta,
-                -1 if append_time is None else append_time,
-                self.log_start_offset,
+            # tuple.__new__: without the NamedTuple's Python-level __new__ (every append)
+            return _new_tuple(
+                AppendResult,
+                (
+                    first,
+                    last.base_offset + last.last_offset_delta,
+                    -1 if append_time is None else append_time,
+                    self.log_start_offset,
+                    False,
+                ),
             )
 
     def append_marker(

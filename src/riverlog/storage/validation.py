@@ -56,6 +56,10 @@ class ValidatedBatch(NamedTuple):
     header: BatchHeader
 
 
+_new_tuple = tuple.__new__
+"""Builds a `ValidatedBatch` without the NamedTuple's Python-level `__new__` (every batch)."""
+
+
 def validate_batches(
     data: memoryview, config: LogConfig, now_ms: int, *, from_client: bool = True
 ) -> list[ValidatedBatch]:
@@ -99,7 +103,7 @@ def validate_batches(
             _check_records(data, pos, header, config, now_ms)
         elif header.last_offset_delta > MAX_OFFSET_DELTA:
             raise KafkaError(error_codes.INVALID_RECORD, "The batch spans too many offsets.")
-        batches.append(ValidatedBatch(pos, header))
+        batches.append(_new_tuple(ValidatedBatch, (pos, header)))
         pos += size
     return batches
 
