@@ -37,11 +37,10 @@ from riverlog.protocol.records.batch_header import (
     TRANSACTIONAL_BIT,
     BatchHeader,
     peek_magic,
+    place_batch,
     read_batch_header,
     read_entry_size,
-    set_base_offset,
     set_log_append_time,
-    set_partition_leader_epoch,
     verify_crc,
 )
 from riverlog.storage.log_config import LogConfig
@@ -232,12 +231,11 @@ def assign_offsets(
     """Give the batches consecutive offsets from `first_offset`; return their new headers."""
     headers: list[BatchHeader] = []
     next_offset = first_offset
-    for batch in batches:
-        set_base_offset(data, batch.position, next_offset)
-        set_partition_leader_epoch(data, batch.position, leader_epoch)
+    for position, header in batches:
+        header = place_batch(data, position, header, next_offset, leader_epoch)
         if log_append_time_ms is not None:
-            set_log_append_time(data, batch.position, log_append_time_ms)
-        header = read_batch_header(data, batch.position)
+            set_log_append_time(data, position, log_append_time_ms)
+            header = read_batch_header(data, position)
         headers.append(header)
         next_offset = header.base_offset + header.last_offset_delta + 1
     return headers
