@@ -189,7 +189,13 @@ class Connection(asyncio.BufferedProtocol):
         if self.reader.blocked and not self.closed:
             assert self._memory is not None
             self._memory.wait(self._wake)
-        self._update_reading()
+        if (
+            self._transport_paused
+            or self._reading_paused
+            or self.reader.blocked
+            or self._muted_until > 0
+        ):
+            self._update_reading()  # else reading goes on as it was: no call
 
     def _wake(self) -> None:
         """The memory pool has budget again: go on after the frame it refused (soon, never

@@ -34,9 +34,9 @@ from riverlog.protocol.records.batch_header import (
     COMPRESSION_MASK,
     CONTROL_BIT,
     LOG_OVERHEAD,
+    MAGIC_POSITION,
     TRANSACTIONAL_BIT,
     BatchHeader,
-    peek_magic,
     place_batch,
     read_batch_header,
     read_entry_size,
@@ -70,7 +70,7 @@ def validate_batches(
     while pos < len(data):
         try:
             size = read_entry_size(data, pos)
-            magic = peek_magic(data, pos) if len(data) - pos > 16 else -1
+            magic = data[pos + MAGIC_POSITION] if len(data) - pos > MAGIC_POSITION else -1
         except ProtocolError as e:
             raise KafkaError(error_codes.CORRUPT_MESSAGE, f"Bad record batch: {e}") from e
         if magic != 2:
