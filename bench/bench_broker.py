@@ -223,16 +223,22 @@ def _acks_all_producer(bootstrap: str, idempotent: bool = True) -> Producer:
     )
 
 
-def acks_all_serial(bootstrap: str, topic: str, seconds: float = 3.0) -> tuple[int, float]:
-    """Requests answered, one in flight, and the seconds they took."""
+def acks_all_serial(
+    bootstrap: str, topic: str, seconds: float = 3.0, latencies: list[float] | None = None
+) -> tuple[int, float]:
+    """Requests answered, one in flight, and the seconds they took; each request's seconds
+    appended to `latencies` when given (a slow run shows whether every request is slow or
+    a few stall)."""
     producer = _acks_all_producer(bootstrap)
     done = 0
     end = time.perf_counter() + seconds
     start = time.perf_counter()
-    while time.perf_counter() < end:
+    while (sent := time.perf_counter()) < end:
         producer.produce(topic, b"x", partition=0)
         producer.flush(5)
         done += 1
+        if latencies is not None:
+            latencies.append(time.perf_counter() - sent)
     return done, time.perf_counter() - start
 
 
@@ -291,8 +297,12 @@ def run(
     results["acks=all pipelined"] = acks_all_pipelined_rate(bootstrap, topic, False)
     results["acks=all idempotent"] = acks_all_pipelined_rate(bootstrap, topic, True)
     before = cpu_seconds(broker_pid) if broker_pid is not None else 0.0
-    done, seconds = acks_all_serial(bootstrap, topic)
+    each: list[float] = []
+    done, seconds = acks_all_serial(bootstrap, topic, latencies=each)
+    each.sort()
     results["acks=all serial"] = done / seconds
+    results["acks=all serial p50"] = each[len(each) // 2] * 1e6
+    results["acks=all serial p99"] = each[int(len(each) * 0.99)] * 1e6
     if broker_pid is not None:
         results["acks=all serial cpu"] = (cpu_seconds(broker_pid) - before) / done * 1e6
     print(
@@ -361,6 +371,20 @@ def main() -> int:
         ceiling["acks=all serial"],
         "req/s",
         "(within 90% of the mock's where the client is the limit)",
+    )
+    _row(
+        "  1-in-flight request p50",
+        ours["acks=all serial p50"],
+        ceiling["acks=all serial p50"],
+        "µs",
+        "",
+    )
+    _row(
+        "  1-in-flight request p99",
+        ours["acks=all serial p99"],
+        ceiling["acks=all serial p99"],
+        "µs",
+        "",
     )
     _row(
         "  broker CPU per 1-in-flight request",

@@ -9,11 +9,16 @@ warm-up and the fixed part of a run cancelled out. About a minute per variant.
 
     python bench/callgrind_requests.py                      # metrics off vs on
     python bench/callgrind_requests.py --produce            # Produce requests instead
+    python bench/callgrind_requests.py --single --fill 40000  # 1-record acks=all, 1 in flight
     python bench/callgrind_requests.py --requests 2000 --override KEY=VALUE ...
     python bench/callgrind_requests.py --produce --records 1 --in-flight 64 --authorizer
 
 `--produce` sends Produce requests (acks=1) of one batch of `--records` records (100 by
-default) of 100 bytes to a one-partition topic instead of Metadata requests. `--authorizer`
+default) of 100 bytes to a one-partition topic instead of Metadata requests. `--single` sends
+what bench_broker.py's "1 in flight" row does: Produce v9 requests of one 1-byte record,
+acks=all, from an idempotent producer (InitProducerId first, sequences counted on), one in
+flight; `--fill K` first writes K such records (no idempotence, 32 in flight,
+uninstrumented) to the topic, as bench_broker.py's earlier rows leave it. `--authorizer`
 compares a broker without an authorizer with one running the ACL authorizer over the 1,000
 ACLs of bench_security.py (the bench's ANONYMOUS principal allowed on `bench*` topics and the
 cluster), as bench_security.py's authorizer row does.
@@ -40,12 +45,18 @@ from riverlog.client.connection import connect_any
 from riverlog.devcluster import free_port
 from riverlog.metadata.store import EmbeddedStore
 from riverlog.protocol.api import ApiMessage
-from riverlog.protocol.messages import MetadataRequest, ProduceRequest
+from riverlog.protocol.messages import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    MetadataRequest,
+    ProduceRequest,
+)
 from riverlog.protocol.records.v2 import Record, encode_batch
 from riverlog.security.acl_store import AclCache
 
 IN_FLIGHT = 32
 TOPIC = "bench-load"
+SINGLE_VERSION = 9  # what librdkafka 2.x sends
 
 
 def _produce_request(records: int) -> ProduceRequest:
@@ -67,6 +78,61 @@ async def _send(bootstrap: str, count: int, options: argparse.Namespace) -> None
     try:
         for _ in range(count // in_flight):
             await asyncio.gather(*(conn.send(request, timeout_s=600) for _ in range(in_flight)))
+    finally:
+        await conn.close()
+
+
+class _Idempotent:
+    """One idempotent producer's id and next sequence, kept across the harness's phases."""
+
+    def __init__(self) -> None:
+        self.producer_id = -1
+        self.epoch = -1
+        self.sequence = 0
+
+    def request(self) -> ProduceRequest:
+        batch = encode_batch(
+            [Record(0, int(time.time() * 1000), None, b"x")],
+            producer_id=self.producer_id,
+            producer_epoch=self.epoch,
+            base_sequence=self.sequence,
+        )
+        self.sequence += 1
+        partition = ProduceRequest.PartitionProduceData(index=0, records=batch)
+        topic = ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[partition])
+        return ProduceRequest(acks=-1, timeout_ms=30_000, topic_data=[topic])
+
+
+async def _send_single(bootstrap: str, count: int, producer: _Idempotent) -> None:
+    """`count` single-record acks=all requests, each answered before the next is sent."""
+    conn = await connect_any(bootstrap, client_id="callgrind-bench")
+    try:
+        if producer.producer_id < 0:
+            init = InitProducerIdRequest(
+                transactional_id=None, transaction_timeout_ms=-1, producer_id=-1, producer_epoch=-1
+            )
+            answer = await conn.send(init, timeout_s=600)
+            assert isinstance(answer, InitProducerIdResponse) and answer.error_code == 0
+            producer.producer_id, producer.epoch = answer.producer_id, answer.producer_epoch
+        for _ in range(count):
+            await conn.send(producer.request(), SINGLE_VERSION, timeout_s=600)
+    finally:
+        await conn.close()
+
+
+async def _fill(bootstrap: str, records: int) -> None:
+    """`records` single-record requests without idempotence, 32 in flight."""
+    now = int(time.time() * 1000)
+    partition = ProduceRequest.PartitionProduceData(
+        index=0, records=encode_batch([Record(0, now, None, b"x")])
+    )
+    topic = ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[partition])
+    request = ProduceRequest(acks=-1, timeout_ms=30_000, topic_data=[topic])
+    conn = await connect_any(bootstrap, client_id="callgrind-fill")
+    try:
+        for _ in range(records // IN_FLIGHT):
+            sends = (conn.send(request, SINGLE_VERSION, timeout_s=600) for _ in range(IN_FLIGHT))
+            await asyncio.gather(*sends)
     finally:
         await conn.close()
 
@@ -109,14 +175,20 @@ def measure(
 ) -> float:
     """Instructions per request of a broker with these `--override`s (and the bench's ACLs
     in its store)."""
-
-    def prepare(bootstrap: str) -> None:
-        if options.produce:
-            asyncio.run(_create_topic(bootstrap))
-        asyncio.run(_send(bootstrap, 2 * options.in_flight * 10, options))  # warm-up
+    producer = _Idempotent()
 
     def run(bootstrap: str, count: int) -> None:
-        asyncio.run(_send(bootstrap, count, options))
+        if options.single:
+            asyncio.run(_send_single(bootstrap, count, producer))
+        else:
+            asyncio.run(_send(bootstrap, count, options))
+
+    def prepare(bootstrap: str) -> None:
+        if options.produce or options.single:
+            asyncio.run(_create_topic(bootstrap))
+        if options.fill:
+            asyncio.run(_fill(bootstrap, options.fill))
+        run(bootstrap, 2 * options.in_flight * 10)  # warm-up
 
     return per_unit(overrides, out_dir, prepare, run, options.requests, acls=acls)
 
@@ -189,6 +261,10 @@ def main() -> None:
     parser.add_argument("--override", action="append", default=[], help="KEY=VALUE")
     parser.add_argument("--keep", help="directory for the callgrind files")
     parser.add_argument("--produce", action="store_true", help="Produce requests instead")
+    parser.add_argument(
+        "--single", action="store_true", help="1-record acks=all idempotent Produce, 1 in flight"
+    )
+    parser.add_argument("--fill", type=int, default=0, help="records written first (--single)")
     options = parser.parse_args()
     out_dir = Path(options.keep or tempfile.mkdtemp(prefix="callgrind-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -198,6 +274,8 @@ def main() -> None:
         variants = {"no authorizer": options.override, acl_variant: [*options.override, authorizer]}
     elif options.override:
         variants = {"with overrides": options.override}
+    elif options.single:
+        variants = {"defaults": []}
     else:
         variants = {
             "metrics off": [],

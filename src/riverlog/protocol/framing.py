@@ -44,6 +44,8 @@ _ONE_BUFFER_LIMIT = 65536
 """In-memory answers below this size are joined into one buffer; larger ones keep their
 big record chunks un-copied."""
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+_HEADER_DECODERS = RequestHeader._DECODERS
+"""Request header decoders by header version (0-2)."""
 
 CONTROLLED_SHUTDOWN_API_KEY = 7
 """ControlledShutdown v0 is the one request sent with request header v0 (no client id)."""
@@ -136,27 +138,36 @@ def decode_request(frame: Buffer) -> Request:
             api_key=api_key,
             correlation_id=correlation_id,
         )
-    header, pos = RequestHeader.read_from(buf, 0, request_header_version(api_key, api_version))
-    # Bytes after the body are ignored, as Kafka's own parser does: librdkafka 2.x sends three
-    # stray bytes after a flexible Metadata request for all topics (its null array count is
-    # written into a 4-byte placeholder), and Kafka accepts it.
-    body, _ = cls.read_from(buf, pos, api_version)
+    # The header's and body's versions are known good here: their decoders are called
+    # straight (`read_from` would check the versions again, a call each, on every request).
+    if api_version >= cls.FLEXIBLE_FROM:
+        header_version = 2
+    elif api_key == CONTROLLED_SHUTDOWN_API_KEY and api_version == 0:
+        header_version = 0
+    else:
+        header_version = 1
+    try:
+        header, pos = _HEADER_DECODERS[header_version](buf, 0)
+        # Bytes after the body are ignored, as Kafka's own parser does: librdkafka 2.x sends
+        # three stray bytes after a flexible Metadata request for all topics (its null array
+        # count is written into a 4-byte placeholder), and Kafka accepts it.
+        body, _ = cls._DECODERS[api_version](buf, pos)
+    except struct.error as e:
+        raise TruncatedError(f"{cls.NAME} v{api_version}: buffer ended inside a field") from e
     return Request(header, body)
 
 
 def encode_response(body: ApiMessage, version: int, correlation_id: int) -> list[Chunk]:
     """A whole response frame as chunks (size prefix first); record data stays un-copied."""
-    out: list[Chunk] = []
-    header = ResponseHeader(correlation_id=correlation_id)
-    header.write_to(out, response_header_version(body.API_KEY, version))
+    # The response header is the correlation id, then (flexible header v1) no tagged fields.
+    flexible_header = version >= body.FLEXIBLE_FROM and body.API_KEY != ApiVersionsRequest.API_KEY
+    out: list[Chunk] = [_SIZE.pack(correlation_id)]
+    if flexible_header:
+        out.append(b"\x00")
     body.write_to(out, version)
-    size = 0
-    in_memory = True
-    for c in out:
-        size += len(c)
-        in_memory = in_memory and type(c) is not FileRegion
-    if in_memory and size < _ONE_BUFFER_LIMIT:  # the common small answer: one buffer
-        out.insert(0, _SIZE.pack(size))
+    size = sum(map(len, out))
+    if size < _ONE_BUFFER_LIMIT and FileRegion not in map(type, out):
+        out.insert(0, _SIZE.pack(size))  # the common small answer: one buffer
         return [b"".join(out)]  # type: ignore[arg-type]
     return coalesce_chunks([_SIZE.pack(size), *out])
 

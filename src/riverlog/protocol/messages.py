@@ -96,6 +96,10 @@ _S_qqo = struct.Struct('>qq?')
 _S_qqq = struct.Struct('>qqq')
 
 
+_new = object.__new__
+"""Decoders build structs with this and one store per slot."""
+
+
 def _unsupported(*args: Any) -> NoReturn:
     raise EncodeError("version below the minimum")
 
@@ -130,7 +134,13 @@ _C_RequestHeader = RequestHeader
 def _d_RequestHeader_v0(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
     (f_request_api_key, f_request_api_version, f_correlation_id,) = _S_hhi.unpack_from(buf, pos)
     pos += 8
-    return _C_RequestHeader(request_api_key=f_request_api_key, request_api_version=f_request_api_version, correlation_id=f_correlation_id), pos
+    o = _new(_C_RequestHeader)
+    o.request_api_key = f_request_api_key
+    o.request_api_version = f_request_api_version
+    o.correlation_id = f_correlation_id
+    o.client_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_RequestHeader_v0(o: RequestHeader, out: list[Chunk]) -> None:
@@ -141,7 +151,13 @@ def _d_RequestHeader_v1(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
     (f_request_api_key, f_request_api_version, f_correlation_id,) = _S_hhi.unpack_from(buf, pos)
     pos += 8
     f_client_id, pos = read_nullable_string(buf, pos)
-    return _C_RequestHeader(request_api_key=f_request_api_key, request_api_version=f_request_api_version, correlation_id=f_correlation_id, client_id=f_client_id), pos
+    o = _new(_C_RequestHeader)
+    o.request_api_key = f_request_api_key
+    o.request_api_version = f_request_api_version
+    o.correlation_id = f_correlation_id
+    o.client_id = f_client_id
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_RequestHeader_v1(o: RequestHeader, out: list[Chunk]) -> None:
@@ -163,7 +179,13 @@ def _d_RequestHeader_v2(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_RequestHeader(request_api_key=f_request_api_key, request_api_version=f_request_api_version, correlation_id=f_correlation_id, client_id=f_client_id, unknown_tagged_fields=unknown), pos
+    o = _new(_C_RequestHeader)
+    o.request_api_key = f_request_api_key
+    o.request_api_version = f_request_api_version
+    o.correlation_id = f_correlation_id
+    o.client_id = f_client_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_RequestHeader_v2(o: RequestHeader, out: list[Chunk]) -> None:
@@ -203,7 +225,10 @@ _C_ResponseHeader = ResponseHeader
 def _d_ResponseHeader_v0(buf: memoryview, pos: int) -> tuple[ResponseHeader, int]:
     (f_correlation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_ResponseHeader(correlation_id=f_correlation_id), pos
+    o = _new(_C_ResponseHeader)
+    o.correlation_id = f_correlation_id
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ResponseHeader_v0(o: ResponseHeader, out: list[Chunk]) -> None:
@@ -223,7 +248,10 @@ def _d_ResponseHeader_v1(buf: memoryview, pos: int) -> tuple[ResponseHeader, int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ResponseHeader(correlation_id=f_correlation_id, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ResponseHeader)
+    o.correlation_id = f_correlation_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ResponseHeader_v1(o: ResponseHeader, out: list[Chunk]) -> None:
@@ -280,7 +308,10 @@ def _d_ConsumerProtocolAssignment_TopicPartition_v0(buf: memoryview, pos: int) -
         check_null_array('Partitions')
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_ConsumerProtocolAssignment_TopicPartition(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_ConsumerProtocolAssignment_TopicPartition)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _e_ConsumerProtocolAssignment_TopicPartition_v0(o: ConsumerProtocolAssignment.TopicPartition, out: list[Chunk]) -> None:
@@ -301,7 +332,10 @@ def _d_ConsumerProtocolAssignment_v0(buf: memoryview, pos: int) -> tuple[Consume
             e_assigned_partitions, pos = _d_ConsumerProtocolAssignment_TopicPartition_v0(buf, pos)
             f_assigned_partitions.append(e_assigned_partitions)
     f_user_data, pos = read_nullable_bytes(buf, pos)
-    return _C_ConsumerProtocolAssignment(assigned_partitions=f_assigned_partitions, user_data=f_user_data), pos
+    o = _new(_C_ConsumerProtocolAssignment)
+    o.assigned_partitions = f_assigned_partitions
+    o.user_data = f_user_data
+    return o, pos
 
 
 def _e_ConsumerProtocolAssignment_v0(o: ConsumerProtocolAssignment, out: list[Chunk]) -> None:
@@ -363,7 +397,10 @@ def _d_ConsumerProtocolSubscription_TopicPartition_v1(buf: memoryview, pos: int)
         check_null_array('Partitions')
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_ConsumerProtocolSubscription_TopicPartition(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_ConsumerProtocolSubscription_TopicPartition)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _e_ConsumerProtocolSubscription_TopicPartition_v1(o: ConsumerProtocolSubscription.TopicPartition, out: list[Chunk]) -> None:
@@ -384,7 +421,13 @@ def _d_ConsumerProtocolSubscription_v0(buf: memoryview, pos: int) -> tuple[Consu
             e_topics, pos = read_string(buf, pos)
             f_topics.append(e_topics)
     f_user_data, pos = read_nullable_bytes(buf, pos)
-    return _C_ConsumerProtocolSubscription(topics=f_topics, user_data=f_user_data), pos
+    o = _new(_C_ConsumerProtocolSubscription)
+    o.topics = f_topics
+    o.user_data = f_user_data
+    o.owned_partitions = []
+    o.generation_id = -1
+    o.rack_id = None
+    return o, pos
 
 
 def _e_ConsumerProtocolSubscription_v0(o: ConsumerProtocolSubscription, out: list[Chunk]) -> None:
@@ -414,7 +457,13 @@ def _d_ConsumerProtocolSubscription_v1(buf: memoryview, pos: int) -> tuple[Consu
         for _ in range(n):
             e_owned_partitions, pos = _d_ConsumerProtocolSubscription_TopicPartition_v1(buf, pos)
             f_owned_partitions.append(e_owned_partitions)
-    return _C_ConsumerProtocolSubscription(topics=f_topics, user_data=f_user_data, owned_partitions=f_owned_partitions), pos
+    o = _new(_C_ConsumerProtocolSubscription)
+    o.topics = f_topics
+    o.user_data = f_user_data
+    o.owned_partitions = f_owned_partitions
+    o.generation_id = -1
+    o.rack_id = None
+    return o, pos
 
 
 def _e_ConsumerProtocolSubscription_v1(o: ConsumerProtocolSubscription, out: list[Chunk]) -> None:
@@ -449,7 +498,13 @@ def _d_ConsumerProtocolSubscription_v2(buf: memoryview, pos: int) -> tuple[Consu
             f_owned_partitions.append(e_owned_partitions)
     (f_generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_ConsumerProtocolSubscription(topics=f_topics, user_data=f_user_data, owned_partitions=f_owned_partitions, generation_id=f_generation_id), pos
+    o = _new(_C_ConsumerProtocolSubscription)
+    o.topics = f_topics
+    o.user_data = f_user_data
+    o.owned_partitions = f_owned_partitions
+    o.generation_id = f_generation_id
+    o.rack_id = None
+    return o, pos
 
 
 def _e_ConsumerProtocolSubscription_v2(o: ConsumerProtocolSubscription, out: list[Chunk]) -> None:
@@ -486,7 +541,13 @@ def _d_ConsumerProtocolSubscription_v3(buf: memoryview, pos: int) -> tuple[Consu
     (f_generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     f_rack_id, pos = read_nullable_string(buf, pos)
-    return _C_ConsumerProtocolSubscription(topics=f_topics, user_data=f_user_data, owned_partitions=f_owned_partitions, generation_id=f_generation_id, rack_id=f_rack_id), pos
+    o = _new(_C_ConsumerProtocolSubscription)
+    o.topics = f_topics
+    o.user_data = f_user_data
+    o.owned_partitions = f_owned_partitions
+    o.generation_id = f_generation_id
+    o.rack_id = f_rack_id
+    return o, pos
 
 
 def _e_ConsumerProtocolSubscription_v3(o: ConsumerProtocolSubscription, out: list[Chunk]) -> None:
@@ -525,7 +586,9 @@ _C_GroupMetadataKey = GroupMetadataKey
 
 def _d_GroupMetadataKey_v2(buf: memoryview, pos: int) -> tuple[GroupMetadataKey, int]:
     f_group, pos = read_string(buf, pos)
-    return _C_GroupMetadataKey(group=f_group), pos
+    o = _new(_C_GroupMetadataKey)
+    o.group = f_group
+    return o, pos
 
 
 def _e_GroupMetadataKey_v2(o: GroupMetadataKey, out: list[Chunk]) -> None:
@@ -603,7 +666,17 @@ def _d_GroupMetadataValue_MemberMetadata_v0(buf: memoryview, pos: int) -> tuple[
     pos += 4
     f_subscription, pos = read_bytes(buf, pos)
     f_assignment, pos = read_bytes(buf, pos)
-    return _C_GroupMetadataValue_MemberMetadata(member_id=f_member_id, client_id=f_client_id, client_host=f_client_host, session_timeout=f_session_timeout, subscription=f_subscription, assignment=f_assignment), pos
+    o = _new(_C_GroupMetadataValue_MemberMetadata)
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.client_id = f_client_id
+    o.client_host = f_client_host
+    o.rebalance_timeout = 0
+    o.session_timeout = f_session_timeout
+    o.subscription = f_subscription
+    o.assignment = f_assignment
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_GroupMetadataValue_MemberMetadata_v0(o: GroupMetadataValue.MemberMetadata, out: list[Chunk]) -> None:
@@ -623,7 +696,17 @@ def _d_GroupMetadataValue_MemberMetadata_v1(buf: memoryview, pos: int) -> tuple[
     pos += 8
     f_subscription, pos = read_bytes(buf, pos)
     f_assignment, pos = read_bytes(buf, pos)
-    return _C_GroupMetadataValue_MemberMetadata(member_id=f_member_id, client_id=f_client_id, client_host=f_client_host, rebalance_timeout=f_rebalance_timeout, session_timeout=f_session_timeout, subscription=f_subscription, assignment=f_assignment), pos
+    o = _new(_C_GroupMetadataValue_MemberMetadata)
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.client_id = f_client_id
+    o.client_host = f_client_host
+    o.rebalance_timeout = f_rebalance_timeout
+    o.session_timeout = f_session_timeout
+    o.subscription = f_subscription
+    o.assignment = f_assignment
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_GroupMetadataValue_MemberMetadata_v1(o: GroupMetadataValue.MemberMetadata, out: list[Chunk]) -> None:
@@ -644,7 +727,17 @@ def _d_GroupMetadataValue_MemberMetadata_v3(buf: memoryview, pos: int) -> tuple[
     pos += 8
     f_subscription, pos = read_bytes(buf, pos)
     f_assignment, pos = read_bytes(buf, pos)
-    return _C_GroupMetadataValue_MemberMetadata(member_id=f_member_id, group_instance_id=f_group_instance_id, client_id=f_client_id, client_host=f_client_host, rebalance_timeout=f_rebalance_timeout, session_timeout=f_session_timeout, subscription=f_subscription, assignment=f_assignment), pos
+    o = _new(_C_GroupMetadataValue_MemberMetadata)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.client_id = f_client_id
+    o.client_host = f_client_host
+    o.rebalance_timeout = f_rebalance_timeout
+    o.session_timeout = f_session_timeout
+    o.subscription = f_subscription
+    o.assignment = f_assignment
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_GroupMetadataValue_MemberMetadata_v3(o: GroupMetadataValue.MemberMetadata, out: list[Chunk]) -> None:
@@ -676,7 +769,17 @@ def _d_GroupMetadataValue_MemberMetadata_v4(buf: memoryview, pos: int) -> tuple[
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_GroupMetadataValue_MemberMetadata(member_id=f_member_id, group_instance_id=f_group_instance_id, client_id=f_client_id, client_host=f_client_host, rebalance_timeout=f_rebalance_timeout, session_timeout=f_session_timeout, subscription=f_subscription, assignment=f_assignment, unknown_tagged_fields=unknown), pos
+    o = _new(_C_GroupMetadataValue_MemberMetadata)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.client_id = f_client_id
+    o.client_host = f_client_host
+    o.rebalance_timeout = f_rebalance_timeout
+    o.session_timeout = f_session_timeout
+    o.subscription = f_subscription
+    o.assignment = f_assignment
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_GroupMetadataValue_MemberMetadata_v4(o: GroupMetadataValue.MemberMetadata, out: list[Chunk]) -> None:
@@ -708,7 +811,15 @@ def _d_GroupMetadataValue_v0(buf: memoryview, pos: int) -> tuple[GroupMetadataVa
         for _ in range(n):
             e_members, pos = _d_GroupMetadataValue_MemberMetadata_v0(buf, pos)
             f_members.append(e_members)
-    return _C_GroupMetadataValue(protocol_type=f_protocol_type, generation=f_generation, protocol=f_protocol, leader=f_leader, members=f_members), pos
+    o = _new(_C_GroupMetadataValue)
+    o.protocol_type = f_protocol_type
+    o.generation = f_generation
+    o.protocol = f_protocol
+    o.leader = f_leader
+    o.current_state_timestamp = -1
+    o.members = f_members
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_GroupMetadataValue_v0(o: GroupMetadataValue, out: list[Chunk]) -> None:
@@ -736,7 +847,15 @@ def _d_GroupMetadataValue_v1(buf: memoryview, pos: int) -> tuple[GroupMetadataVa
         for _ in range(n):
             e_members, pos = _d_GroupMetadataValue_MemberMetadata_v1(buf, pos)
             f_members.append(e_members)
-    return _C_GroupMetadataValue(protocol_type=f_protocol_type, generation=f_generation, protocol=f_protocol, leader=f_leader, members=f_members), pos
+    o = _new(_C_GroupMetadataValue)
+    o.protocol_type = f_protocol_type
+    o.generation = f_generation
+    o.protocol = f_protocol
+    o.leader = f_leader
+    o.current_state_timestamp = -1
+    o.members = f_members
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_GroupMetadataValue_v1(o: GroupMetadataValue, out: list[Chunk]) -> None:
@@ -766,7 +885,15 @@ def _d_GroupMetadataValue_v2(buf: memoryview, pos: int) -> tuple[GroupMetadataVa
         for _ in range(n):
             e_members, pos = _d_GroupMetadataValue_MemberMetadata_v1(buf, pos)
             f_members.append(e_members)
-    return _C_GroupMetadataValue(protocol_type=f_protocol_type, generation=f_generation, protocol=f_protocol, leader=f_leader, current_state_timestamp=f_current_state_timestamp, members=f_members), pos
+    o = _new(_C_GroupMetadataValue)
+    o.protocol_type = f_protocol_type
+    o.generation = f_generation
+    o.protocol = f_protocol
+    o.leader = f_leader
+    o.current_state_timestamp = f_current_state_timestamp
+    o.members = f_members
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_GroupMetadataValue_v2(o: GroupMetadataValue, out: list[Chunk]) -> None:
@@ -797,7 +924,15 @@ def _d_GroupMetadataValue_v3(buf: memoryview, pos: int) -> tuple[GroupMetadataVa
         for _ in range(n):
             e_members, pos = _d_GroupMetadataValue_MemberMetadata_v3(buf, pos)
             f_members.append(e_members)
-    return _C_GroupMetadataValue(protocol_type=f_protocol_type, generation=f_generation, protocol=f_protocol, leader=f_leader, current_state_timestamp=f_current_state_timestamp, members=f_members), pos
+    o = _new(_C_GroupMetadataValue)
+    o.protocol_type = f_protocol_type
+    o.generation = f_generation
+    o.protocol = f_protocol
+    o.leader = f_leader
+    o.current_state_timestamp = f_current_state_timestamp
+    o.members = f_members
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_GroupMetadataValue_v3(o: GroupMetadataValue, out: list[Chunk]) -> None:
@@ -838,7 +973,15 @@ def _d_GroupMetadataValue_v4(buf: memoryview, pos: int) -> tuple[GroupMetadataVa
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_GroupMetadataValue(protocol_type=f_protocol_type, generation=f_generation, protocol=f_protocol, leader=f_leader, current_state_timestamp=f_current_state_timestamp, members=f_members, unknown_tagged_fields=unknown), pos
+    o = _new(_C_GroupMetadataValue)
+    o.protocol_type = f_protocol_type
+    o.generation = f_generation
+    o.protocol = f_protocol
+    o.leader = f_leader
+    o.current_state_timestamp = f_current_state_timestamp
+    o.members = f_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_GroupMetadataValue_v4(o: GroupMetadataValue, out: list[Chunk]) -> None:
@@ -887,7 +1030,11 @@ def _d_OffsetCommitKey_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitKey, i
     f_topic, pos = read_string(buf, pos)
     (f_partition,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_OffsetCommitKey(group=f_group, topic=f_topic, partition=f_partition), pos
+    o = _new(_C_OffsetCommitKey)
+    o.group = f_group
+    o.topic = f_topic
+    o.partition = f_partition
+    return o, pos
 
 
 def _e_OffsetCommitKey_v0(o: OffsetCommitKey, out: list[Chunk]) -> None:
@@ -935,7 +1082,14 @@ def _d_OffsetCommitValue_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitValu
     f_metadata, pos = read_string(buf, pos)
     (f_commit_timestamp,) = _S_q.unpack_from(buf, pos)
     pos += 8
-    return _C_OffsetCommitValue(offset=f_offset, metadata=f_metadata, commit_timestamp=f_commit_timestamp), pos
+    o = _new(_C_OffsetCommitValue)
+    o.offset = f_offset
+    o.leader_epoch = -1
+    o.metadata = f_metadata
+    o.commit_timestamp = f_commit_timestamp
+    o.expire_timestamp = -1
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitValue_v0(o: OffsetCommitValue, out: list[Chunk]) -> None:
@@ -950,7 +1104,14 @@ def _d_OffsetCommitValue_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitValu
     f_metadata, pos = read_string(buf, pos)
     (f_commit_timestamp, f_expire_timestamp,) = _S_qq.unpack_from(buf, pos)
     pos += 16
-    return _C_OffsetCommitValue(offset=f_offset, metadata=f_metadata, commit_timestamp=f_commit_timestamp, expire_timestamp=f_expire_timestamp), pos
+    o = _new(_C_OffsetCommitValue)
+    o.offset = f_offset
+    o.leader_epoch = -1
+    o.metadata = f_metadata
+    o.commit_timestamp = f_commit_timestamp
+    o.expire_timestamp = f_expire_timestamp
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitValue_v1(o: OffsetCommitValue, out: list[Chunk]) -> None:
@@ -965,7 +1126,14 @@ def _d_OffsetCommitValue_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitValu
     f_metadata, pos = read_string(buf, pos)
     (f_commit_timestamp,) = _S_q.unpack_from(buf, pos)
     pos += 8
-    return _C_OffsetCommitValue(offset=f_offset, leader_epoch=f_leader_epoch, metadata=f_metadata, commit_timestamp=f_commit_timestamp), pos
+    o = _new(_C_OffsetCommitValue)
+    o.offset = f_offset
+    o.leader_epoch = f_leader_epoch
+    o.metadata = f_metadata
+    o.commit_timestamp = f_commit_timestamp
+    o.expire_timestamp = -1
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitValue_v3(o: OffsetCommitValue, out: list[Chunk]) -> None:
@@ -990,7 +1158,14 @@ def _d_OffsetCommitValue_v4(buf: memoryview, pos: int) -> tuple[OffsetCommitValu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetCommitValue(offset=f_offset, leader_epoch=f_leader_epoch, metadata=f_metadata, commit_timestamp=f_commit_timestamp, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetCommitValue)
+    o.offset = f_offset
+    o.leader_epoch = f_leader_epoch
+    o.metadata = f_metadata
+    o.commit_timestamp = f_commit_timestamp
+    o.expire_timestamp = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetCommitValue_v4(o: OffsetCommitValue, out: list[Chunk]) -> None:
@@ -1076,7 +1251,11 @@ def _d_ProduceRequest_PartitionProduceData_v0(buf: memoryview, pos: int) -> tupl
     (f_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     f_records, pos = read_records(buf, pos)
-    return _C_ProduceRequest_PartitionProduceData(index=f_index, records=f_records), pos
+    o = _new(_C_ProduceRequest_PartitionProduceData)
+    o.index = f_index
+    o.records = f_records
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceRequest_PartitionProduceData_v0(o: ProduceRequest.PartitionProduceData, out: list[Chunk]) -> None:
@@ -1098,7 +1277,11 @@ def _d_ProduceRequest_PartitionProduceData_v9(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceRequest_PartitionProduceData(index=f_index, records=f_records, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceRequest_PartitionProduceData)
+    o.index = f_index
+    o.records = f_records
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceRequest_PartitionProduceData_v9(o: ProduceRequest.PartitionProduceData, out: list[Chunk]) -> None:
@@ -1121,7 +1304,12 @@ def _d_ProduceRequest_TopicProduceData_v0(buf: memoryview, pos: int) -> tuple[Pr
         for _ in range(n):
             e_partition_data, pos = _d_ProduceRequest_PartitionProduceData_v0(buf, pos)
             f_partition_data.append(e_partition_data)
-    return _C_ProduceRequest_TopicProduceData(name=f_name, partition_data=f_partition_data), pos
+    o = _new(_C_ProduceRequest_TopicProduceData)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partition_data = f_partition_data
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceRequest_TopicProduceData_v0(o: ProduceRequest.TopicProduceData, out: list[Chunk]) -> None:
@@ -1152,7 +1340,12 @@ def _d_ProduceRequest_TopicProduceData_v9(buf: memoryview, pos: int) -> tuple[Pr
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceRequest_TopicProduceData(name=f_name, partition_data=f_partition_data, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceRequest_TopicProduceData)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partition_data = f_partition_data
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceRequest_TopicProduceData_v9(o: ProduceRequest.TopicProduceData, out: list[Chunk]) -> None:
@@ -1187,7 +1380,12 @@ def _d_ProduceRequest_TopicProduceData_v13(buf: memoryview, pos: int) -> tuple[P
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceRequest_TopicProduceData(topic_id=f_topic_id, partition_data=f_partition_data, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceRequest_TopicProduceData)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partition_data = f_partition_data
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceRequest_TopicProduceData_v13(o: ProduceRequest.TopicProduceData, out: list[Chunk]) -> None:
@@ -1213,7 +1411,13 @@ def _d_ProduceRequest_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
         for _ in range(n):
             e_topic_data, pos = _d_ProduceRequest_TopicProduceData_v0(buf, pos)
             f_topic_data.append(e_topic_data)
-    return _C_ProduceRequest(acks=f_acks, timeout_ms=f_timeout_ms, topic_data=f_topic_data), pos
+    o = _new(_C_ProduceRequest)
+    o.transactional_id = None
+    o.acks = f_acks
+    o.timeout_ms = f_timeout_ms
+    o.topic_data = f_topic_data
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceRequest_v0(o: ProduceRequest, out: list[Chunk]) -> None:
@@ -1236,7 +1440,13 @@ def _d_ProduceRequest_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
         for _ in range(n):
             e_topic_data, pos = _d_ProduceRequest_TopicProduceData_v0(buf, pos)
             f_topic_data.append(e_topic_data)
-    return _C_ProduceRequest(transactional_id=f_transactional_id, acks=f_acks, timeout_ms=f_timeout_ms, topic_data=f_topic_data), pos
+    o = _new(_C_ProduceRequest)
+    o.transactional_id = f_transactional_id
+    o.acks = f_acks
+    o.timeout_ms = f_timeout_ms
+    o.topic_data = f_topic_data
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceRequest_v3(o: ProduceRequest, out: list[Chunk]) -> None:
@@ -1270,7 +1480,13 @@ def _d_ProduceRequest_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceRequest(transactional_id=f_transactional_id, acks=f_acks, timeout_ms=f_timeout_ms, topic_data=f_topic_data, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceRequest)
+    o.transactional_id = f_transactional_id
+    o.acks = f_acks
+    o.timeout_ms = f_timeout_ms
+    o.topic_data = f_topic_data
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceRequest_v9(o: ProduceRequest, out: list[Chunk]) -> None:
@@ -1308,7 +1524,13 @@ def _d_ProduceRequest_v13(buf: memoryview, pos: int) -> tuple[ProduceRequest, in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceRequest(transactional_id=f_transactional_id, acks=f_acks, timeout_ms=f_timeout_ms, topic_data=f_topic_data, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceRequest)
+    o.transactional_id = f_transactional_id
+    o.acks = f_acks
+    o.timeout_ms = f_timeout_ms
+    o.topic_data = f_topic_data
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceRequest_v13(o: ProduceRequest, out: list[Chunk]) -> None:
@@ -1464,7 +1686,11 @@ def _d_ProduceResponse_BatchIndexAndErrorMessage_v8(buf: memoryview, pos: int) -
     (f_batch_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     f_batch_index_error_message, pos = read_nullable_string(buf, pos)
-    return _C_ProduceResponse_BatchIndexAndErrorMessage(batch_index=f_batch_index, batch_index_error_message=f_batch_index_error_message), pos
+    o = _new(_C_ProduceResponse_BatchIndexAndErrorMessage)
+    o.batch_index = f_batch_index
+    o.batch_index_error_message = f_batch_index_error_message
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_BatchIndexAndErrorMessage_v8(o: ProduceResponse.BatchIndexAndErrorMessage, out: list[Chunk]) -> None:
@@ -1486,7 +1712,11 @@ def _d_ProduceResponse_BatchIndexAndErrorMessage_v9(buf: memoryview, pos: int) -
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceResponse_BatchIndexAndErrorMessage(batch_index=f_batch_index, batch_index_error_message=f_batch_index_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceResponse_BatchIndexAndErrorMessage)
+    o.batch_index = f_batch_index
+    o.batch_index_error_message = f_batch_index_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceResponse_BatchIndexAndErrorMessage_v9(o: ProduceResponse.BatchIndexAndErrorMessage, out: list[Chunk]) -> None:
@@ -1511,7 +1741,11 @@ def _d_ProduceResponse_LeaderIdAndEpoch_v10(buf: memoryview, pos: int) -> tuple[
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceResponse_LeaderIdAndEpoch(leader_id=f_leader_id, leader_epoch=f_leader_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceResponse_LeaderIdAndEpoch)
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceResponse_LeaderIdAndEpoch_v10(o: ProduceResponse.LeaderIdAndEpoch, out: list[Chunk]) -> None:
@@ -1525,7 +1759,17 @@ def _e_ProduceResponse_LeaderIdAndEpoch_v10(o: ProduceResponse.LeaderIdAndEpoch,
 def _d_ProduceResponse_PartitionProduceResponse_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse.PartitionProduceResponse, int]:
     (f_index, f_error_code, f_base_offset,) = _S_ihq.unpack_from(buf, pos)
     pos += 14
-    return _C_ProduceResponse_PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset), pos
+    o = _new(_C_ProduceResponse_PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = -1
+    o.log_start_offset = -1
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = _C_ProduceResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_PartitionProduceResponse_v0(o: ProduceResponse.PartitionProduceResponse, out: list[Chunk]) -> None:
@@ -1535,7 +1779,17 @@ def _e_ProduceResponse_PartitionProduceResponse_v0(o: ProduceResponse.PartitionP
 def _d_ProduceResponse_PartitionProduceResponse_v2(buf: memoryview, pos: int) -> tuple[ProduceResponse.PartitionProduceResponse, int]:
     (f_index, f_error_code, f_base_offset, f_log_append_time_ms,) = _S_ihqq.unpack_from(buf, pos)
     pos += 22
-    return _C_ProduceResponse_PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms), pos
+    o = _new(_C_ProduceResponse_PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = f_log_append_time_ms
+    o.log_start_offset = -1
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = _C_ProduceResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_PartitionProduceResponse_v2(o: ProduceResponse.PartitionProduceResponse, out: list[Chunk]) -> None:
@@ -1545,7 +1799,17 @@ def _e_ProduceResponse_PartitionProduceResponse_v2(o: ProduceResponse.PartitionP
 def _d_ProduceResponse_PartitionProduceResponse_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse.PartitionProduceResponse, int]:
     (f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset,) = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    return _C_ProduceResponse_PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms, log_start_offset=f_log_start_offset), pos
+    o = _new(_C_ProduceResponse_PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = f_log_append_time_ms
+    o.log_start_offset = f_log_start_offset
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = _C_ProduceResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_PartitionProduceResponse_v5(o: ProduceResponse.PartitionProduceResponse, out: list[Chunk]) -> None:
@@ -1565,7 +1829,17 @@ def _d_ProduceResponse_PartitionProduceResponse_v8(buf: memoryview, pos: int) ->
             e_record_errors, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, pos)
             f_record_errors.append(e_record_errors)
     f_error_message, pos = read_nullable_string(buf, pos)
-    return _C_ProduceResponse_PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms, log_start_offset=f_log_start_offset, record_errors=f_record_errors, error_message=f_error_message), pos
+    o = _new(_C_ProduceResponse_PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = f_log_append_time_ms
+    o.log_start_offset = f_log_start_offset
+    o.record_errors = f_record_errors
+    o.error_message = f_error_message
+    o.current_leader = _C_ProduceResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_PartitionProduceResponse_v8(o: ProduceResponse.PartitionProduceResponse, out: list[Chunk]) -> None:
@@ -1599,7 +1873,17 @@ def _d_ProduceResponse_PartitionProduceResponse_v9(buf: memoryview, pos: int) ->
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceResponse_PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms, log_start_offset=f_log_start_offset, record_errors=f_record_errors, error_message=f_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceResponse_PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = f_log_append_time_ms
+    o.log_start_offset = f_log_start_offset
+    o.record_errors = f_record_errors
+    o.error_message = f_error_message
+    o.current_leader = _C_ProduceResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceResponse_PartitionProduceResponse_v9(o: ProduceResponse.PartitionProduceResponse, out: list[Chunk]) -> None:
@@ -1642,7 +1926,17 @@ def _d_ProduceResponse_PartitionProduceResponse_v10(buf: memoryview, pos: int) -
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_ProduceResponse_PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms, log_start_offset=f_log_start_offset, record_errors=f_record_errors, error_message=f_error_message, current_leader=f_current_leader, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceResponse_PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = f_log_append_time_ms
+    o.log_start_offset = f_log_start_offset
+    o.record_errors = f_record_errors
+    o.error_message = f_error_message
+    o.current_leader = f_current_leader
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceResponse_PartitionProduceResponse_v10(o: ProduceResponse.PartitionProduceResponse, out: list[Chunk]) -> None:
@@ -1672,7 +1966,12 @@ def _d_ProduceResponse_TopicProduceResponse_v0(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             e_partition_responses, pos = _d_ProduceResponse_PartitionProduceResponse_v0(buf, pos)
             f_partition_responses.append(e_partition_responses)
-    return _C_ProduceResponse_TopicProduceResponse(name=f_name, partition_responses=f_partition_responses), pos
+    o = _new(_C_ProduceResponse_TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partition_responses = f_partition_responses
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_TopicProduceResponse_v0(o: ProduceResponse.TopicProduceResponse, out: list[Chunk]) -> None:
@@ -1693,7 +1992,12 @@ def _d_ProduceResponse_TopicProduceResponse_v2(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             e_partition_responses, pos = _d_ProduceResponse_PartitionProduceResponse_v2(buf, pos)
             f_partition_responses.append(e_partition_responses)
-    return _C_ProduceResponse_TopicProduceResponse(name=f_name, partition_responses=f_partition_responses), pos
+    o = _new(_C_ProduceResponse_TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partition_responses = f_partition_responses
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_TopicProduceResponse_v2(o: ProduceResponse.TopicProduceResponse, out: list[Chunk]) -> None:
@@ -1714,7 +2018,12 @@ def _d_ProduceResponse_TopicProduceResponse_v5(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             e_partition_responses, pos = _d_ProduceResponse_PartitionProduceResponse_v5(buf, pos)
             f_partition_responses.append(e_partition_responses)
-    return _C_ProduceResponse_TopicProduceResponse(name=f_name, partition_responses=f_partition_responses), pos
+    o = _new(_C_ProduceResponse_TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partition_responses = f_partition_responses
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_TopicProduceResponse_v5(o: ProduceResponse.TopicProduceResponse, out: list[Chunk]) -> None:
@@ -1735,7 +2044,12 @@ def _d_ProduceResponse_TopicProduceResponse_v8(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             e_partition_responses, pos = _d_ProduceResponse_PartitionProduceResponse_v8(buf, pos)
             f_partition_responses.append(e_partition_responses)
-    return _C_ProduceResponse_TopicProduceResponse(name=f_name, partition_responses=f_partition_responses), pos
+    o = _new(_C_ProduceResponse_TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partition_responses = f_partition_responses
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_TopicProduceResponse_v8(o: ProduceResponse.TopicProduceResponse, out: list[Chunk]) -> None:
@@ -1766,7 +2080,12 @@ def _d_ProduceResponse_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tup
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceResponse_TopicProduceResponse(name=f_name, partition_responses=f_partition_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceResponse_TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partition_responses = f_partition_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceResponse_TopicProduceResponse_v9(o: ProduceResponse.TopicProduceResponse, out: list[Chunk]) -> None:
@@ -1801,7 +2120,12 @@ def _d_ProduceResponse_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceResponse_TopicProduceResponse(name=f_name, partition_responses=f_partition_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceResponse_TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partition_responses = f_partition_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceResponse_TopicProduceResponse_v10(o: ProduceResponse.TopicProduceResponse, out: list[Chunk]) -> None:
@@ -1836,7 +2160,12 @@ def _d_ProduceResponse_TopicProduceResponse_v13(buf: memoryview, pos: int) -> tu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceResponse_TopicProduceResponse(topic_id=f_topic_id, partition_responses=f_partition_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceResponse_TopicProduceResponse)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partition_responses = f_partition_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceResponse_TopicProduceResponse_v13(o: ProduceResponse.TopicProduceResponse, out: list[Chunk]) -> None:
@@ -1867,7 +2196,13 @@ def _d_ProduceResponse_NodeEndpoint_v10(buf: memoryview, pos: int) -> tuple[Prod
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceResponse_NodeEndpoint(node_id=f_node_id, host=f_host, port=f_port, rack=f_rack, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceResponse_NodeEndpoint)
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceResponse_NodeEndpoint_v10(o: ProduceResponse.NodeEndpoint, out: list[Chunk]) -> None:
@@ -1891,7 +2226,12 @@ def _d_ProduceResponse_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
         for _ in range(n):
             e_responses, pos = _d_ProduceResponse_TopicProduceResponse_v0(buf, pos)
             f_responses.append(e_responses)
-    return _C_ProduceResponse(responses=f_responses), pos
+    o = _new(_C_ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = 0
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_v0(o: ProduceResponse, out: list[Chunk]) -> None:
@@ -1912,7 +2252,12 @@ def _d_ProduceResponse_v1(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
             f_responses.append(e_responses)
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms), pos
+    o = _new(_C_ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_v1(o: ProduceResponse, out: list[Chunk]) -> None:
@@ -1934,7 +2279,12 @@ def _d_ProduceResponse_v2(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
             f_responses.append(e_responses)
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms), pos
+    o = _new(_C_ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_v2(o: ProduceResponse, out: list[Chunk]) -> None:
@@ -1956,7 +2306,12 @@ def _d_ProduceResponse_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
             f_responses.append(e_responses)
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms), pos
+    o = _new(_C_ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_v5(o: ProduceResponse, out: list[Chunk]) -> None:
@@ -1978,7 +2333,12 @@ def _d_ProduceResponse_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
             f_responses.append(e_responses)
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms), pos
+    o = _new(_C_ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ProduceResponse_v8(o: ProduceResponse, out: list[Chunk]) -> None:
@@ -2010,7 +2370,12 @@ def _d_ProduceResponse_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceResponse_v9(o: ProduceResponse, out: list[Chunk]) -> None:
@@ -2058,7 +2423,12 @@ def _d_ProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, 
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms, node_endpoints=f_node_endpoints, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = f_node_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceResponse_v10(o: ProduceResponse, out: list[Chunk]) -> None:
@@ -2112,7 +2482,12 @@ def _d_ProduceResponse_v13(buf: memoryview, pos: int) -> tuple[ProduceResponse, 
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms, node_endpoints=f_node_endpoints, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = f_node_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ProduceResponse_v13(o: ProduceResponse, out: list[Chunk]) -> None:
@@ -2156,7 +2531,9 @@ _C_TransactionLogKey = TransactionLogKey
 
 def _d_TransactionLogKey_v0(buf: memoryview, pos: int) -> tuple[TransactionLogKey, int]:
     f_transactional_id, pos = read_string(buf, pos)
-    return _C_TransactionLogKey(transactional_id=f_transactional_id), pos
+    o = _new(_C_TransactionLogKey)
+    o.transactional_id = f_transactional_id
+    return o, pos
 
 
 def _e_TransactionLogKey_v0(o: TransactionLogKey, out: list[Chunk]) -> None:
@@ -2219,7 +2596,10 @@ def _d_TransactionLogValue_PartitionsSchema_v0(buf: memoryview, pos: int) -> tup
         check_null_array('partitionIds')
     else:
         f_partition_ids, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_TransactionLogValue_PartitionsSchema(topic=f_topic, partition_ids=f_partition_ids), pos
+    o = _new(_C_TransactionLogValue_PartitionsSchema)
+    o.topic = f_topic
+    o.partition_ids = f_partition_ids
+    return o, pos
 
 
 def _e_TransactionLogValue_PartitionsSchema_v0(o: TransactionLogValue.PartitionsSchema, out: list[Chunk]) -> None:
@@ -2243,7 +2623,15 @@ def _d_TransactionLogValue_v0(buf: memoryview, pos: int) -> tuple[TransactionLog
             f_transaction_partitions.append(e_transaction_partitions)
     (f_transaction_last_update_timestamp_ms, f_transaction_start_timestamp_ms,) = _S_qq.unpack_from(buf, pos)
     pos += 16
-    return _C_TransactionLogValue(producer_id=f_producer_id, producer_epoch=f_producer_epoch, transaction_timeout_ms=f_transaction_timeout_ms, transaction_status=f_transaction_status, transaction_partitions=f_transaction_partitions, transaction_last_update_timestamp_ms=f_transaction_last_update_timestamp_ms, transaction_start_timestamp_ms=f_transaction_start_timestamp_ms), pos
+    o = _new(_C_TransactionLogValue)
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.transaction_timeout_ms = f_transaction_timeout_ms
+    o.transaction_status = f_transaction_status
+    o.transaction_partitions = f_transaction_partitions
+    o.transaction_last_update_timestamp_ms = f_transaction_last_update_timestamp_ms
+    o.transaction_start_timestamp_ms = f_transaction_start_timestamp_ms
+    return o, pos
 
 
 def _e_TransactionLogValue_v0(o: TransactionLogValue, out: list[Chunk]) -> None:
@@ -2404,7 +2792,11 @@ def _d_FetchRequest_ReplicaState_v15(buf: memoryview, pos: int) -> tuple[FetchRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchRequest_ReplicaState(replica_id=f_replica_id, replica_epoch=f_replica_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest_ReplicaState)
+    o.replica_id = f_replica_id
+    o.replica_epoch = f_replica_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_ReplicaState_v15(o: FetchRequest.ReplicaState, out: list[Chunk]) -> None:
@@ -2418,7 +2810,17 @@ def _e_FetchRequest_ReplicaState_v15(o: FetchRequest.ReplicaState, out: list[Chu
 def _d_FetchRequest_FetchPartition_v0(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
     (f_partition, f_fetch_offset, f_partition_max_bytes,) = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    return _C_FetchRequest_FetchPartition(partition=f_partition, fetch_offset=f_fetch_offset, partition_max_bytes=f_partition_max_bytes), pos
+    o = _new(_C_FetchRequest_FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = -1
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = -1
+    o.log_start_offset = -1
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = ZERO_UUID
+    o.high_watermark = 9223372036854775807
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_FetchPartition_v0(o: FetchRequest.FetchPartition, out: list[Chunk]) -> None:
@@ -2428,7 +2830,17 @@ def _e_FetchRequest_FetchPartition_v0(o: FetchRequest.FetchPartition, out: list[
 def _d_FetchRequest_FetchPartition_v5(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
     (f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes,) = _S_iqqi.unpack_from(buf, pos)
     pos += 24
-    return _C_FetchRequest_FetchPartition(partition=f_partition, fetch_offset=f_fetch_offset, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes), pos
+    o = _new(_C_FetchRequest_FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = -1
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = -1
+    o.log_start_offset = f_log_start_offset
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = ZERO_UUID
+    o.high_watermark = 9223372036854775807
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_FetchPartition_v5(o: FetchRequest.FetchPartition, out: list[Chunk]) -> None:
@@ -2438,7 +2850,17 @@ def _e_FetchRequest_FetchPartition_v5(o: FetchRequest.FetchPartition, out: list[
 def _d_FetchRequest_FetchPartition_v9(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
     (f_partition, f_current_leader_epoch, f_fetch_offset, f_log_start_offset, f_partition_max_bytes,) = _S_iiqqi.unpack_from(buf, pos)
     pos += 28
-    return _C_FetchRequest_FetchPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, fetch_offset=f_fetch_offset, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes), pos
+    o = _new(_C_FetchRequest_FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = -1
+    o.log_start_offset = f_log_start_offset
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = ZERO_UUID
+    o.high_watermark = 9223372036854775807
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_FetchPartition_v9(o: FetchRequest.FetchPartition, out: list[Chunk]) -> None:
@@ -2458,7 +2880,17 @@ def _d_FetchRequest_FetchPartition_v12(buf: memoryview, pos: int) -> tuple[Fetch
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchRequest_FetchPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, fetch_offset=f_fetch_offset, last_fetched_epoch=f_last_fetched_epoch, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest_FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = f_last_fetched_epoch
+    o.log_start_offset = f_log_start_offset
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = ZERO_UUID
+    o.high_watermark = 9223372036854775807
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_FetchPartition_v12(o: FetchRequest.FetchPartition, out: list[Chunk]) -> None:
@@ -2487,7 +2919,17 @@ def _d_FetchRequest_FetchPartition_v17(buf: memoryview, pos: int) -> tuple[Fetch
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_FetchRequest_FetchPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, fetch_offset=f_fetch_offset, last_fetched_epoch=f_last_fetched_epoch, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes, replica_directory_id=f_replica_directory_id, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest_FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = f_last_fetched_epoch
+    o.log_start_offset = f_log_start_offset
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = f_replica_directory_id
+    o.high_watermark = 9223372036854775807
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_FetchPartition_v17(o: FetchRequest.FetchPartition, out: list[Chunk]) -> None:
@@ -2525,7 +2967,17 @@ def _d_FetchRequest_FetchPartition_v18(buf: memoryview, pos: int) -> tuple[Fetch
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_FetchRequest_FetchPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, fetch_offset=f_fetch_offset, last_fetched_epoch=f_last_fetched_epoch, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes, replica_directory_id=f_replica_directory_id, high_watermark=f_high_watermark, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest_FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = f_last_fetched_epoch
+    o.log_start_offset = f_log_start_offset
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = f_replica_directory_id
+    o.high_watermark = f_high_watermark
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_FetchPartition_v18(o: FetchRequest.FetchPartition, out: list[Chunk]) -> None:
@@ -2555,7 +3007,12 @@ def _d_FetchRequest_FetchTopic_v0(buf: memoryview, pos: int) -> tuple[FetchReque
         for _ in range(n):
             e_partitions, pos = _d_FetchRequest_FetchPartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_FetchRequest_FetchTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_FetchRequest_FetchTopic)
+    o.topic = f_topic
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_FetchTopic_v0(o: FetchRequest.FetchTopic, out: list[Chunk]) -> None:
@@ -2576,7 +3033,12 @@ def _d_FetchRequest_FetchTopic_v5(buf: memoryview, pos: int) -> tuple[FetchReque
         for _ in range(n):
             e_partitions, pos = _d_FetchRequest_FetchPartition_v5(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_FetchRequest_FetchTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_FetchRequest_FetchTopic)
+    o.topic = f_topic
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_FetchTopic_v5(o: FetchRequest.FetchTopic, out: list[Chunk]) -> None:
@@ -2597,7 +3059,12 @@ def _d_FetchRequest_FetchTopic_v9(buf: memoryview, pos: int) -> tuple[FetchReque
         for _ in range(n):
             e_partitions, pos = _d_FetchRequest_FetchPartition_v9(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_FetchRequest_FetchTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_FetchRequest_FetchTopic)
+    o.topic = f_topic
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_FetchTopic_v9(o: FetchRequest.FetchTopic, out: list[Chunk]) -> None:
@@ -2628,7 +3095,12 @@ def _d_FetchRequest_FetchTopic_v12(buf: memoryview, pos: int) -> tuple[FetchRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchRequest_FetchTopic(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest_FetchTopic)
+    o.topic = f_topic
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_FetchTopic_v12(o: FetchRequest.FetchTopic, out: list[Chunk]) -> None:
@@ -2663,7 +3135,12 @@ def _d_FetchRequest_FetchTopic_v13(buf: memoryview, pos: int) -> tuple[FetchRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchRequest_FetchTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest_FetchTopic)
+    o.topic = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_FetchTopic_v13(o: FetchRequest.FetchTopic, out: list[Chunk]) -> None:
@@ -2698,7 +3175,12 @@ def _d_FetchRequest_FetchTopic_v17(buf: memoryview, pos: int) -> tuple[FetchRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchRequest_FetchTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest_FetchTopic)
+    o.topic = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_FetchTopic_v17(o: FetchRequest.FetchTopic, out: list[Chunk]) -> None:
@@ -2733,7 +3215,12 @@ def _d_FetchRequest_FetchTopic_v18(buf: memoryview, pos: int) -> tuple[FetchRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchRequest_FetchTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest_FetchTopic)
+    o.topic = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_FetchTopic_v18(o: FetchRequest.FetchTopic, out: list[Chunk]) -> None:
@@ -2755,7 +3242,12 @@ def _d_FetchRequest_ForgottenTopic_v7(buf: memoryview, pos: int) -> tuple[FetchR
         check_null_array('Partitions')
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_FetchRequest_ForgottenTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_FetchRequest_ForgottenTopic)
+    o.topic = f_topic
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_ForgottenTopic_v7(o: FetchRequest.ForgottenTopic, out: list[Chunk]) -> None:
@@ -2783,7 +3275,12 @@ def _d_FetchRequest_ForgottenTopic_v12(buf: memoryview, pos: int) -> tuple[Fetch
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchRequest_ForgottenTopic(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest_ForgottenTopic)
+    o.topic = f_topic
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_ForgottenTopic_v12(o: FetchRequest.ForgottenTopic, out: list[Chunk]) -> None:
@@ -2815,7 +3312,12 @@ def _d_FetchRequest_ForgottenTopic_v13(buf: memoryview, pos: int) -> tuple[Fetch
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchRequest_ForgottenTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest_ForgottenTopic)
+    o.topic = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_ForgottenTopic_v13(o: FetchRequest.ForgottenTopic, out: list[Chunk]) -> None:
@@ -2841,7 +3343,21 @@ def _d_FetchRequest_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         for _ in range(n):
             e_topics, pos = _d_FetchRequest_FetchTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, topics=f_topics), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = _C_FetchRequest_ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = 2147483647
+    o.isolation_level = 0
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = f_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_v0(o: FetchRequest, out: list[Chunk]) -> None:
@@ -2863,7 +3379,21 @@ def _d_FetchRequest_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         for _ in range(n):
             e_topics, pos = _d_FetchRequest_FetchTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, topics=f_topics), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = _C_FetchRequest_ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = 0
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = f_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_v3(o: FetchRequest, out: list[Chunk]) -> None:
@@ -2885,7 +3415,21 @@ def _d_FetchRequest_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         for _ in range(n):
             e_topics, pos = _d_FetchRequest_FetchTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, topics=f_topics), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = _C_FetchRequest_ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = f_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_v4(o: FetchRequest, out: list[Chunk]) -> None:
@@ -2907,7 +3451,21 @@ def _d_FetchRequest_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         for _ in range(n):
             e_topics, pos = _d_FetchRequest_FetchTopic_v5(buf, pos)
             f_topics.append(e_topics)
-    return _C_FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, topics=f_topics), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = _C_FetchRequest_ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = f_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_v5(o: FetchRequest, out: list[Chunk]) -> None:
@@ -2938,7 +3496,21 @@ def _d_FetchRequest_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         for _ in range(n):
             e_forgotten_topics_data, pos = _d_FetchRequest_ForgottenTopic_v7(buf, pos)
             f_forgotten_topics_data.append(e_forgotten_topics_data)
-    return _C_FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = _C_FetchRequest_ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_v7(o: FetchRequest, out: list[Chunk]) -> None:
@@ -2972,7 +3544,21 @@ def _d_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         for _ in range(n):
             e_forgotten_topics_data, pos = _d_FetchRequest_ForgottenTopic_v7(buf, pos)
             f_forgotten_topics_data.append(e_forgotten_topics_data)
-    return _C_FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = _C_FetchRequest_ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_v9(o: FetchRequest, out: list[Chunk]) -> None:
@@ -3007,7 +3593,21 @@ def _d_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             e_forgotten_topics_data, pos = _d_FetchRequest_ForgottenTopic_v7(buf, pos)
             f_forgotten_topics_data.append(e_forgotten_topics_data)
     f_rack_id, pos = read_string(buf, pos)
-    return _C_FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = _C_FetchRequest_ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchRequest_v11(o: FetchRequest, out: list[Chunk]) -> None:
@@ -3058,7 +3658,21 @@ def _d_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id, cluster_id=f_cluster_id, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = f_cluster_id
+    o.replica_id = f_replica_id
+    o.replica_state = _C_FetchRequest_ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_v12(o: FetchRequest, out: list[Chunk]) -> None:
@@ -3117,7 +3731,21 @@ def _d_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id, cluster_id=f_cluster_id, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = f_cluster_id
+    o.replica_id = f_replica_id
+    o.replica_state = _C_FetchRequest_ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_v13(o: FetchRequest, out: list[Chunk]) -> None:
@@ -3180,7 +3808,21 @@ def _d_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_FetchRequest(max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id, cluster_id=f_cluster_id, replica_state=f_replica_state, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = f_cluster_id
+    o.replica_id = -1
+    o.replica_state = f_replica_state
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_v15(o: FetchRequest, out: list[Chunk]) -> None:
@@ -3247,7 +3889,21 @@ def _d_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_FetchRequest(max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id, cluster_id=f_cluster_id, replica_state=f_replica_state, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = f_cluster_id
+    o.replica_id = -1
+    o.replica_state = f_replica_state
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_v17(o: FetchRequest, out: list[Chunk]) -> None:
@@ -3314,7 +3970,21 @@ def _d_FetchRequest_v18(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_FetchRequest(max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id, cluster_id=f_cluster_id, replica_state=f_replica_state, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchRequest)
+    o.cluster_id = f_cluster_id
+    o.replica_id = -1
+    o.replica_state = f_replica_state
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchRequest_v18(o: FetchRequest, out: list[Chunk]) -> None:
@@ -3544,7 +4214,11 @@ def _d_FetchResponse_EpochEndOffset_v12(buf: memoryview, pos: int) -> tuple[Fetc
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchResponse_EpochEndOffset(epoch=f_epoch, end_offset=f_end_offset, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchResponse_EpochEndOffset)
+    o.epoch = f_epoch
+    o.end_offset = f_end_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchResponse_EpochEndOffset_v12(o: FetchResponse.EpochEndOffset, out: list[Chunk]) -> None:
@@ -3568,7 +4242,11 @@ def _d_FetchResponse_LeaderIdAndEpoch_v12(buf: memoryview, pos: int) -> tuple[Fe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchResponse_LeaderIdAndEpoch(leader_id=f_leader_id, leader_epoch=f_leader_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchResponse_LeaderIdAndEpoch)
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchResponse_LeaderIdAndEpoch_v12(o: FetchResponse.LeaderIdAndEpoch, out: list[Chunk]) -> None:
@@ -3592,7 +4270,11 @@ def _d_FetchResponse_SnapshotId_v12(buf: memoryview, pos: int) -> tuple[FetchRes
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchResponse_SnapshotId(end_offset=f_end_offset, epoch=f_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchResponse_SnapshotId)
+    o.end_offset = f_end_offset
+    o.epoch = f_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchResponse_SnapshotId_v12(o: FetchResponse.SnapshotId, out: list[Chunk]) -> None:
@@ -3606,7 +4288,11 @@ def _e_FetchResponse_SnapshotId_v12(o: FetchResponse.SnapshotId, out: list[Chunk
 def _d_FetchResponse_AbortedTransaction_v4(buf: memoryview, pos: int) -> tuple[FetchResponse.AbortedTransaction, int]:
     (f_producer_id, f_first_offset,) = _S_qq.unpack_from(buf, pos)
     pos += 16
-    return _C_FetchResponse_AbortedTransaction(producer_id=f_producer_id, first_offset=f_first_offset), pos
+    o = _new(_C_FetchResponse_AbortedTransaction)
+    o.producer_id = f_producer_id
+    o.first_offset = f_first_offset
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_AbortedTransaction_v4(o: FetchResponse.AbortedTransaction, out: list[Chunk]) -> None:
@@ -3626,7 +4312,11 @@ def _d_FetchResponse_AbortedTransaction_v12(buf: memoryview, pos: int) -> tuple[
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchResponse_AbortedTransaction(producer_id=f_producer_id, first_offset=f_first_offset, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchResponse_AbortedTransaction)
+    o.producer_id = f_producer_id
+    o.first_offset = f_first_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchResponse_AbortedTransaction_v12(o: FetchResponse.AbortedTransaction, out: list[Chunk]) -> None:
@@ -3641,7 +4331,20 @@ def _d_FetchResponse_PartitionData_v0(buf: memoryview, pos: int) -> tuple[FetchR
     (f_partition_index, f_error_code, f_high_watermark,) = _S_ihq.unpack_from(buf, pos)
     pos += 14
     f_records, pos = read_records(buf, pos)
-    return _C_FetchResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, high_watermark=f_high_watermark, records=f_records), pos
+    o = _new(_C_FetchResponse_PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.high_watermark = f_high_watermark
+    o.last_stable_offset = -1
+    o.log_start_offset = -1
+    o.diverging_epoch = _C_FetchResponse_EpochEndOffset()
+    o.current_leader = _C_FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _C_FetchResponse_SnapshotId()
+    o.aborted_transactions = []
+    o.preferred_read_replica = -1
+    o.records = f_records
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_PartitionData_v0(o: FetchResponse.PartitionData, out: list[Chunk]) -> None:
@@ -3662,7 +4365,20 @@ def _d_FetchResponse_PartitionData_v4(buf: memoryview, pos: int) -> tuple[FetchR
             e_aborted_transactions, pos = _d_FetchResponse_AbortedTransaction_v4(buf, pos)
             f_aborted_transactions.append(e_aborted_transactions)
     f_records, pos = read_records(buf, pos)
-    return _C_FetchResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, high_watermark=f_high_watermark, last_stable_offset=f_last_stable_offset, aborted_transactions=f_aborted_transactions, records=f_records), pos
+    o = _new(_C_FetchResponse_PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.high_watermark = f_high_watermark
+    o.last_stable_offset = f_last_stable_offset
+    o.log_start_offset = -1
+    o.diverging_epoch = _C_FetchResponse_EpochEndOffset()
+    o.current_leader = _C_FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _C_FetchResponse_SnapshotId()
+    o.aborted_transactions = f_aborted_transactions
+    o.preferred_read_replica = -1
+    o.records = f_records
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_PartitionData_v4(o: FetchResponse.PartitionData, out: list[Chunk]) -> None:
@@ -3686,7 +4402,20 @@ def _d_FetchResponse_PartitionData_v5(buf: memoryview, pos: int) -> tuple[FetchR
             e_aborted_transactions, pos = _d_FetchResponse_AbortedTransaction_v4(buf, pos)
             f_aborted_transactions.append(e_aborted_transactions)
     f_records, pos = read_records(buf, pos)
-    return _C_FetchResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, high_watermark=f_high_watermark, last_stable_offset=f_last_stable_offset, log_start_offset=f_log_start_offset, aborted_transactions=f_aborted_transactions, records=f_records), pos
+    o = _new(_C_FetchResponse_PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.high_watermark = f_high_watermark
+    o.last_stable_offset = f_last_stable_offset
+    o.log_start_offset = f_log_start_offset
+    o.diverging_epoch = _C_FetchResponse_EpochEndOffset()
+    o.current_leader = _C_FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _C_FetchResponse_SnapshotId()
+    o.aborted_transactions = f_aborted_transactions
+    o.preferred_read_replica = -1
+    o.records = f_records
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_PartitionData_v5(o: FetchResponse.PartitionData, out: list[Chunk]) -> None:
@@ -3712,7 +4441,20 @@ def _d_FetchResponse_PartitionData_v11(buf: memoryview, pos: int) -> tuple[Fetch
     (f_preferred_read_replica,) = _S_i.unpack_from(buf, pos)
     pos += 4
     f_records, pos = read_records(buf, pos)
-    return _C_FetchResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, high_watermark=f_high_watermark, last_stable_offset=f_last_stable_offset, log_start_offset=f_log_start_offset, aborted_transactions=f_aborted_transactions, preferred_read_replica=f_preferred_read_replica, records=f_records), pos
+    o = _new(_C_FetchResponse_PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.high_watermark = f_high_watermark
+    o.last_stable_offset = f_last_stable_offset
+    o.log_start_offset = f_log_start_offset
+    o.diverging_epoch = _C_FetchResponse_EpochEndOffset()
+    o.current_leader = _C_FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _C_FetchResponse_SnapshotId()
+    o.aborted_transactions = f_aborted_transactions
+    o.preferred_read_replica = f_preferred_read_replica
+    o.records = f_records
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_PartitionData_v11(o: FetchResponse.PartitionData, out: list[Chunk]) -> None:
@@ -3762,7 +4504,20 @@ def _d_FetchResponse_PartitionData_v12(buf: memoryview, pos: int) -> tuple[Fetch
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_FetchResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, high_watermark=f_high_watermark, last_stable_offset=f_last_stable_offset, log_start_offset=f_log_start_offset, aborted_transactions=f_aborted_transactions, preferred_read_replica=f_preferred_read_replica, records=f_records, diverging_epoch=f_diverging_epoch, current_leader=f_current_leader, snapshot_id=f_snapshot_id, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchResponse_PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.high_watermark = f_high_watermark
+    o.last_stable_offset = f_last_stable_offset
+    o.log_start_offset = f_log_start_offset
+    o.diverging_epoch = f_diverging_epoch
+    o.current_leader = f_current_leader
+    o.snapshot_id = f_snapshot_id
+    o.aborted_transactions = f_aborted_transactions
+    o.preferred_read_replica = f_preferred_read_replica
+    o.records = f_records
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchResponse_PartitionData_v12(o: FetchResponse.PartitionData, out: list[Chunk]) -> None:
@@ -3801,7 +4556,12 @@ def _d_FetchResponse_FetchableTopicResponse_v0(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             e_partitions, pos = _d_FetchResponse_PartitionData_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_FetchResponse_FetchableTopicResponse(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_FetchResponse_FetchableTopicResponse)
+    o.topic = f_topic
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_FetchableTopicResponse_v0(o: FetchResponse.FetchableTopicResponse, out: list[Chunk]) -> None:
@@ -3822,7 +4582,12 @@ def _d_FetchResponse_FetchableTopicResponse_v4(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             e_partitions, pos = _d_FetchResponse_PartitionData_v4(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_FetchResponse_FetchableTopicResponse(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_FetchResponse_FetchableTopicResponse)
+    o.topic = f_topic
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_FetchableTopicResponse_v4(o: FetchResponse.FetchableTopicResponse, out: list[Chunk]) -> None:
@@ -3843,7 +4608,12 @@ def _d_FetchResponse_FetchableTopicResponse_v5(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             e_partitions, pos = _d_FetchResponse_PartitionData_v5(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_FetchResponse_FetchableTopicResponse(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_FetchResponse_FetchableTopicResponse)
+    o.topic = f_topic
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_FetchableTopicResponse_v5(o: FetchResponse.FetchableTopicResponse, out: list[Chunk]) -> None:
@@ -3864,7 +4634,12 @@ def _d_FetchResponse_FetchableTopicResponse_v11(buf: memoryview, pos: int) -> tu
         for _ in range(n):
             e_partitions, pos = _d_FetchResponse_PartitionData_v11(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_FetchResponse_FetchableTopicResponse(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_FetchResponse_FetchableTopicResponse)
+    o.topic = f_topic
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_FetchableTopicResponse_v11(o: FetchResponse.FetchableTopicResponse, out: list[Chunk]) -> None:
@@ -3895,7 +4670,12 @@ def _d_FetchResponse_FetchableTopicResponse_v12(buf: memoryview, pos: int) -> tu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchResponse_FetchableTopicResponse(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchResponse_FetchableTopicResponse)
+    o.topic = f_topic
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchResponse_FetchableTopicResponse_v12(o: FetchResponse.FetchableTopicResponse, out: list[Chunk]) -> None:
@@ -3930,7 +4710,12 @@ def _d_FetchResponse_FetchableTopicResponse_v13(buf: memoryview, pos: int) -> tu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchResponse_FetchableTopicResponse(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchResponse_FetchableTopicResponse)
+    o.topic = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchResponse_FetchableTopicResponse_v13(o: FetchResponse.FetchableTopicResponse, out: list[Chunk]) -> None:
@@ -3961,7 +4746,13 @@ def _d_FetchResponse_NodeEndpoint_v16(buf: memoryview, pos: int) -> tuple[FetchR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchResponse_NodeEndpoint(node_id=f_node_id, host=f_host, port=f_port, rack=f_rack, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchResponse_NodeEndpoint)
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchResponse_NodeEndpoint_v16(o: FetchResponse.NodeEndpoint, out: list[Chunk]) -> None:
@@ -3985,7 +4776,14 @@ def _d_FetchResponse_v0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         for _ in range(n):
             e_responses, pos = _d_FetchResponse_FetchableTopicResponse_v0(buf, pos)
             f_responses.append(e_responses)
-    return _C_FetchResponse(responses=f_responses), pos
+    o = _new(_C_FetchResponse)
+    o.throttle_time_ms = 0
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = f_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_v0(o: FetchResponse, out: list[Chunk]) -> None:
@@ -4006,7 +4804,14 @@ def _d_FetchResponse_v1(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         for _ in range(n):
             e_responses, pos = _d_FetchResponse_FetchableTopicResponse_v0(buf, pos)
             f_responses.append(e_responses)
-    return _C_FetchResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(_C_FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = f_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_v1(o: FetchResponse, out: list[Chunk]) -> None:
@@ -4028,7 +4833,14 @@ def _d_FetchResponse_v4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         for _ in range(n):
             e_responses, pos = _d_FetchResponse_FetchableTopicResponse_v4(buf, pos)
             f_responses.append(e_responses)
-    return _C_FetchResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(_C_FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = f_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_v4(o: FetchResponse, out: list[Chunk]) -> None:
@@ -4050,7 +4862,14 @@ def _d_FetchResponse_v5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         for _ in range(n):
             e_responses, pos = _d_FetchResponse_FetchableTopicResponse_v5(buf, pos)
             f_responses.append(e_responses)
-    return _C_FetchResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(_C_FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = f_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_v5(o: FetchResponse, out: list[Chunk]) -> None:
@@ -4072,7 +4891,14 @@ def _d_FetchResponse_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         for _ in range(n):
             e_responses, pos = _d_FetchResponse_FetchableTopicResponse_v5(buf, pos)
             f_responses.append(e_responses)
-    return _C_FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses), pos
+    o = _new(_C_FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.session_id = f_session_id
+    o.responses = f_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_v7(o: FetchResponse, out: list[Chunk]) -> None:
@@ -4094,7 +4920,14 @@ def _d_FetchResponse_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
         for _ in range(n):
             e_responses, pos = _d_FetchResponse_FetchableTopicResponse_v11(buf, pos)
             f_responses.append(e_responses)
-    return _C_FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses), pos
+    o = _new(_C_FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.session_id = f_session_id
+    o.responses = f_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FetchResponse_v11(o: FetchResponse, out: list[Chunk]) -> None:
@@ -4126,7 +4959,14 @@ def _d_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.session_id = f_session_id
+    o.responses = f_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchResponse_v12(o: FetchResponse, out: list[Chunk]) -> None:
@@ -4162,7 +5002,14 @@ def _d_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.session_id = f_session_id
+    o.responses = f_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchResponse_v13(o: FetchResponse, out: list[Chunk]) -> None:
@@ -4210,7 +5057,14 @@ def _d_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses, node_endpoints=f_node_endpoints, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.session_id = f_session_id
+    o.responses = f_responses
+    o.node_endpoints = f_node_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FetchResponse_v16(o: FetchResponse, out: list[Chunk]) -> None:
@@ -4304,7 +5158,13 @@ _C_ListOffsetsRequest = ListOffsetsRequest
 def _d_ListOffsetsRequest_ListOffsetsPartition_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     (f_partition_index, f_timestamp, f_max_num_offsets,) = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    return _C_ListOffsetsRequest_ListOffsetsPartition(partition_index=f_partition_index, timestamp=f_timestamp, max_num_offsets=f_max_num_offsets), pos
+    o = _new(_C_ListOffsetsRequest_ListOffsetsPartition)
+    o.partition_index = f_partition_index
+    o.current_leader_epoch = -1
+    o.timestamp = f_timestamp
+    o.max_num_offsets = f_max_num_offsets
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v0(o: ListOffsetsRequest.ListOffsetsPartition, out: list[Chunk]) -> None:
@@ -4314,7 +5174,13 @@ def _e_ListOffsetsRequest_ListOffsetsPartition_v0(o: ListOffsetsRequest.ListOffs
 def _d_ListOffsetsRequest_ListOffsetsPartition_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     (f_partition_index, f_timestamp,) = _S_iq.unpack_from(buf, pos)
     pos += 12
-    return _C_ListOffsetsRequest_ListOffsetsPartition(partition_index=f_partition_index, timestamp=f_timestamp), pos
+    o = _new(_C_ListOffsetsRequest_ListOffsetsPartition)
+    o.partition_index = f_partition_index
+    o.current_leader_epoch = -1
+    o.timestamp = f_timestamp
+    o.max_num_offsets = 1
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v1(o: ListOffsetsRequest.ListOffsetsPartition, out: list[Chunk]) -> None:
@@ -4324,7 +5190,13 @@ def _e_ListOffsetsRequest_ListOffsetsPartition_v1(o: ListOffsetsRequest.ListOffs
 def _d_ListOffsetsRequest_ListOffsetsPartition_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     (f_partition_index, f_current_leader_epoch, f_timestamp,) = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    return _C_ListOffsetsRequest_ListOffsetsPartition(partition_index=f_partition_index, current_leader_epoch=f_current_leader_epoch, timestamp=f_timestamp), pos
+    o = _new(_C_ListOffsetsRequest_ListOffsetsPartition)
+    o.partition_index = f_partition_index
+    o.current_leader_epoch = f_current_leader_epoch
+    o.timestamp = f_timestamp
+    o.max_num_offsets = 1
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v4(o: ListOffsetsRequest.ListOffsetsPartition, out: list[Chunk]) -> None:
@@ -4344,7 +5216,13 @@ def _d_ListOffsetsRequest_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListOffsetsRequest_ListOffsetsPartition(partition_index=f_partition_index, current_leader_epoch=f_current_leader_epoch, timestamp=f_timestamp, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListOffsetsRequest_ListOffsetsPartition)
+    o.partition_index = f_partition_index
+    o.current_leader_epoch = f_current_leader_epoch
+    o.timestamp = f_timestamp
+    o.max_num_offsets = 1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v6(o: ListOffsetsRequest.ListOffsetsPartition, out: list[Chunk]) -> None:
@@ -4366,7 +5244,11 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_v0(buf: memoryview, pos: int) -> tupl
         for _ in range(n):
             e_partitions, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_ListOffsetsRequest_ListOffsetsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_ListOffsetsRequest_ListOffsetsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsRequest_ListOffsetsTopic_v0(o: ListOffsetsRequest.ListOffsetsTopic, out: list[Chunk]) -> None:
@@ -4387,7 +5269,11 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_v1(buf: memoryview, pos: int) -> tupl
         for _ in range(n):
             e_partitions, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v1(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_ListOffsetsRequest_ListOffsetsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_ListOffsetsRequest_ListOffsetsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsRequest_ListOffsetsTopic_v1(o: ListOffsetsRequest.ListOffsetsTopic, out: list[Chunk]) -> None:
@@ -4408,7 +5294,11 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_v4(buf: memoryview, pos: int) -> tupl
         for _ in range(n):
             e_partitions, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v4(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_ListOffsetsRequest_ListOffsetsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_ListOffsetsRequest_ListOffsetsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsRequest_ListOffsetsTopic_v4(o: ListOffsetsRequest.ListOffsetsTopic, out: list[Chunk]) -> None:
@@ -4439,7 +5329,11 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_v6(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListOffsetsRequest_ListOffsetsTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListOffsetsRequest_ListOffsetsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListOffsetsRequest_ListOffsetsTopic_v6(o: ListOffsetsRequest.ListOffsetsTopic, out: list[Chunk]) -> None:
@@ -4465,7 +5359,13 @@ def _d_ListOffsetsRequest_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
         for _ in range(n):
             e_topics, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_ListOffsetsRequest(replica_id=f_replica_id, topics=f_topics), pos
+    o = _new(_C_ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = 0
+    o.topics = f_topics
+    o.timeout_ms = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsRequest_v0(o: ListOffsetsRequest, out: list[Chunk]) -> None:
@@ -4487,7 +5387,13 @@ def _d_ListOffsetsRequest_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
         for _ in range(n):
             e_topics, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_ListOffsetsRequest(replica_id=f_replica_id, topics=f_topics), pos
+    o = _new(_C_ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = 0
+    o.topics = f_topics
+    o.timeout_ms = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsRequest_v1(o: ListOffsetsRequest, out: list[Chunk]) -> None:
@@ -4509,7 +5415,13 @@ def _d_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
         for _ in range(n):
             e_topics, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_ListOffsetsRequest(replica_id=f_replica_id, isolation_level=f_isolation_level, topics=f_topics), pos
+    o = _new(_C_ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = f_isolation_level
+    o.topics = f_topics
+    o.timeout_ms = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsRequest_v2(o: ListOffsetsRequest, out: list[Chunk]) -> None:
@@ -4531,7 +5443,13 @@ def _d_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
         for _ in range(n):
             e_topics, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v4(buf, pos)
             f_topics.append(e_topics)
-    return _C_ListOffsetsRequest(replica_id=f_replica_id, isolation_level=f_isolation_level, topics=f_topics), pos
+    o = _new(_C_ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = f_isolation_level
+    o.topics = f_topics
+    o.timeout_ms = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsRequest_v4(o: ListOffsetsRequest, out: list[Chunk]) -> None:
@@ -4563,7 +5481,13 @@ def _d_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListOffsetsRequest(replica_id=f_replica_id, isolation_level=f_isolation_level, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = f_isolation_level
+    o.topics = f_topics
+    o.timeout_ms = 0
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListOffsetsRequest_v6(o: ListOffsetsRequest, out: list[Chunk]) -> None:
@@ -4601,7 +5525,13 @@ def _d_ListOffsetsRequest_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsReq
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListOffsetsRequest(replica_id=f_replica_id, isolation_level=f_isolation_level, topics=f_topics, timeout_ms=f_timeout_ms, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = f_isolation_level
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListOffsetsRequest_v10(o: ListOffsetsRequest, out: list[Chunk]) -> None:
@@ -4696,7 +5626,15 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf: memoryview, pos:
         check_null_array('OldStyleOffsets')
     else:
         f_old_style_offsets, pos = read_fixed_array(buf, pos, n, 'q', 8)
-    return _C_ListOffsetsResponse_ListOffsetsPartitionResponse(partition_index=f_partition_index, error_code=f_error_code, old_style_offsets=f_old_style_offsets), pos
+    o = _new(_C_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.old_style_offsets = f_old_style_offsets
+    o.timestamp = -1
+    o.offset = -1
+    o.leader_epoch = -1
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: list[Chunk]) -> None:
@@ -4709,7 +5647,15 @@ def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(o: ListOffsetsRespons
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     (f_partition_index, f_error_code, f_timestamp, f_offset,) = _S_ihqq.unpack_from(buf, pos)
     pos += 22
-    return _C_ListOffsetsResponse_ListOffsetsPartitionResponse(partition_index=f_partition_index, error_code=f_error_code, timestamp=f_timestamp, offset=f_offset), pos
+    o = _new(_C_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.old_style_offsets = []
+    o.timestamp = f_timestamp
+    o.offset = f_offset
+    o.leader_epoch = -1
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: list[Chunk]) -> None:
@@ -4719,7 +5665,15 @@ def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o: ListOffsetsRespons
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     (f_partition_index, f_error_code, f_timestamp, f_offset, f_leader_epoch,) = _S_ihqqi.unpack_from(buf, pos)
     pos += 26
-    return _C_ListOffsetsResponse_ListOffsetsPartitionResponse(partition_index=f_partition_index, error_code=f_error_code, timestamp=f_timestamp, offset=f_offset, leader_epoch=f_leader_epoch), pos
+    o = _new(_C_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.old_style_offsets = []
+    o.timestamp = f_timestamp
+    o.offset = f_offset
+    o.leader_epoch = f_leader_epoch
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: list[Chunk]) -> None:
@@ -4739,7 +5693,15 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf: memoryview, pos:
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListOffsetsResponse_ListOffsetsPartitionResponse(partition_index=f_partition_index, error_code=f_error_code, timestamp=f_timestamp, offset=f_offset, leader_epoch=f_leader_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.old_style_offsets = []
+    o.timestamp = f_timestamp
+    o.offset = f_offset
+    o.leader_epoch = f_leader_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: list[Chunk]) -> None:
@@ -4761,7 +5723,11 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf: memoryview, pos: int
         for _ in range(n):
             e_partitions, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_ListOffsetsResponse_ListOffsetsTopicResponse(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_ListOffsetsResponse_ListOffsetsTopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v0(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[Chunk]) -> None:
@@ -4782,7 +5748,11 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf: memoryview, pos: int
         for _ in range(n):
             e_partitions, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_ListOffsetsResponse_ListOffsetsTopicResponse(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_ListOffsetsResponse_ListOffsetsTopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[Chunk]) -> None:
@@ -4803,7 +5773,11 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf: memoryview, pos: int
         for _ in range(n):
             e_partitions, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_ListOffsetsResponse_ListOffsetsTopicResponse(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_ListOffsetsResponse_ListOffsetsTopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[Chunk]) -> None:
@@ -4834,7 +5808,11 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf: memoryview, pos: int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListOffsetsResponse_ListOffsetsTopicResponse(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListOffsetsResponse_ListOffsetsTopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[Chunk]) -> None:
@@ -4858,7 +5836,11 @@ def _d_ListOffsetsResponse_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
         for _ in range(n):
             e_topics, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_ListOffsetsResponse(topics=f_topics), pos
+    o = _new(_C_ListOffsetsResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsResponse_v0(o: ListOffsetsResponse, out: list[Chunk]) -> None:
@@ -4877,7 +5859,11 @@ def _d_ListOffsetsResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
         for _ in range(n):
             e_topics, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_ListOffsetsResponse(topics=f_topics), pos
+    o = _new(_C_ListOffsetsResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsResponse_v1(o: ListOffsetsResponse, out: list[Chunk]) -> None:
@@ -4898,7 +5884,11 @@ def _d_ListOffsetsResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
         for _ in range(n):
             e_topics, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_ListOffsetsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(_C_ListOffsetsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsResponse_v2(o: ListOffsetsResponse, out: list[Chunk]) -> None:
@@ -4920,7 +5910,11 @@ def _d_ListOffsetsResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
         for _ in range(n):
             e_topics, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, pos)
             f_topics.append(e_topics)
-    return _C_ListOffsetsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(_C_ListOffsetsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListOffsetsResponse_v4(o: ListOffsetsResponse, out: list[Chunk]) -> None:
@@ -4952,7 +5946,11 @@ def _d_ListOffsetsResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListOffsetsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListOffsetsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListOffsetsResponse_v6(o: ListOffsetsResponse, out: list[Chunk]) -> None:
@@ -5019,7 +6017,11 @@ _C_MetadataRequest = MetadataRequest
 
 def _d_MetadataRequest_MetadataRequestTopic_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest.MetadataRequestTopic, int]:
     f_name, pos = read_string(buf, pos)
-    return _C_MetadataRequest_MetadataRequestTopic(name=f_name), pos
+    o = _new(_C_MetadataRequest_MetadataRequestTopic)
+    o.topic_id = ZERO_UUID
+    o.name = f_name
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataRequest_MetadataRequestTopic_v0(o: MetadataRequest.MetadataRequestTopic, out: list[Chunk]) -> None:
@@ -5038,7 +6040,11 @@ def _d_MetadataRequest_MetadataRequestTopic_v9(buf: memoryview, pos: int) -> tup
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataRequest_MetadataRequestTopic(name=f_name, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataRequest_MetadataRequestTopic)
+    o.topic_id = ZERO_UUID
+    o.name = f_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataRequest_MetadataRequestTopic_v9(o: MetadataRequest.MetadataRequestTopic, out: list[Chunk]) -> None:
@@ -5062,7 +6068,11 @@ def _d_MetadataRequest_MetadataRequestTopic_v10(buf: memoryview, pos: int) -> tu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataRequest_MetadataRequestTopic(topic_id=f_topic_id, name=f_name, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataRequest_MetadataRequestTopic)
+    o.topic_id = f_topic_id
+    o.name = f_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataRequest_MetadataRequestTopic_v10(o: MetadataRequest.MetadataRequestTopic, out: list[Chunk]) -> None:
@@ -5084,7 +6094,13 @@ def _d_MetadataRequest_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
         for _ in range(n):
             e_topics, pos = _d_MetadataRequest_MetadataRequestTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_MetadataRequest(topics=f_topics), pos
+    o = _new(_C_MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = True
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataRequest_v0(o: MetadataRequest, out: list[Chunk]) -> None:
@@ -5103,7 +6119,13 @@ def _d_MetadataRequest_v1(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
         for _ in range(n):
             e_topics, pos = _d_MetadataRequest_MetadataRequestTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_MetadataRequest(topics=f_topics), pos
+    o = _new(_C_MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = True
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataRequest_v1(o: MetadataRequest, out: list[Chunk]) -> None:
@@ -5124,7 +6146,13 @@ def _d_MetadataRequest_v4(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
             f_topics.append(e_topics)
     (f_allow_auto_topic_creation,) = _S_o.unpack_from(buf, pos)
     pos += 1
-    return _C_MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation), pos
+    o = _new(_C_MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = f_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataRequest_v4(o: MetadataRequest, out: list[Chunk]) -> None:
@@ -5146,7 +6174,13 @@ def _d_MetadataRequest_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
             f_topics.append(e_topics)
     (f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations,) = _S_ooo.unpack_from(buf, pos)
     pos += 3
-    return _C_MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation, include_cluster_authorized_operations=f_include_cluster_authorized_operations, include_topic_authorized_operations=f_include_topic_authorized_operations), pos
+    o = _new(_C_MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = f_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.include_topic_authorized_operations = f_include_topic_authorized_operations
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataRequest_v8(o: MetadataRequest, out: list[Chunk]) -> None:
@@ -5178,7 +6212,13 @@ def _d_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation, include_cluster_authorized_operations=f_include_cluster_authorized_operations, include_topic_authorized_operations=f_include_topic_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = f_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.include_topic_authorized_operations = f_include_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataRequest_v9(o: MetadataRequest, out: list[Chunk]) -> None:
@@ -5214,7 +6254,13 @@ def _d_MetadataRequest_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation, include_cluster_authorized_operations=f_include_cluster_authorized_operations, include_topic_authorized_operations=f_include_topic_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = f_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.include_topic_authorized_operations = f_include_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataRequest_v10(o: MetadataRequest, out: list[Chunk]) -> None:
@@ -5250,7 +6296,13 @@ def _d_MetadataRequest_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation, include_topic_authorized_operations=f_include_topic_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = f_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = f_include_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataRequest_v11(o: MetadataRequest, out: list[Chunk]) -> None:
@@ -5381,7 +6433,13 @@ def _d_MetadataResponse_MetadataResponseBroker_v0(buf: memoryview, pos: int) -> 
     f_host, pos = read_string(buf, pos)
     (f_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_MetadataResponse_MetadataResponseBroker(node_id=f_node_id, host=f_host, port=f_port), pos
+    o = _new(_C_MetadataResponse_MetadataResponseBroker)
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = None
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponseBroker_v0(o: MetadataResponse.MetadataResponseBroker, out: list[Chunk]) -> None:
@@ -5397,7 +6455,13 @@ def _d_MetadataResponse_MetadataResponseBroker_v1(buf: memoryview, pos: int) -> 
     (f_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     f_rack, pos = read_nullable_string(buf, pos)
-    return _C_MetadataResponse_MetadataResponseBroker(node_id=f_node_id, host=f_host, port=f_port, rack=f_rack), pos
+    o = _new(_C_MetadataResponse_MetadataResponseBroker)
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponseBroker_v1(o: MetadataResponse.MetadataResponseBroker, out: list[Chunk]) -> None:
@@ -5424,7 +6488,13 @@ def _d_MetadataResponse_MetadataResponseBroker_v9(buf: memoryview, pos: int) -> 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataResponse_MetadataResponseBroker(node_id=f_node_id, host=f_host, port=f_port, rack=f_rack, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataResponse_MetadataResponseBroker)
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponseBroker_v9(o: MetadataResponse.MetadataResponseBroker, out: list[Chunk]) -> None:
@@ -5453,7 +6523,16 @@ def _d_MetadataResponse_MetadataResponsePartition_v0(buf: memoryview, pos: int) 
         check_null_array('IsrNodes')
     else:
         f_isr_nodes, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_MetadataResponse_MetadataResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes), pos
+    o = _new(_C_MetadataResponse_MetadataResponsePartition)
+    o.error_code = f_error_code
+    o.partition_index = f_partition_index
+    o.leader_id = f_leader_id
+    o.leader_epoch = -1
+    o.replica_nodes = f_replica_nodes
+    o.isr_nodes = f_isr_nodes
+    o.offline_replicas = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponsePartition_v0(o: MetadataResponse.MetadataResponsePartition, out: list[Chunk]) -> None:
@@ -5487,7 +6566,16 @@ def _d_MetadataResponse_MetadataResponsePartition_v5(buf: memoryview, pos: int) 
         check_null_array('OfflineReplicas')
     else:
         f_offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_MetadataResponse_MetadataResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes, offline_replicas=f_offline_replicas), pos
+    o = _new(_C_MetadataResponse_MetadataResponsePartition)
+    o.error_code = f_error_code
+    o.partition_index = f_partition_index
+    o.leader_id = f_leader_id
+    o.leader_epoch = -1
+    o.replica_nodes = f_replica_nodes
+    o.isr_nodes = f_isr_nodes
+    o.offline_replicas = f_offline_replicas
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponsePartition_v5(o: MetadataResponse.MetadataResponsePartition, out: list[Chunk]) -> None:
@@ -5524,7 +6612,16 @@ def _d_MetadataResponse_MetadataResponsePartition_v7(buf: memoryview, pos: int) 
         check_null_array('OfflineReplicas')
     else:
         f_offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_MetadataResponse_MetadataResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, leader_epoch=f_leader_epoch, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes, offline_replicas=f_offline_replicas), pos
+    o = _new(_C_MetadataResponse_MetadataResponsePartition)
+    o.error_code = f_error_code
+    o.partition_index = f_partition_index
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.replica_nodes = f_replica_nodes
+    o.isr_nodes = f_isr_nodes
+    o.offline_replicas = f_offline_replicas
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponsePartition_v7(o: MetadataResponse.MetadataResponsePartition, out: list[Chunk]) -> None:
@@ -5571,7 +6668,16 @@ def _d_MetadataResponse_MetadataResponsePartition_v9(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataResponse_MetadataResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, leader_epoch=f_leader_epoch, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes, offline_replicas=f_offline_replicas, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataResponse_MetadataResponsePartition)
+    o.error_code = f_error_code
+    o.partition_index = f_partition_index
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.replica_nodes = f_replica_nodes
+    o.isr_nodes = f_isr_nodes
+    o.offline_replicas = f_offline_replicas
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponsePartition_v9(o: MetadataResponse.MetadataResponsePartition, out: list[Chunk]) -> None:
@@ -5604,7 +6710,15 @@ def _d_MetadataResponse_MetadataResponseTopic_v0(buf: memoryview, pos: int) -> t
         for _ in range(n):
             e_partitions, pos = _d_MetadataResponse_MetadataResponsePartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_MetadataResponse_MetadataResponseTopic(error_code=f_error_code, name=f_name, partitions=f_partitions), pos
+    o = _new(_C_MetadataResponse_MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.is_internal = False
+    o.partitions = f_partitions
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponseTopic_v0(o: MetadataResponse.MetadataResponseTopic, out: list[Chunk]) -> None:
@@ -5630,7 +6744,15 @@ def _d_MetadataResponse_MetadataResponseTopic_v1(buf: memoryview, pos: int) -> t
         for _ in range(n):
             e_partitions, pos = _d_MetadataResponse_MetadataResponsePartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_MetadataResponse_MetadataResponseTopic(error_code=f_error_code, name=f_name, is_internal=f_is_internal, partitions=f_partitions), pos
+    o = _new(_C_MetadataResponse_MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponseTopic_v1(o: MetadataResponse.MetadataResponseTopic, out: list[Chunk]) -> None:
@@ -5657,7 +6779,15 @@ def _d_MetadataResponse_MetadataResponseTopic_v5(buf: memoryview, pos: int) -> t
         for _ in range(n):
             e_partitions, pos = _d_MetadataResponse_MetadataResponsePartition_v5(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_MetadataResponse_MetadataResponseTopic(error_code=f_error_code, name=f_name, is_internal=f_is_internal, partitions=f_partitions), pos
+    o = _new(_C_MetadataResponse_MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponseTopic_v5(o: MetadataResponse.MetadataResponseTopic, out: list[Chunk]) -> None:
@@ -5684,7 +6814,15 @@ def _d_MetadataResponse_MetadataResponseTopic_v7(buf: memoryview, pos: int) -> t
         for _ in range(n):
             e_partitions, pos = _d_MetadataResponse_MetadataResponsePartition_v7(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_MetadataResponse_MetadataResponseTopic(error_code=f_error_code, name=f_name, is_internal=f_is_internal, partitions=f_partitions), pos
+    o = _new(_C_MetadataResponse_MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponseTopic_v7(o: MetadataResponse.MetadataResponseTopic, out: list[Chunk]) -> None:
@@ -5713,7 +6851,15 @@ def _d_MetadataResponse_MetadataResponseTopic_v8(buf: memoryview, pos: int) -> t
             f_partitions.append(e_partitions)
     (f_topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_MetadataResponse_MetadataResponseTopic(error_code=f_error_code, name=f_name, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations), pos
+    o = _new(_C_MetadataResponse_MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = f_topic_authorized_operations
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponseTopic_v8(o: MetadataResponse.MetadataResponseTopic, out: list[Chunk]) -> None:
@@ -5753,7 +6899,15 @@ def _d_MetadataResponse_MetadataResponseTopic_v9(buf: memoryview, pos: int) -> t
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataResponse_MetadataResponseTopic(error_code=f_error_code, name=f_name, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataResponse_MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = f_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponseTopic_v9(o: MetadataResponse.MetadataResponseTopic, out: list[Chunk]) -> None:
@@ -5798,7 +6952,15 @@ def _d_MetadataResponse_MetadataResponseTopic_v10(buf: memoryview, pos: int) -> 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataResponse_MetadataResponseTopic(error_code=f_error_code, name=f_name, topic_id=f_topic_id, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataResponse_MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = f_topic_id
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = f_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponseTopic_v10(o: MetadataResponse.MetadataResponseTopic, out: list[Chunk]) -> None:
@@ -5844,7 +7006,15 @@ def _d_MetadataResponse_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataResponse_MetadataResponseTopic(error_code=f_error_code, name=f_name, topic_id=f_topic_id, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataResponse_MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = f_topic_id
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = f_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataResponse_MetadataResponseTopic_v12(o: MetadataResponse.MetadataResponseTopic, out: list[Chunk]) -> None:
@@ -5881,7 +7051,16 @@ def _d_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         for _ in range(n):
             e_topics, pos = _d_MetadataResponse_MetadataResponseTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_MetadataResponse(brokers=f_brokers, topics=f_topics), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = 0
+    o.brokers = f_brokers
+    o.cluster_id = None
+    o.controller_id = -1
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_v0(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -5914,7 +7093,16 @@ def _d_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         for _ in range(n):
             e_topics, pos = _d_MetadataResponse_MetadataResponseTopic_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_MetadataResponse(brokers=f_brokers, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = 0
+    o.brokers = f_brokers
+    o.cluster_id = None
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_v1(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -5949,7 +7137,16 @@ def _d_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         for _ in range(n):
             e_topics, pos = _d_MetadataResponse_MetadataResponseTopic_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_MetadataResponse(brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = 0
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_v2(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -5987,7 +7184,16 @@ def _d_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         for _ in range(n):
             e_topics, pos = _d_MetadataResponse_MetadataResponseTopic_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_v3(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -6026,7 +7232,16 @@ def _d_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         for _ in range(n):
             e_topics, pos = _d_MetadataResponse_MetadataResponseTopic_v5(buf, pos)
             f_topics.append(e_topics)
-    return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_v5(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -6065,7 +7280,16 @@ def _d_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         for _ in range(n):
             e_topics, pos = _d_MetadataResponse_MetadataResponseTopic_v7(buf, pos)
             f_topics.append(e_topics)
-    return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_v7(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -6106,7 +7330,16 @@ def _d_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             f_topics.append(e_topics)
     (f_cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, cluster_authorized_operations=f_cluster_authorized_operations), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    o.error_code = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_MetadataResponse_v8(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -6158,7 +7391,16 @@ def _d_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, cluster_authorized_operations=f_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    o.error_code = 0
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataResponse_v9(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -6214,7 +7456,16 @@ def _d_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, cluster_authorized_operations=f_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    o.error_code = 0
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataResponse_v10(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -6268,7 +7519,16 @@ def _d_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataResponse_v11(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -6321,7 +7581,16 @@ def _d_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataResponse_v12(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -6376,7 +7645,16 @@ def _d_MetadataResponse_v13(buf: memoryview, pos: int) -> tuple[MetadataResponse
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_MetadataResponse_v13(o: MetadataResponse, out: list[Chunk]) -> None:
@@ -6529,7 +7807,21 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf: memoryview, pos: i
         check_null_array('Replicas')
     else:
         f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(topic_name=f_topic_name, partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.controller_epoch = f_controller_epoch
+    o.leader = f_leader
+    o.leader_epoch = f_leader_epoch
+    o.isr = f_isr
+    o.partition_epoch = f_partition_epoch
+    o.replicas = f_replicas
+    o.adding_replicas = []
+    o.removing_replicas = []
+    o.is_new = False
+    o.leader_recovery_state = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
@@ -6564,7 +7856,21 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf: memoryview, pos: i
         f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
     (f_is_new,) = _S_o.unpack_from(buf, pos)
     pos += 1
-    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(topic_name=f_topic_name, partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, is_new=f_is_new), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.controller_epoch = f_controller_epoch
+    o.leader = f_leader
+    o.leader_epoch = f_leader_epoch
+    o.isr = f_isr
+    o.partition_epoch = f_partition_epoch
+    o.replicas = f_replicas
+    o.adding_replicas = []
+    o.removing_replicas = []
+    o.is_new = f_is_new
+    o.leader_recovery_state = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
@@ -6599,7 +7905,21 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf: memoryview, pos: i
         f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
     (f_is_new,) = _S_o.unpack_from(buf, pos)
     pos += 1
-    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, is_new=f_is_new), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    o.topic_name = ''
+    o.partition_index = f_partition_index
+    o.controller_epoch = f_controller_epoch
+    o.leader = f_leader
+    o.leader_epoch = f_leader_epoch
+    o.isr = f_isr
+    o.partition_epoch = f_partition_epoch
+    o.replicas = f_replicas
+    o.adding_replicas = []
+    o.removing_replicas = []
+    o.is_new = f_is_new
+    o.leader_recovery_state = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
@@ -6645,7 +7965,21 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf: memoryview, pos: i
         f_removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
     (f_is_new,) = _S_o.unpack_from(buf, pos)
     pos += 1
-    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, adding_replicas=f_adding_replicas, removing_replicas=f_removing_replicas, is_new=f_is_new), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    o.topic_name = ''
+    o.partition_index = f_partition_index
+    o.controller_epoch = f_controller_epoch
+    o.leader = f_leader
+    o.leader_epoch = f_leader_epoch
+    o.isr = f_isr
+    o.partition_epoch = f_partition_epoch
+    o.replicas = f_replicas
+    o.adding_replicas = f_adding_replicas
+    o.removing_replicas = f_removing_replicas
+    o.is_new = f_is_new
+    o.leader_recovery_state = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
@@ -6707,7 +8041,21 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf: memoryview, pos: i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, adding_replicas=f_adding_replicas, removing_replicas=f_removing_replicas, is_new=f_is_new, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    o.topic_name = ''
+    o.partition_index = f_partition_index
+    o.controller_epoch = f_controller_epoch
+    o.leader = f_leader
+    o.leader_epoch = f_leader_epoch
+    o.isr = f_isr
+    o.partition_epoch = f_partition_epoch
+    o.replicas = f_replicas
+    o.adding_replicas = f_adding_replicas
+    o.removing_replicas = f_removing_replicas
+    o.is_new = f_is_new
+    o.leader_recovery_state = 0
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
@@ -6773,7 +8121,21 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf: memoryview, pos: i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrRequest_LeaderAndIsrPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, partition_epoch=f_partition_epoch, replicas=f_replicas, adding_replicas=f_adding_replicas, removing_replicas=f_removing_replicas, is_new=f_is_new, leader_recovery_state=f_leader_recovery_state, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    o.topic_name = ''
+    o.partition_index = f_partition_index
+    o.controller_epoch = f_controller_epoch
+    o.leader = f_leader
+    o.leader_epoch = f_leader_epoch
+    o.isr = f_isr
+    o.partition_epoch = f_partition_epoch
+    o.replicas = f_replicas
+    o.adding_replicas = f_adding_replicas
+    o.removing_replicas = f_removing_replicas
+    o.is_new = f_is_new
+    o.leader_recovery_state = f_leader_recovery_state
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, out: list[Chunk]) -> None:
@@ -6809,7 +8171,12 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf: memoryview, pos: int) 
         for _ in range(n):
             e_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, pos)
             f_partition_states.append(e_partition_states)
-    return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, partition_states=f_partition_states), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    o.topic_name = f_topic_name
+    o.topic_id = ZERO_UUID
+    o.partition_states = f_partition_states
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, out: list[Chunk]) -> None:
@@ -6830,7 +8197,12 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf: memoryview, pos: int) 
         for _ in range(n):
             e_partition_states, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, pos)
             f_partition_states.append(e_partition_states)
-    return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, partition_states=f_partition_states), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    o.topic_name = f_topic_name
+    o.topic_id = ZERO_UUID
+    o.partition_states = f_partition_states
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, out: list[Chunk]) -> None:
@@ -6861,7 +8233,12 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    o.topic_name = f_topic_name
+    o.topic_id = ZERO_UUID
+    o.partition_states = f_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, out: list[Chunk]) -> None:
@@ -6897,7 +8274,12 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, topic_id=f_topic_id, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    o.topic_name = f_topic_name
+    o.topic_id = f_topic_id
+    o.partition_states = f_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, out: list[Chunk]) -> None:
@@ -6934,7 +8316,12 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrRequest_LeaderAndIsrTopicState(topic_name=f_topic_name, topic_id=f_topic_id, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    o.topic_name = f_topic_name
+    o.topic_id = f_topic_id
+    o.partition_states = f_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, out: list[Chunk]) -> None:
@@ -6955,7 +8342,12 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf: memoryview, pos: int) 
     f_host_name, pos = read_string(buf, pos)
     (f_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(broker_id=f_broker_id, host_name=f_host_name, port=f_port), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+    o.broker_id = f_broker_id
+    o.host_name = f_host_name
+    o.port = f_port
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(o: LeaderAndIsrRequest.LeaderAndIsrLiveLeader, out: list[Chunk]) -> None:
@@ -6980,7 +8372,12 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(broker_id=f_broker_id, host_name=f_host_name, port=f_port, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+    o.broker_id = f_broker_id
+    o.host_name = f_host_name
+    o.port = f_port
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(o: LeaderAndIsrRequest.LeaderAndIsrLiveLeader, out: list[Chunk]) -> None:
@@ -7014,7 +8411,17 @@ def _d_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
         for _ in range(n):
             e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos)
             f_live_leaders.append(e_live_leaders)
-    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_leaders=f_live_leaders), pos
+    o = _new(_C_LeaderAndIsrRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = -1
+    o.type = 0
+    o.ungrouped_partition_states = f_ungrouped_partition_states
+    o.topic_states = []
+    o.live_leaders = f_live_leaders
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_v0(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
@@ -7048,7 +8455,17 @@ def _d_LeaderAndIsrRequest_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
         for _ in range(n):
             e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos)
             f_live_leaders.append(e_live_leaders)
-    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_leaders=f_live_leaders), pos
+    o = _new(_C_LeaderAndIsrRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = -1
+    o.type = 0
+    o.ungrouped_partition_states = f_ungrouped_partition_states
+    o.topic_states = []
+    o.live_leaders = f_live_leaders
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_v1(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
@@ -7082,7 +8499,17 @@ def _d_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
         for _ in range(n):
             e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos)
             f_live_leaders.append(e_live_leaders)
-    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_leaders=f_live_leaders), pos
+    o = _new(_C_LeaderAndIsrRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.type = 0
+    o.ungrouped_partition_states = []
+    o.topic_states = f_topic_states
+    o.live_leaders = f_live_leaders
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_v2(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
@@ -7116,7 +8543,17 @@ def _d_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
         for _ in range(n):
             e_live_leaders, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos)
             f_live_leaders.append(e_live_leaders)
-    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_leaders=f_live_leaders), pos
+    o = _new(_C_LeaderAndIsrRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.type = 0
+    o.ungrouped_partition_states = []
+    o.topic_states = f_topic_states
+    o.live_leaders = f_live_leaders
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_v3(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
@@ -7160,7 +8597,17 @@ def _d_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.type = 0
+    o.ungrouped_partition_states = []
+    o.topic_states = f_topic_states
+    o.live_leaders = f_live_leaders
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_v4(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
@@ -7208,7 +8655,17 @@ def _d_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, type=f_type, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.type = f_type
+    o.ungrouped_partition_states = []
+    o.topic_states = f_topic_states
+    o.live_leaders = f_live_leaders
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_v5(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
@@ -7256,7 +8713,17 @@ def _d_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, type=f_type, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.type = f_type
+    o.ungrouped_partition_states = []
+    o.topic_states = f_topic_states
+    o.live_leaders = f_live_leaders
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_v6(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
@@ -7304,7 +8771,17 @@ def _d_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrRequest(controller_id=f_controller_id, is_k_raft_controller=f_is_k_raft_controller, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, type=f_type, topic_states=f_topic_states, live_leaders=f_live_leaders, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = f_is_k_raft_controller
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.type = f_type
+    o.ungrouped_partition_states = []
+    o.topic_states = f_topic_states
+    o.live_leaders = f_live_leaders
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrRequest_v7(o: LeaderAndIsrRequest, out: list[Chunk]) -> None:
@@ -7392,7 +8869,12 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf: memoryview, pos: 
     f_topic_name, pos = read_string(buf, pos)
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_LeaderAndIsrResponse_LeaderAndIsrPartitionError(topic_name=f_topic_name, partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(_C_LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(o: LeaderAndIsrResponse.LeaderAndIsrPartitionError, out: list[Chunk]) -> None:
@@ -7414,7 +8896,12 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf: memoryview, pos: 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrResponse_LeaderAndIsrPartitionError(topic_name=f_topic_name, partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(o: LeaderAndIsrResponse.LeaderAndIsrPartitionError, out: list[Chunk]) -> None:
@@ -7439,7 +8926,12 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf: memoryview, pos: 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrResponse_LeaderAndIsrPartitionError(partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    o.topic_name = ''
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(o: LeaderAndIsrResponse.LeaderAndIsrPartitionError, out: list[Chunk]) -> None:
@@ -7471,7 +8963,11 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf: memoryview, pos: int)
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrResponse_LeaderAndIsrTopicError(topic_id=f_topic_id, partition_errors=f_partition_errors, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrResponse_LeaderAndIsrTopicError)
+    o.topic_id = f_topic_id
+    o.partition_errors = f_partition_errors
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(o: LeaderAndIsrResponse.LeaderAndIsrTopicError, out: list[Chunk]) -> None:
@@ -7497,7 +8993,12 @@ def _d_LeaderAndIsrResponse_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
         for _ in range(n):
             e_partition_errors, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, pos)
             f_partition_errors.append(e_partition_errors)
-    return _C_LeaderAndIsrResponse(error_code=f_error_code, partition_errors=f_partition_errors), pos
+    o = _new(_C_LeaderAndIsrResponse)
+    o.error_code = f_error_code
+    o.partition_errors = f_partition_errors
+    o.topics = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaderAndIsrResponse_v0(o: LeaderAndIsrResponse, out: list[Chunk]) -> None:
@@ -7529,7 +9030,12 @@ def _d_LeaderAndIsrResponse_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrResponse(error_code=f_error_code, partition_errors=f_partition_errors, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrResponse)
+    o.error_code = f_error_code
+    o.partition_errors = f_partition_errors
+    o.topics = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrResponse_v4(o: LeaderAndIsrResponse, out: list[Chunk]) -> None:
@@ -7565,7 +9071,12 @@ def _d_LeaderAndIsrResponse_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaderAndIsrResponse(error_code=f_error_code, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaderAndIsrResponse)
+    o.error_code = f_error_code
+    o.partition_errors = []
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaderAndIsrResponse_v5(o: LeaderAndIsrResponse, out: list[Chunk]) -> None:
@@ -7692,7 +9203,11 @@ def _d_StopReplicaRequest_StopReplicaPartitionV0_v0(buf: memoryview, pos: int) -
     f_topic_name, pos = read_string(buf, pos)
     (f_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_StopReplicaRequest_StopReplicaPartitionV0(topic_name=f_topic_name, partition_index=f_partition_index), pos
+    o = _new(_C_StopReplicaRequest_StopReplicaPartitionV0)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_StopReplicaRequest_StopReplicaPartitionV0_v0(o: StopReplicaRequest.StopReplicaPartitionV0, out: list[Chunk]) -> None:
@@ -7708,7 +9223,11 @@ def _d_StopReplicaRequest_StopReplicaTopicV1_v1(buf: memoryview, pos: int) -> tu
         check_null_array('PartitionIndexes')
     else:
         f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_StopReplicaRequest_StopReplicaTopicV1(name=f_name, partition_indexes=f_partition_indexes), pos
+    o = _new(_C_StopReplicaRequest_StopReplicaTopicV1)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_StopReplicaRequest_StopReplicaTopicV1_v1(o: StopReplicaRequest.StopReplicaTopicV1, out: list[Chunk]) -> None:
@@ -7736,7 +9255,11 @@ def _d_StopReplicaRequest_StopReplicaTopicV1_v2(buf: memoryview, pos: int) -> tu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_StopReplicaRequest_StopReplicaTopicV1(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
+    o = _new(_C_StopReplicaRequest_StopReplicaTopicV1)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_StopReplicaRequest_StopReplicaTopicV1_v2(o: StopReplicaRequest.StopReplicaTopicV1, out: list[Chunk]) -> None:
@@ -7763,7 +9286,12 @@ def _d_StopReplicaRequest_StopReplicaPartitionState_v3(buf: memoryview, pos: int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_StopReplicaRequest_StopReplicaPartitionState(partition_index=f_partition_index, leader_epoch=f_leader_epoch, delete_partition=f_delete_partition, unknown_tagged_fields=unknown), pos
+    o = _new(_C_StopReplicaRequest_StopReplicaPartitionState)
+    o.partition_index = f_partition_index
+    o.leader_epoch = f_leader_epoch
+    o.delete_partition = f_delete_partition
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_StopReplicaRequest_StopReplicaPartitionState_v3(o: StopReplicaRequest.StopReplicaPartitionState, out: list[Chunk]) -> None:
@@ -7795,7 +9323,11 @@ def _d_StopReplicaRequest_StopReplicaTopicState_v3(buf: memoryview, pos: int) ->
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_StopReplicaRequest_StopReplicaTopicState(topic_name=f_topic_name, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+    o = _new(_C_StopReplicaRequest_StopReplicaTopicState)
+    o.topic_name = f_topic_name
+    o.partition_states = f_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_StopReplicaRequest_StopReplicaTopicState_v3(o: StopReplicaRequest.StopReplicaTopicState, out: list[Chunk]) -> None:
@@ -7821,7 +9353,17 @@ def _d_StopReplicaRequest_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
         for _ in range(n):
             e_ungrouped_partitions, pos = _d_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos)
             f_ungrouped_partitions.append(e_ungrouped_partitions)
-    return _C_StopReplicaRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, delete_partitions=f_delete_partitions, ungrouped_partitions=f_ungrouped_partitions), pos
+    o = _new(_C_StopReplicaRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = -1
+    o.delete_partitions = f_delete_partitions
+    o.ungrouped_partitions = f_ungrouped_partitions
+    o.topics = []
+    o.topic_states = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_StopReplicaRequest_v0(o: StopReplicaRequest, out: list[Chunk]) -> None:
@@ -7843,7 +9385,17 @@ def _d_StopReplicaRequest_v1(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
         for _ in range(n):
             e_topics, pos = _d_StopReplicaRequest_StopReplicaTopicV1_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_StopReplicaRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, delete_partitions=f_delete_partitions, topics=f_topics), pos
+    o = _new(_C_StopReplicaRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.delete_partitions = f_delete_partitions
+    o.ungrouped_partitions = []
+    o.topics = f_topics
+    o.topic_states = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_StopReplicaRequest_v1(o: StopReplicaRequest, out: list[Chunk]) -> None:
@@ -7875,7 +9427,17 @@ def _d_StopReplicaRequest_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_StopReplicaRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, delete_partitions=f_delete_partitions, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_StopReplicaRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.delete_partitions = f_delete_partitions
+    o.ungrouped_partitions = []
+    o.topics = f_topics
+    o.topic_states = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_StopReplicaRequest_v2(o: StopReplicaRequest, out: list[Chunk]) -> None:
@@ -7911,7 +9473,17 @@ def _d_StopReplicaRequest_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_StopReplicaRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, unknown_tagged_fields=unknown), pos
+    o = _new(_C_StopReplicaRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.delete_partitions = False
+    o.ungrouped_partitions = []
+    o.topics = []
+    o.topic_states = f_topic_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_StopReplicaRequest_v3(o: StopReplicaRequest, out: list[Chunk]) -> None:
@@ -7947,7 +9519,17 @@ def _d_StopReplicaRequest_v4(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_StopReplicaRequest(controller_id=f_controller_id, is_k_raft_controller=f_is_k_raft_controller, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, unknown_tagged_fields=unknown), pos
+    o = _new(_C_StopReplicaRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = f_is_k_raft_controller
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.delete_partitions = False
+    o.ungrouped_partitions = []
+    o.topics = []
+    o.topic_states = f_topic_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_StopReplicaRequest_v4(o: StopReplicaRequest, out: list[Chunk]) -> None:
@@ -8014,7 +9596,12 @@ def _d_StopReplicaResponse_StopReplicaPartitionError_v0(buf: memoryview, pos: in
     f_topic_name, pos = read_string(buf, pos)
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_StopReplicaResponse_StopReplicaPartitionError(topic_name=f_topic_name, partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(_C_StopReplicaResponse_StopReplicaPartitionError)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_StopReplicaResponse_StopReplicaPartitionError_v0(o: StopReplicaResponse.StopReplicaPartitionError, out: list[Chunk]) -> None:
@@ -8036,7 +9623,12 @@ def _d_StopReplicaResponse_StopReplicaPartitionError_v2(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_StopReplicaResponse_StopReplicaPartitionError(topic_name=f_topic_name, partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_StopReplicaResponse_StopReplicaPartitionError)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_StopReplicaResponse_StopReplicaPartitionError_v2(o: StopReplicaResponse.StopReplicaPartitionError, out: list[Chunk]) -> None:
@@ -8060,7 +9652,11 @@ def _d_StopReplicaResponse_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRes
         for _ in range(n):
             e_partition_errors, pos = _d_StopReplicaResponse_StopReplicaPartitionError_v0(buf, pos)
             f_partition_errors.append(e_partition_errors)
-    return _C_StopReplicaResponse(error_code=f_error_code, partition_errors=f_partition_errors), pos
+    o = _new(_C_StopReplicaResponse)
+    o.error_code = f_error_code
+    o.partition_errors = f_partition_errors
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_StopReplicaResponse_v0(o: StopReplicaResponse, out: list[Chunk]) -> None:
@@ -8092,7 +9688,11 @@ def _d_StopReplicaResponse_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRes
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_StopReplicaResponse(error_code=f_error_code, partition_errors=f_partition_errors, unknown_tagged_fields=unknown), pos
+    o = _new(_C_StopReplicaResponse)
+    o.error_code = f_error_code
+    o.partition_errors = f_partition_errors
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_StopReplicaResponse_v2(o: StopReplicaResponse, out: list[Chunk]) -> None:
@@ -8257,7 +9857,18 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf: memoryview, po
         check_null_array('Replicas')
     else:
         f_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_UpdateMetadataRequest_UpdateMetadataPartitionState(topic_name=f_topic_name, partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, zk_version=f_zk_version, replicas=f_replicas), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataPartitionState)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.controller_epoch = f_controller_epoch
+    o.leader = f_leader
+    o.leader_epoch = f_leader_epoch
+    o.isr = f_isr
+    o.zk_version = f_zk_version
+    o.replicas = f_replicas
+    o.offline_replicas = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(o: UpdateMetadataRequest.UpdateMetadataPartitionState, out: list[Chunk]) -> None:
@@ -8296,7 +9907,18 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf: memoryview, po
         check_null_array('OfflineReplicas')
     else:
         f_offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_UpdateMetadataRequest_UpdateMetadataPartitionState(topic_name=f_topic_name, partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, zk_version=f_zk_version, replicas=f_replicas, offline_replicas=f_offline_replicas), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataPartitionState)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.controller_epoch = f_controller_epoch
+    o.leader = f_leader
+    o.leader_epoch = f_leader_epoch
+    o.isr = f_isr
+    o.zk_version = f_zk_version
+    o.replicas = f_replicas
+    o.offline_replicas = f_offline_replicas
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(o: UpdateMetadataRequest.UpdateMetadataPartitionState, out: list[Chunk]) -> None:
@@ -8337,7 +9959,18 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf: memoryview, po
         check_null_array('OfflineReplicas')
     else:
         f_offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_UpdateMetadataRequest_UpdateMetadataPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, zk_version=f_zk_version, replicas=f_replicas, offline_replicas=f_offline_replicas), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataPartitionState)
+    o.topic_name = ''
+    o.partition_index = f_partition_index
+    o.controller_epoch = f_controller_epoch
+    o.leader = f_leader
+    o.leader_epoch = f_leader_epoch
+    o.isr = f_isr
+    o.zk_version = f_zk_version
+    o.replicas = f_replicas
+    o.offline_replicas = f_offline_replicas
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(o: UpdateMetadataRequest.UpdateMetadataPartitionState, out: list[Chunk]) -> None:
@@ -8387,7 +10020,18 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf: memoryview, po
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateMetadataRequest_UpdateMetadataPartitionState(partition_index=f_partition_index, controller_epoch=f_controller_epoch, leader=f_leader, leader_epoch=f_leader_epoch, isr=f_isr, zk_version=f_zk_version, replicas=f_replicas, offline_replicas=f_offline_replicas, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataPartitionState)
+    o.topic_name = ''
+    o.partition_index = f_partition_index
+    o.controller_epoch = f_controller_epoch
+    o.leader = f_leader
+    o.leader_epoch = f_leader_epoch
+    o.isr = f_isr
+    o.zk_version = f_zk_version
+    o.replicas = f_replicas
+    o.offline_replicas = f_offline_replicas
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(o: UpdateMetadataRequest.UpdateMetadataPartitionState, out: list[Chunk]) -> None:
@@ -8419,7 +10063,12 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf: memoryview, pos: i
         for _ in range(n):
             e_partition_states, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, pos)
             f_partition_states.append(e_partition_states)
-    return _C_UpdateMetadataRequest_UpdateMetadataTopicState(topic_name=f_topic_name, partition_states=f_partition_states), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataTopicState)
+    o.topic_name = f_topic_name
+    o.topic_id = ZERO_UUID
+    o.partition_states = f_partition_states
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v5(o: UpdateMetadataRequest.UpdateMetadataTopicState, out: list[Chunk]) -> None:
@@ -8450,7 +10099,12 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf: memoryview, pos: i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateMetadataRequest_UpdateMetadataTopicState(topic_name=f_topic_name, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataTopicState)
+    o.topic_name = f_topic_name
+    o.topic_id = ZERO_UUID
+    o.partition_states = f_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v6(o: UpdateMetadataRequest.UpdateMetadataTopicState, out: list[Chunk]) -> None:
@@ -8486,7 +10140,12 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf: memoryview, pos: i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateMetadataRequest_UpdateMetadataTopicState(topic_name=f_topic_name, topic_id=f_topic_id, partition_states=f_partition_states, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataTopicState)
+    o.topic_name = f_topic_name
+    o.topic_id = f_topic_id
+    o.partition_states = f_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7(o: UpdateMetadataRequest.UpdateMetadataTopicState, out: list[Chunk]) -> None:
@@ -8507,7 +10166,13 @@ def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf: memoryview, pos: int
     f_host, pos = read_string(buf, pos)
     (f_security_protocol,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_UpdateMetadataRequest_UpdateMetadataEndpoint(port=f_port, host=f_host, security_protocol=f_security_protocol), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataEndpoint)
+    o.port = f_port
+    o.host = f_host
+    o.listener = ''
+    o.security_protocol = f_security_protocol
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(o: UpdateMetadataRequest.UpdateMetadataEndpoint, out: list[Chunk]) -> None:
@@ -8523,7 +10188,13 @@ def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf: memoryview, pos: int
     f_listener, pos = read_string(buf, pos)
     (f_security_protocol,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_UpdateMetadataRequest_UpdateMetadataEndpoint(port=f_port, host=f_host, listener=f_listener, security_protocol=f_security_protocol), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataEndpoint)
+    o.port = f_port
+    o.host = f_host
+    o.listener = f_listener
+    o.security_protocol = f_security_protocol
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(o: UpdateMetadataRequest.UpdateMetadataEndpoint, out: list[Chunk]) -> None:
@@ -8550,7 +10221,13 @@ def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf: memoryview, pos: int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateMetadataRequest_UpdateMetadataEndpoint(port=f_port, host=f_host, listener=f_listener, security_protocol=f_security_protocol, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataEndpoint)
+    o.port = f_port
+    o.host = f_host
+    o.listener = f_listener
+    o.security_protocol = f_security_protocol
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(o: UpdateMetadataRequest.UpdateMetadataEndpoint, out: list[Chunk]) -> None:
@@ -8570,7 +10247,14 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf: memoryview, pos: int) 
     f_v0_host, pos = read_string(buf, pos)
     (f_v0_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_UpdateMetadataRequest_UpdateMetadataBroker(id=f_id, v0_host=f_v0_host, v0_port=f_v0_port), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataBroker)
+    o.id = f_id
+    o.v0_host = f_v0_host
+    o.v0_port = f_v0_port
+    o.endpoints = []
+    o.rack = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataBroker_v0(o: UpdateMetadataRequest.UpdateMetadataBroker, out: list[Chunk]) -> None:
@@ -8591,7 +10275,14 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf: memoryview, pos: int) 
         for _ in range(n):
             e_endpoints, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos)
             f_endpoints.append(e_endpoints)
-    return _C_UpdateMetadataRequest_UpdateMetadataBroker(id=f_id, endpoints=f_endpoints), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataBroker)
+    o.id = f_id
+    o.v0_host = ''
+    o.v0_port = 0
+    o.endpoints = f_endpoints
+    o.rack = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataBroker_v1(o: UpdateMetadataRequest.UpdateMetadataBroker, out: list[Chunk]) -> None:
@@ -8614,7 +10305,14 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf: memoryview, pos: int) 
             e_endpoints, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos)
             f_endpoints.append(e_endpoints)
     f_rack, pos = read_nullable_string(buf, pos)
-    return _C_UpdateMetadataRequest_UpdateMetadataBroker(id=f_id, endpoints=f_endpoints, rack=f_rack), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataBroker)
+    o.id = f_id
+    o.v0_host = ''
+    o.v0_port = 0
+    o.endpoints = f_endpoints
+    o.rack = f_rack
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataBroker_v2(o: UpdateMetadataRequest.UpdateMetadataBroker, out: list[Chunk]) -> None:
@@ -8638,7 +10336,14 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf: memoryview, pos: int) 
             e_endpoints, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, pos)
             f_endpoints.append(e_endpoints)
     f_rack, pos = read_nullable_string(buf, pos)
-    return _C_UpdateMetadataRequest_UpdateMetadataBroker(id=f_id, endpoints=f_endpoints, rack=f_rack), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataBroker)
+    o.id = f_id
+    o.v0_host = ''
+    o.v0_port = 0
+    o.endpoints = f_endpoints
+    o.rack = f_rack
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(o: UpdateMetadataRequest.UpdateMetadataBroker, out: list[Chunk]) -> None:
@@ -8672,7 +10377,14 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateMetadataRequest_UpdateMetadataBroker(id=f_id, endpoints=f_endpoints, rack=f_rack, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateMetadataRequest_UpdateMetadataBroker)
+    o.id = f_id
+    o.v0_host = ''
+    o.v0_port = 0
+    o.endpoints = f_endpoints
+    o.rack = f_rack
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(o: UpdateMetadataRequest.UpdateMetadataBroker, out: list[Chunk]) -> None:
@@ -8708,7 +10420,17 @@ def _d_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetada
         for _ in range(n):
             e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos)
             f_live_brokers.append(e_live_brokers)
-    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_brokers=f_live_brokers), pos
+    o = _new(_C_UpdateMetadataRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = -1
+    o.ungrouped_partition_states = f_ungrouped_partition_states
+    o.topic_states = []
+    o.live_brokers = f_live_brokers
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_v0(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
@@ -8742,7 +10464,17 @@ def _d_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetada
         for _ in range(n):
             e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos)
             f_live_brokers.append(e_live_brokers)
-    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_brokers=f_live_brokers), pos
+    o = _new(_C_UpdateMetadataRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = -1
+    o.ungrouped_partition_states = f_ungrouped_partition_states
+    o.topic_states = []
+    o.live_brokers = f_live_brokers
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_v1(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
@@ -8776,7 +10508,17 @@ def _d_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetada
         for _ in range(n):
             e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, pos)
             f_live_brokers.append(e_live_brokers)
-    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_brokers=f_live_brokers), pos
+    o = _new(_C_UpdateMetadataRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = -1
+    o.ungrouped_partition_states = f_ungrouped_partition_states
+    o.topic_states = []
+    o.live_brokers = f_live_brokers
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_v2(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
@@ -8810,7 +10552,17 @@ def _d_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetada
         for _ in range(n):
             e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, pos)
             f_live_brokers.append(e_live_brokers)
-    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_brokers=f_live_brokers), pos
+    o = _new(_C_UpdateMetadataRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = -1
+    o.ungrouped_partition_states = f_ungrouped_partition_states
+    o.topic_states = []
+    o.live_brokers = f_live_brokers
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_v3(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
@@ -8844,7 +10596,17 @@ def _d_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
         for _ in range(n):
             e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, pos)
             f_live_brokers.append(e_live_brokers)
-    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, ungrouped_partition_states=f_ungrouped_partition_states, live_brokers=f_live_brokers), pos
+    o = _new(_C_UpdateMetadataRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = -1
+    o.ungrouped_partition_states = f_ungrouped_partition_states
+    o.topic_states = []
+    o.live_brokers = f_live_brokers
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_v4(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
@@ -8878,7 +10640,17 @@ def _d_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
         for _ in range(n):
             e_live_brokers, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, pos)
             f_live_brokers.append(e_live_brokers)
-    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_brokers=f_live_brokers), pos
+    o = _new(_C_UpdateMetadataRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.ungrouped_partition_states = []
+    o.topic_states = f_topic_states
+    o.live_brokers = f_live_brokers
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_v5(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
@@ -8922,7 +10694,17 @@ def _d_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_brokers=f_live_brokers, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateMetadataRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.ungrouped_partition_states = []
+    o.topic_states = f_topic_states
+    o.live_brokers = f_live_brokers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_v6(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
@@ -8970,7 +10752,17 @@ def _d_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateMetadataRequest(controller_id=f_controller_id, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_brokers=f_live_brokers, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateMetadataRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.ungrouped_partition_states = []
+    o.topic_states = f_topic_states
+    o.live_brokers = f_live_brokers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_v7(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
@@ -9024,7 +10816,17 @@ def _d_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_UpdateMetadataRequest(controller_id=f_controller_id, is_k_raft_controller=f_is_k_raft_controller, controller_epoch=f_controller_epoch, broker_epoch=f_broker_epoch, topic_states=f_topic_states, live_brokers=f_live_brokers, type=f_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateMetadataRequest)
+    o.controller_id = f_controller_id
+    o.is_k_raft_controller = f_is_k_raft_controller
+    o.type = f_type
+    o.controller_epoch = f_controller_epoch
+    o.broker_epoch = f_broker_epoch
+    o.ungrouped_partition_states = []
+    o.topic_states = f_topic_states
+    o.live_brokers = f_live_brokers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateMetadataRequest_v8(o: UpdateMetadataRequest, out: list[Chunk]) -> None:
@@ -9077,7 +10879,10 @@ _C_UpdateMetadataResponse = UpdateMetadataResponse
 def _d_UpdateMetadataResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateMetadataResponse, int]:
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_UpdateMetadataResponse(error_code=f_error_code), pos
+    o = _new(_C_UpdateMetadataResponse)
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_UpdateMetadataResponse_v0(o: UpdateMetadataResponse, out: list[Chunk]) -> None:
@@ -9097,7 +10902,10 @@ def _d_UpdateMetadataResponse_v6(buf: memoryview, pos: int) -> tuple[UpdateMetad
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateMetadataResponse(error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateMetadataResponse)
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateMetadataResponse_v6(o: UpdateMetadataResponse, out: list[Chunk]) -> None:
@@ -9142,7 +10950,11 @@ _C_ControlledShutdownRequest = ControlledShutdownRequest
 def _d_ControlledShutdownRequest_v0(buf: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
     (f_broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_ControlledShutdownRequest(broker_id=f_broker_id), pos
+    o = _new(_C_ControlledShutdownRequest)
+    o.broker_id = f_broker_id
+    o.broker_epoch = -1
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ControlledShutdownRequest_v0(o: ControlledShutdownRequest, out: list[Chunk]) -> None:
@@ -9152,7 +10964,11 @@ def _e_ControlledShutdownRequest_v0(o: ControlledShutdownRequest, out: list[Chun
 def _d_ControlledShutdownRequest_v2(buf: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S_iq.unpack_from(buf, pos)
     pos += 12
-    return _C_ControlledShutdownRequest(broker_id=f_broker_id, broker_epoch=f_broker_epoch), pos
+    o = _new(_C_ControlledShutdownRequest)
+    o.broker_id = f_broker_id
+    o.broker_epoch = f_broker_epoch
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ControlledShutdownRequest_v2(o: ControlledShutdownRequest, out: list[Chunk]) -> None:
@@ -9172,7 +10988,11 @@ def _d_ControlledShutdownRequest_v3(buf: memoryview, pos: int) -> tuple[Controll
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ControlledShutdownRequest(broker_id=f_broker_id, broker_epoch=f_broker_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ControlledShutdownRequest)
+    o.broker_id = f_broker_id
+    o.broker_epoch = f_broker_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ControlledShutdownRequest_v3(o: ControlledShutdownRequest, out: list[Chunk]) -> None:
@@ -9234,7 +11054,11 @@ def _d_ControlledShutdownResponse_RemainingPartition_v0(buf: memoryview, pos: in
     f_topic_name, pos = read_string(buf, pos)
     (f_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_ControlledShutdownResponse_RemainingPartition(topic_name=f_topic_name, partition_index=f_partition_index), pos
+    o = _new(_C_ControlledShutdownResponse_RemainingPartition)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ControlledShutdownResponse_RemainingPartition_v0(o: ControlledShutdownResponse.RemainingPartition, out: list[Chunk]) -> None:
@@ -9256,7 +11080,11 @@ def _d_ControlledShutdownResponse_RemainingPartition_v3(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ControlledShutdownResponse_RemainingPartition(topic_name=f_topic_name, partition_index=f_partition_index, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ControlledShutdownResponse_RemainingPartition)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ControlledShutdownResponse_RemainingPartition_v3(o: ControlledShutdownResponse.RemainingPartition, out: list[Chunk]) -> None:
@@ -9280,7 +11108,11 @@ def _d_ControlledShutdownResponse_v0(buf: memoryview, pos: int) -> tuple[Control
         for _ in range(n):
             e_remaining_partitions, pos = _d_ControlledShutdownResponse_RemainingPartition_v0(buf, pos)
             f_remaining_partitions.append(e_remaining_partitions)
-    return _C_ControlledShutdownResponse(error_code=f_error_code, remaining_partitions=f_remaining_partitions), pos
+    o = _new(_C_ControlledShutdownResponse)
+    o.error_code = f_error_code
+    o.remaining_partitions = f_remaining_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ControlledShutdownResponse_v0(o: ControlledShutdownResponse, out: list[Chunk]) -> None:
@@ -9312,7 +11144,11 @@ def _d_ControlledShutdownResponse_v3(buf: memoryview, pos: int) -> tuple[Control
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ControlledShutdownResponse(error_code=f_error_code, remaining_partitions=f_remaining_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ControlledShutdownResponse)
+    o.error_code = f_error_code
+    o.remaining_partitions = f_remaining_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ControlledShutdownResponse_v3(o: ControlledShutdownResponse, out: list[Chunk]) -> None:
@@ -9409,7 +11245,14 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf: memoryview, pos:
     (f_partition_index, f_committed_offset,) = _S_iq.unpack_from(buf, pos)
     pos += 12
     f_committed_metadata, pos = read_nullable_string(buf, pos)
-    return _C_OffsetCommitRequest_OffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_metadata=f_committed_metadata), pos
+    o = _new(_C_OffsetCommitRequest_OffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = -1
+    o.commit_timestamp = -1
+    o.committed_metadata = f_committed_metadata
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v0(o: OffsetCommitRequest.OffsetCommitRequestPartition, out: list[Chunk]) -> None:
@@ -9421,7 +11264,14 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf: memoryview, pos:
     (f_partition_index, f_committed_offset, f_commit_timestamp,) = _S_iqq.unpack_from(buf, pos)
     pos += 20
     f_committed_metadata, pos = read_nullable_string(buf, pos)
-    return _C_OffsetCommitRequest_OffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, commit_timestamp=f_commit_timestamp, committed_metadata=f_committed_metadata), pos
+    o = _new(_C_OffsetCommitRequest_OffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = -1
+    o.commit_timestamp = f_commit_timestamp
+    o.committed_metadata = f_committed_metadata
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v1(o: OffsetCommitRequest.OffsetCommitRequestPartition, out: list[Chunk]) -> None:
@@ -9433,7 +11283,14 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf: memoryview, pos:
     (f_partition_index, f_committed_offset, f_committed_leader_epoch,) = _S_iqi.unpack_from(buf, pos)
     pos += 16
     f_committed_metadata, pos = read_nullable_string(buf, pos)
-    return _C_OffsetCommitRequest_OffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, committed_metadata=f_committed_metadata), pos
+    o = _new(_C_OffsetCommitRequest_OffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.commit_timestamp = -1
+    o.committed_metadata = f_committed_metadata
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6(o: OffsetCommitRequest.OffsetCommitRequestPartition, out: list[Chunk]) -> None:
@@ -9455,7 +11312,14 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf: memoryview, pos:
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetCommitRequest_OffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, committed_metadata=f_committed_metadata, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetCommitRequest_OffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.commit_timestamp = -1
+    o.committed_metadata = f_committed_metadata
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8(o: OffsetCommitRequest.OffsetCommitRequestPartition, out: list[Chunk]) -> None:
@@ -9478,7 +11342,12 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf: memoryview, pos: int
         for _ in range(n):
             e_partitions, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetCommitRequest_OffsetCommitRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_OffsetCommitRequest_OffsetCommitRequestTopic)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[Chunk]) -> None:
@@ -9499,7 +11368,12 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf: memoryview, pos: int
         for _ in range(n):
             e_partitions, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetCommitRequest_OffsetCommitRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_OffsetCommitRequest_OffsetCommitRequestTopic)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v1(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[Chunk]) -> None:
@@ -9520,7 +11394,12 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf: memoryview, pos: int
         for _ in range(n):
             e_partitions, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetCommitRequest_OffsetCommitRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_OffsetCommitRequest_OffsetCommitRequestTopic)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[Chunk]) -> None:
@@ -9551,7 +11430,12 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf: memoryview, pos: int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetCommitRequest_OffsetCommitRequestTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetCommitRequest_OffsetCommitRequestTopic)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[Chunk]) -> None:
@@ -9586,7 +11470,12 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetCommitRequest_OffsetCommitRequestTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetCommitRequest_OffsetCommitRequestTopic)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v10(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[Chunk]) -> None:
@@ -9611,7 +11500,15 @@ def _d_OffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         for _ in range(n):
             e_topics, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetCommitRequest(group_id=f_group_id, topics=f_topics), pos
+    o = _new(_C_OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = -1
+    o.member_id = ''
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_v0(o: OffsetCommitRequest, out: list[Chunk]) -> None:
@@ -9635,7 +11532,15 @@ def _d_OffsetCommitRequest_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         for _ in range(n):
             e_topics, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, topics=f_topics), pos
+    o = _new(_C_OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_v1(o: OffsetCommitRequest, out: list[Chunk]) -> None:
@@ -9663,7 +11568,15 @@ def _d_OffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         for _ in range(n):
             e_topics, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, retention_time_ms=f_retention_time_ms, topics=f_topics), pos
+    o = _new(_C_OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = f_retention_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_v2(o: OffsetCommitRequest, out: list[Chunk]) -> None:
@@ -9690,7 +11603,15 @@ def _d_OffsetCommitRequest_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         for _ in range(n):
             e_topics, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, topics=f_topics), pos
+    o = _new(_C_OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_v5(o: OffsetCommitRequest, out: list[Chunk]) -> None:
@@ -9716,7 +11637,15 @@ def _d_OffsetCommitRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         for _ in range(n):
             e_topics, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, topics=f_topics), pos
+    o = _new(_C_OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_v6(o: OffsetCommitRequest, out: list[Chunk]) -> None:
@@ -9743,7 +11672,15 @@ def _d_OffsetCommitRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         for _ in range(n):
             e_topics, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, group_instance_id=f_group_instance_id, topics=f_topics), pos
+    o = _new(_C_OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitRequest_v7(o: OffsetCommitRequest, out: list[Chunk]) -> None:
@@ -9781,7 +11718,15 @@ def _d_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, group_instance_id=f_group_instance_id, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetCommitRequest_v8(o: OffsetCommitRequest, out: list[Chunk]) -> None:
@@ -9823,7 +11768,15 @@ def _d_OffsetCommitRequest_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, group_instance_id=f_group_instance_id, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetCommitRequest_v10(o: OffsetCommitRequest, out: list[Chunk]) -> None:
@@ -9908,7 +11861,11 @@ _C_OffsetCommitResponse = OffsetCommitResponse
 def _d_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse.OffsetCommitResponsePartition, int]:
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_OffsetCommitResponse_OffsetCommitResponsePartition(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(_C_OffsetCommitResponse_OffsetCommitResponsePartition)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitResponse_OffsetCommitResponsePartition_v0(o: OffsetCommitResponse.OffsetCommitResponsePartition, out: list[Chunk]) -> None:
@@ -9928,7 +11885,11 @@ def _d_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf: memoryview, po
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetCommitResponse_OffsetCommitResponsePartition(partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetCommitResponse_OffsetCommitResponsePartition)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetCommitResponse_OffsetCommitResponsePartition_v8(o: OffsetCommitResponse.OffsetCommitResponsePartition, out: list[Chunk]) -> None:
@@ -9950,7 +11911,12 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf: memoryview, pos: i
         for _ in range(n):
             e_partitions, pos = _d_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetCommitResponse_OffsetCommitResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_OffsetCommitResponse_OffsetCommitResponseTopic)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(o: OffsetCommitResponse.OffsetCommitResponseTopic, out: list[Chunk]) -> None:
@@ -9981,7 +11947,12 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf: memoryview, pos: i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetCommitResponse_OffsetCommitResponseTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetCommitResponse_OffsetCommitResponseTopic)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v8(o: OffsetCommitResponse.OffsetCommitResponseTopic, out: list[Chunk]) -> None:
@@ -10016,7 +11987,12 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf: memoryview, pos: 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetCommitResponse_OffsetCommitResponseTopic(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetCommitResponse_OffsetCommitResponseTopic)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v10(o: OffsetCommitResponse.OffsetCommitResponseTopic, out: list[Chunk]) -> None:
@@ -10040,7 +12016,11 @@ def _d_OffsetCommitResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitR
         for _ in range(n):
             e_topics, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetCommitResponse(topics=f_topics), pos
+    o = _new(_C_OffsetCommitResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitResponse_v0(o: OffsetCommitResponse, out: list[Chunk]) -> None:
@@ -10061,7 +12041,11 @@ def _d_OffsetCommitResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitR
         for _ in range(n):
             e_topics, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(_C_OffsetCommitResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetCommitResponse_v3(o: OffsetCommitResponse, out: list[Chunk]) -> None:
@@ -10093,7 +12077,11 @@ def _d_OffsetCommitResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetCommitResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetCommitResponse_v8(o: OffsetCommitResponse, out: list[Chunk]) -> None:
@@ -10129,7 +12117,11 @@ def _d_OffsetCommitResponse_v10(buf: memoryview, pos: int) -> tuple[OffsetCommit
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetCommitResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetCommitResponse_v10(o: OffsetCommitResponse, out: list[Chunk]) -> None:
@@ -10240,7 +12232,11 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf: memoryview, pos: int) 
         check_null_array('PartitionIndexes')
     else:
         f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_OffsetFetchRequest_OffsetFetchRequestTopic(name=f_name, partition_indexes=f_partition_indexes), pos
+    o = _new(_C_OffsetFetchRequest_OffsetFetchRequestTopic)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0(o: OffsetFetchRequest.OffsetFetchRequestTopic, out: list[Chunk]) -> None:
@@ -10268,7 +12264,11 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchRequest_OffsetFetchRequestTopic(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchRequest_OffsetFetchRequestTopic)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6(o: OffsetFetchRequest.OffsetFetchRequestTopic, out: list[Chunk]) -> None:
@@ -10300,7 +12300,12 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf: memoryview, pos: int)
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchRequest_OffsetFetchRequestTopics(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchRequest_OffsetFetchRequestTopics)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partition_indexes = f_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestTopics_v8(o: OffsetFetchRequest.OffsetFetchRequestTopics, out: list[Chunk]) -> None:
@@ -10332,7 +12337,12 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf: memoryview, pos: int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchRequest_OffsetFetchRequestTopics(topic_id=f_topic_id, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchRequest_OffsetFetchRequestTopics)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partition_indexes = f_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestTopics_v10(o: OffsetFetchRequest.OffsetFetchRequestTopics, out: list[Chunk]) -> None:
@@ -10367,7 +12377,13 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchRequest_OffsetFetchRequestGroup(group_id=f_group_id, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchRequest_OffsetFetchRequestGroup)
+    o.group_id = f_group_id
+    o.member_id = None
+    o.member_epoch = -1
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v8(o: OffsetFetchRequest.OffsetFetchRequestGroup, out: list[Chunk]) -> None:
@@ -10405,7 +12421,13 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchRequest_OffsetFetchRequestGroup(group_id=f_group_id, member_id=f_member_id, member_epoch=f_member_epoch, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchRequest_OffsetFetchRequestGroup)
+    o.group_id = f_group_id
+    o.member_id = f_member_id
+    o.member_epoch = f_member_epoch
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(o: OffsetFetchRequest.OffsetFetchRequestGroup, out: list[Chunk]) -> None:
@@ -10445,7 +12467,13 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf: memoryview, pos: int)
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchRequest_OffsetFetchRequestGroup(group_id=f_group_id, member_id=f_member_id, member_epoch=f_member_epoch, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchRequest_OffsetFetchRequestGroup)
+    o.group_id = f_group_id
+    o.member_id = f_member_id
+    o.member_epoch = f_member_epoch
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v10(o: OffsetFetchRequest.OffsetFetchRequestGroup, out: list[Chunk]) -> None:
@@ -10472,7 +12500,13 @@ def _d_OffsetFetchRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
         for _ in range(n):
             e_topics, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetFetchRequest(group_id=f_group_id, topics=f_topics), pos
+    o = _new(_C_OffsetFetchRequest)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetFetchRequest_v0(o: OffsetFetchRequest, out: list[Chunk]) -> None:
@@ -10493,7 +12527,13 @@ def _d_OffsetFetchRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
         for _ in range(n):
             e_topics, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetFetchRequest(group_id=f_group_id, topics=f_topics), pos
+    o = _new(_C_OffsetFetchRequest)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetFetchRequest_v2(o: OffsetFetchRequest, out: list[Chunk]) -> None:
@@ -10524,7 +12564,13 @@ def _d_OffsetFetchRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchRequest(group_id=f_group_id, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchRequest)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchRequest_v6(o: OffsetFetchRequest, out: list[Chunk]) -> None:
@@ -10561,7 +12607,13 @@ def _d_OffsetFetchRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchRequest(group_id=f_group_id, topics=f_topics, require_stable=f_require_stable, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchRequest)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.groups = []
+    o.require_stable = f_require_stable
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchRequest_v7(o: OffsetFetchRequest, out: list[Chunk]) -> None:
@@ -10598,7 +12650,13 @@ def _d_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchRequest(groups=f_groups, require_stable=f_require_stable, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchRequest)
+    o.group_id = ''
+    o.topics = []
+    o.groups = f_groups
+    o.require_stable = f_require_stable
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchRequest_v8(o: OffsetFetchRequest, out: list[Chunk]) -> None:
@@ -10634,7 +12692,13 @@ def _d_OffsetFetchRequest_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchRequest(groups=f_groups, require_stable=f_require_stable, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchRequest)
+    o.group_id = ''
+    o.topics = []
+    o.groups = f_groups
+    o.require_stable = f_require_stable
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchRequest_v9(o: OffsetFetchRequest, out: list[Chunk]) -> None:
@@ -10670,7 +12734,13 @@ def _d_OffsetFetchRequest_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchReq
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchRequest(groups=f_groups, require_stable=f_require_stable, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchRequest)
+    o.group_id = ''
+    o.topics = []
+    o.groups = f_groups
+    o.require_stable = f_require_stable
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchRequest_v10(o: OffsetFetchRequest, out: list[Chunk]) -> None:
@@ -10821,7 +12891,14 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf: memoryview, pos:
     f_metadata, pos = read_nullable_string(buf, pos)
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_OffsetFetchResponse_OffsetFetchResponsePartition(partition_index=f_partition_index, committed_offset=f_committed_offset, metadata=f_metadata, error_code=f_error_code), pos
+    o = _new(_C_OffsetFetchResponse_OffsetFetchResponsePartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = -1
+    o.metadata = f_metadata
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v0(o: OffsetFetchResponse.OffsetFetchResponsePartition, out: list[Chunk]) -> None:
@@ -10836,7 +12913,14 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf: memoryview, pos:
     f_metadata, pos = read_nullable_string(buf, pos)
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_OffsetFetchResponse_OffsetFetchResponsePartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, metadata=f_metadata, error_code=f_error_code), pos
+    o = _new(_C_OffsetFetchResponse_OffsetFetchResponsePartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.metadata = f_metadata
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v5(o: OffsetFetchResponse.OffsetFetchResponsePartition, out: list[Chunk]) -> None:
@@ -10861,7 +12945,14 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf: memoryview, pos:
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchResponse_OffsetFetchResponsePartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, metadata=f_metadata, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchResponse_OffsetFetchResponsePartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.metadata = f_metadata
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v6(o: OffsetFetchResponse.OffsetFetchResponsePartition, out: list[Chunk]) -> None:
@@ -10885,7 +12976,11 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf: memoryview, pos: int
         for _ in range(n):
             e_partitions, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetFetchResponse_OffsetFetchResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_OffsetFetchResponse_OffsetFetchResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0(o: OffsetFetchResponse.OffsetFetchResponseTopic, out: list[Chunk]) -> None:
@@ -10906,7 +13001,11 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf: memoryview, pos: int
         for _ in range(n):
             e_partitions, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetFetchResponse_OffsetFetchResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_OffsetFetchResponse_OffsetFetchResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v5(o: OffsetFetchResponse.OffsetFetchResponseTopic, out: list[Chunk]) -> None:
@@ -10937,7 +13036,11 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf: memoryview, pos: int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchResponse_OffsetFetchResponseTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchResponse_OffsetFetchResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v6(o: OffsetFetchResponse.OffsetFetchResponseTopic, out: list[Chunk]) -> None:
@@ -10967,7 +13070,14 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf: memoryview, pos
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchResponse_OffsetFetchResponsePartitions(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, metadata=f_metadata, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchResponse_OffsetFetchResponsePartitions)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.metadata = f_metadata
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(o: OffsetFetchResponse.OffsetFetchResponsePartitions, out: list[Chunk]) -> None:
@@ -11001,7 +13111,12 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchResponse_OffsetFetchResponseTopics(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchResponse_OffsetFetchResponseTopics)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponseTopics_v8(o: OffsetFetchResponse.OffsetFetchResponseTopics, out: list[Chunk]) -> None:
@@ -11036,7 +13151,12 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf: memoryview, pos: i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchResponse_OffsetFetchResponseTopics(topic_id=f_topic_id, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchResponse_OffsetFetchResponseTopics)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponseTopics_v10(o: OffsetFetchResponse.OffsetFetchResponseTopics, out: list[Chunk]) -> None:
@@ -11073,7 +13193,12 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchResponse_OffsetFetchResponseGroup(group_id=f_group_id, topics=f_topics, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchResponse_OffsetFetchResponseGroup)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v8(o: OffsetFetchResponse.OffsetFetchResponseGroup, out: list[Chunk]) -> None:
@@ -11111,7 +13236,12 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchResponse_OffsetFetchResponseGroup(group_id=f_group_id, topics=f_topics, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchResponse_OffsetFetchResponseGroup)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v10(o: OffsetFetchResponse.OffsetFetchResponseGroup, out: list[Chunk]) -> None:
@@ -11136,7 +13266,13 @@ def _d_OffsetFetchResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
         for _ in range(n):
             e_topics, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetFetchResponse(topics=f_topics), pos
+    o = _new(_C_OffsetFetchResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    o.error_code = 0
+    o.groups = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetFetchResponse_v0(o: OffsetFetchResponse, out: list[Chunk]) -> None:
@@ -11157,7 +13293,13 @@ def _d_OffsetFetchResponse_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
             f_topics.append(e_topics)
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_OffsetFetchResponse(topics=f_topics, error_code=f_error_code), pos
+    o = _new(_C_OffsetFetchResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    o.error_code = f_error_code
+    o.groups = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetFetchResponse_v2(o: OffsetFetchResponse, out: list[Chunk]) -> None:
@@ -11181,7 +13323,13 @@ def _d_OffsetFetchResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
             f_topics.append(e_topics)
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, error_code=f_error_code), pos
+    o = _new(_C_OffsetFetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.error_code = f_error_code
+    o.groups = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetFetchResponse_v3(o: OffsetFetchResponse, out: list[Chunk]) -> None:
@@ -11206,7 +13354,13 @@ def _d_OffsetFetchResponse_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
             f_topics.append(e_topics)
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, error_code=f_error_code), pos
+    o = _new(_C_OffsetFetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.error_code = f_error_code
+    o.groups = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetFetchResponse_v5(o: OffsetFetchResponse, out: list[Chunk]) -> None:
@@ -11241,7 +13395,13 @@ def _d_OffsetFetchResponse_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.error_code = f_error_code
+    o.groups = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchResponse_v6(o: OffsetFetchResponse, out: list[Chunk]) -> None:
@@ -11278,7 +13438,13 @@ def _d_OffsetFetchResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = []
+    o.error_code = 0
+    o.groups = f_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchResponse_v8(o: OffsetFetchResponse, out: list[Chunk]) -> None:
@@ -11314,7 +13480,13 @@ def _d_OffsetFetchResponse_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetFetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = []
+    o.error_code = 0
+    o.groups = f_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetFetchResponse_v10(o: OffsetFetchResponse, out: list[Chunk]) -> None:
@@ -11363,7 +13535,12 @@ _C_FindCoordinatorRequest = FindCoordinatorRequest
 
 def _d_FindCoordinatorRequest_v0(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     f_key, pos = read_string(buf, pos)
-    return _C_FindCoordinatorRequest(key=f_key), pos
+    o = _new(_C_FindCoordinatorRequest)
+    o.key = f_key
+    o.key_type = 0
+    o.coordinator_keys = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FindCoordinatorRequest_v0(o: FindCoordinatorRequest, out: list[Chunk]) -> None:
@@ -11374,7 +13551,12 @@ def _d_FindCoordinatorRequest_v1(buf: memoryview, pos: int) -> tuple[FindCoordin
     f_key, pos = read_string(buf, pos)
     (f_key_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
-    return _C_FindCoordinatorRequest(key=f_key, key_type=f_key_type), pos
+    o = _new(_C_FindCoordinatorRequest)
+    o.key = f_key
+    o.key_type = f_key_type
+    o.coordinator_keys = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FindCoordinatorRequest_v1(o: FindCoordinatorRequest, out: list[Chunk]) -> None:
@@ -11396,7 +13578,12 @@ def _d_FindCoordinatorRequest_v3(buf: memoryview, pos: int) -> tuple[FindCoordin
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FindCoordinatorRequest(key=f_key, key_type=f_key_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FindCoordinatorRequest)
+    o.key = f_key
+    o.key_type = f_key_type
+    o.coordinator_keys = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FindCoordinatorRequest_v3(o: FindCoordinatorRequest, out: list[Chunk]) -> None:
@@ -11430,7 +13617,12 @@ def _d_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoordin
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FindCoordinatorRequest(key_type=f_key_type, coordinator_keys=f_coordinator_keys, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FindCoordinatorRequest)
+    o.key = ''
+    o.key_type = f_key_type
+    o.coordinator_keys = f_coordinator_keys
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FindCoordinatorRequest_v4(o: FindCoordinatorRequest, out: list[Chunk]) -> None:
@@ -11527,7 +13719,15 @@ def _d_FindCoordinatorResponse_Coordinator_v4(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FindCoordinatorResponse_Coordinator(key=f_key, node_id=f_node_id, host=f_host, port=f_port, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FindCoordinatorResponse_Coordinator)
+    o.key = f_key
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FindCoordinatorResponse_Coordinator_v4(o: FindCoordinatorResponse.Coordinator, out: list[Chunk]) -> None:
@@ -11548,7 +13748,16 @@ def _d_FindCoordinatorResponse_v0(buf: memoryview, pos: int) -> tuple[FindCoordi
     f_host, pos = read_string(buf, pos)
     (f_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_FindCoordinatorResponse(error_code=f_error_code, node_id=f_node_id, host=f_host, port=f_port), pos
+    o = _new(_C_FindCoordinatorResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.coordinators = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FindCoordinatorResponse_v0(o: FindCoordinatorResponse, out: list[Chunk]) -> None:
@@ -11566,7 +13775,16 @@ def _d_FindCoordinatorResponse_v1(buf: memoryview, pos: int) -> tuple[FindCoordi
     f_host, pos = read_string(buf, pos)
     (f_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_FindCoordinatorResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, node_id=f_node_id, host=f_host, port=f_port), pos
+    o = _new(_C_FindCoordinatorResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.coordinators = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_FindCoordinatorResponse_v1(o: FindCoordinatorResponse, out: list[Chunk]) -> None:
@@ -11596,7 +13814,16 @@ def _d_FindCoordinatorResponse_v3(buf: memoryview, pos: int) -> tuple[FindCoordi
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FindCoordinatorResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, node_id=f_node_id, host=f_host, port=f_port, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FindCoordinatorResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.coordinators = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FindCoordinatorResponse_v3(o: FindCoordinatorResponse, out: list[Chunk]) -> None:
@@ -11633,7 +13860,16 @@ def _d_FindCoordinatorResponse_v4(buf: memoryview, pos: int) -> tuple[FindCoordi
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_FindCoordinatorResponse(throttle_time_ms=f_throttle_time_ms, coordinators=f_coordinators, unknown_tagged_fields=unknown), pos
+    o = _new(_C_FindCoordinatorResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.error_message = ''
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.coordinators = f_coordinators
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_FindCoordinatorResponse_v4(o: FindCoordinatorResponse, out: list[Chunk]) -> None:
@@ -11709,7 +13945,11 @@ _C_JoinGroupRequest = JoinGroupRequest
 def _d_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest.JoinGroupRequestProtocol, int]:
     f_name, pos = read_string(buf, pos)
     f_metadata, pos = read_bytes(buf, pos)
-    return _C_JoinGroupRequest_JoinGroupRequestProtocol(name=f_name, metadata=f_metadata), pos
+    o = _new(_C_JoinGroupRequest_JoinGroupRequestProtocol)
+    o.name = f_name
+    o.metadata = f_metadata
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_JoinGroupRequest_JoinGroupRequestProtocol_v0(o: JoinGroupRequest.JoinGroupRequestProtocol, out: list[Chunk]) -> None:
@@ -11730,7 +13970,11 @@ def _d_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf: memoryview, pos: int) -
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_JoinGroupRequest_JoinGroupRequestProtocol(name=f_name, metadata=f_metadata, unknown_tagged_fields=unknown), pos
+    o = _new(_C_JoinGroupRequest_JoinGroupRequestProtocol)
+    o.name = f_name
+    o.metadata = f_metadata
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_JoinGroupRequest_JoinGroupRequestProtocol_v6(o: JoinGroupRequest.JoinGroupRequestProtocol, out: list[Chunk]) -> None:
@@ -11757,7 +14001,17 @@ def _d_JoinGroupRequest_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         for _ in range(n):
             e_protocols, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, pos)
             f_protocols.append(e_protocols)
-    return _C_JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, member_id=f_member_id, protocol_type=f_protocol_type, protocols=f_protocols), pos
+    o = _new(_C_JoinGroupRequest)
+    o.group_id = f_group_id
+    o.session_timeout_ms = f_session_timeout_ms
+    o.rebalance_timeout_ms = -1
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.protocol_type = f_protocol_type
+    o.protocols = f_protocols
+    o.reason = None
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_JoinGroupRequest_v0(o: JoinGroupRequest, out: list[Chunk]) -> None:
@@ -11785,7 +14039,17 @@ def _d_JoinGroupRequest_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         for _ in range(n):
             e_protocols, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, pos)
             f_protocols.append(e_protocols)
-    return _C_JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, rebalance_timeout_ms=f_rebalance_timeout_ms, member_id=f_member_id, protocol_type=f_protocol_type, protocols=f_protocols), pos
+    o = _new(_C_JoinGroupRequest)
+    o.group_id = f_group_id
+    o.session_timeout_ms = f_session_timeout_ms
+    o.rebalance_timeout_ms = f_rebalance_timeout_ms
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.protocol_type = f_protocol_type
+    o.protocols = f_protocols
+    o.reason = None
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_JoinGroupRequest_v1(o: JoinGroupRequest, out: list[Chunk]) -> None:
@@ -11814,7 +14078,17 @@ def _d_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         for _ in range(n):
             e_protocols, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, pos)
             f_protocols.append(e_protocols)
-    return _C_JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, rebalance_timeout_ms=f_rebalance_timeout_ms, member_id=f_member_id, group_instance_id=f_group_instance_id, protocol_type=f_protocol_type, protocols=f_protocols), pos
+    o = _new(_C_JoinGroupRequest)
+    o.group_id = f_group_id
+    o.session_timeout_ms = f_session_timeout_ms
+    o.rebalance_timeout_ms = f_rebalance_timeout_ms
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = f_protocol_type
+    o.protocols = f_protocols
+    o.reason = None
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_JoinGroupRequest_v5(o: JoinGroupRequest, out: list[Chunk]) -> None:
@@ -11854,7 +14128,17 @@ def _d_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, rebalance_timeout_ms=f_rebalance_timeout_ms, member_id=f_member_id, group_instance_id=f_group_instance_id, protocol_type=f_protocol_type, protocols=f_protocols, unknown_tagged_fields=unknown), pos
+    o = _new(_C_JoinGroupRequest)
+    o.group_id = f_group_id
+    o.session_timeout_ms = f_session_timeout_ms
+    o.rebalance_timeout_ms = f_rebalance_timeout_ms
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = f_protocol_type
+    o.protocols = f_protocols
+    o.reason = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_JoinGroupRequest_v6(o: JoinGroupRequest, out: list[Chunk]) -> None:
@@ -11899,7 +14183,17 @@ def _d_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, rebalance_timeout_ms=f_rebalance_timeout_ms, member_id=f_member_id, group_instance_id=f_group_instance_id, protocol_type=f_protocol_type, protocols=f_protocols, reason=f_reason, unknown_tagged_fields=unknown), pos
+    o = _new(_C_JoinGroupRequest)
+    o.group_id = f_group_id
+    o.session_timeout_ms = f_session_timeout_ms
+    o.rebalance_timeout_ms = f_rebalance_timeout_ms
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = f_protocol_type
+    o.protocols = f_protocols
+    o.reason = f_reason
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_JoinGroupRequest_v8(o: JoinGroupRequest, out: list[Chunk]) -> None:
@@ -11984,7 +14278,12 @@ _C_JoinGroupResponse = JoinGroupResponse
 def _d_JoinGroupResponse_JoinGroupResponseMember_v0(buf: memoryview, pos: int) -> tuple[JoinGroupResponse.JoinGroupResponseMember, int]:
     f_member_id, pos = read_string(buf, pos)
     f_metadata, pos = read_bytes(buf, pos)
-    return _C_JoinGroupResponse_JoinGroupResponseMember(member_id=f_member_id, metadata=f_metadata), pos
+    o = _new(_C_JoinGroupResponse_JoinGroupResponseMember)
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.metadata = f_metadata
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_JoinGroupResponse_JoinGroupResponseMember_v0(o: JoinGroupResponse.JoinGroupResponseMember, out: list[Chunk]) -> None:
@@ -11996,7 +14295,12 @@ def _d_JoinGroupResponse_JoinGroupResponseMember_v5(buf: memoryview, pos: int) -
     f_member_id, pos = read_string(buf, pos)
     f_group_instance_id, pos = read_nullable_string(buf, pos)
     f_metadata, pos = read_bytes(buf, pos)
-    return _C_JoinGroupResponse_JoinGroupResponseMember(member_id=f_member_id, group_instance_id=f_group_instance_id, metadata=f_metadata), pos
+    o = _new(_C_JoinGroupResponse_JoinGroupResponseMember)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.metadata = f_metadata
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_JoinGroupResponse_JoinGroupResponseMember_v5(o: JoinGroupResponse.JoinGroupResponseMember, out: list[Chunk]) -> None:
@@ -12019,7 +14323,12 @@ def _d_JoinGroupResponse_JoinGroupResponseMember_v6(buf: memoryview, pos: int) -
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_JoinGroupResponse_JoinGroupResponseMember(member_id=f_member_id, group_instance_id=f_group_instance_id, metadata=f_metadata, unknown_tagged_fields=unknown), pos
+    o = _new(_C_JoinGroupResponse_JoinGroupResponseMember)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.metadata = f_metadata
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_JoinGroupResponse_JoinGroupResponseMember_v6(o: JoinGroupResponse.JoinGroupResponseMember, out: list[Chunk]) -> None:
@@ -12047,7 +14356,18 @@ def _d_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         for _ in range(n):
             e_members, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v0(buf, pos)
             f_members.append(e_members)
-    return _C_JoinGroupResponse(error_code=f_error_code, generation_id=f_generation_id, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members), pos
+    o = _new(_C_JoinGroupResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = None
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = False
+    o.member_id = f_member_id
+    o.members = f_members
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_JoinGroupResponse_v0(o: JoinGroupResponse, out: list[Chunk]) -> None:
@@ -12075,7 +14395,18 @@ def _d_JoinGroupResponse_v2(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         for _ in range(n):
             e_members, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v0(buf, pos)
             f_members.append(e_members)
-    return _C_JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members), pos
+    o = _new(_C_JoinGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = None
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = False
+    o.member_id = f_member_id
+    o.members = f_members
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_JoinGroupResponse_v2(o: JoinGroupResponse, out: list[Chunk]) -> None:
@@ -12103,7 +14434,18 @@ def _d_JoinGroupResponse_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         for _ in range(n):
             e_members, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v5(buf, pos)
             f_members.append(e_members)
-    return _C_JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members), pos
+    o = _new(_C_JoinGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = None
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = False
+    o.member_id = f_member_id
+    o.members = f_members
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_JoinGroupResponse_v5(o: JoinGroupResponse, out: list[Chunk]) -> None:
@@ -12141,7 +14483,18 @@ def _d_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members, unknown_tagged_fields=unknown), pos
+    o = _new(_C_JoinGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = None
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = False
+    o.member_id = f_member_id
+    o.members = f_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_JoinGroupResponse_v6(o: JoinGroupResponse, out: list[Chunk]) -> None:
@@ -12184,7 +14537,18 @@ def _d_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_type=f_protocol_type, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members, unknown_tagged_fields=unknown), pos
+    o = _new(_C_JoinGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = f_protocol_type
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = False
+    o.member_id = f_member_id
+    o.members = f_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_JoinGroupResponse_v7(o: JoinGroupResponse, out: list[Chunk]) -> None:
@@ -12230,7 +14594,18 @@ def _d_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_type=f_protocol_type, protocol_name=f_protocol_name, leader=f_leader, skip_assignment=f_skip_assignment, member_id=f_member_id, members=f_members, unknown_tagged_fields=unknown), pos
+    o = _new(_C_JoinGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = f_protocol_type
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = f_skip_assignment
+    o.member_id = f_member_id
+    o.members = f_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_JoinGroupResponse_v9(o: JoinGroupResponse, out: list[Chunk]) -> None:
@@ -12289,7 +14664,13 @@ def _d_HeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
     (f_generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     f_member_id, pos = read_string(buf, pos)
-    return _C_HeartbeatRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id), pos
+    o = _new(_C_HeartbeatRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_HeartbeatRequest_v0(o: HeartbeatRequest, out: list[Chunk]) -> None:
@@ -12304,7 +14685,13 @@ def _d_HeartbeatRequest_v3(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
     pos += 4
     f_member_id, pos = read_string(buf, pos)
     f_group_instance_id, pos = read_nullable_string(buf, pos)
-    return _C_HeartbeatRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id), pos
+    o = _new(_C_HeartbeatRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_HeartbeatRequest_v3(o: HeartbeatRequest, out: list[Chunk]) -> None:
@@ -12330,7 +14717,13 @@ def _d_HeartbeatRequest_v4(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_HeartbeatRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, unknown_tagged_fields=unknown), pos
+    o = _new(_C_HeartbeatRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_HeartbeatRequest_v4(o: HeartbeatRequest, out: list[Chunk]) -> None:
@@ -12378,7 +14771,11 @@ _C_HeartbeatResponse = HeartbeatResponse
 def _d_HeartbeatResponse_v0(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_HeartbeatResponse(error_code=f_error_code), pos
+    o = _new(_C_HeartbeatResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_HeartbeatResponse_v0(o: HeartbeatResponse, out: list[Chunk]) -> None:
@@ -12388,7 +14785,11 @@ def _e_HeartbeatResponse_v0(o: HeartbeatResponse, out: list[Chunk]) -> None:
 def _d_HeartbeatResponse_v1(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_HeartbeatResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code), pos
+    o = _new(_C_HeartbeatResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_HeartbeatResponse_v1(o: HeartbeatResponse, out: list[Chunk]) -> None:
@@ -12408,7 +14809,11 @@ def _d_HeartbeatResponse_v4(buf: memoryview, pos: int) -> tuple[HeartbeatRespons
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_HeartbeatResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_HeartbeatResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_HeartbeatResponse_v4(o: HeartbeatResponse, out: list[Chunk]) -> None:
@@ -12473,7 +14878,12 @@ _C_LeaveGroupRequest = LeaveGroupRequest
 def _d_LeaveGroupRequest_MemberIdentity_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest.MemberIdentity, int]:
     f_member_id, pos = read_string(buf, pos)
     f_group_instance_id, pos = read_nullable_string(buf, pos)
-    return _C_LeaveGroupRequest_MemberIdentity(member_id=f_member_id, group_instance_id=f_group_instance_id), pos
+    o = _new(_C_LeaveGroupRequest_MemberIdentity)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.reason = None
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaveGroupRequest_MemberIdentity_v3(o: LeaveGroupRequest.MemberIdentity, out: list[Chunk]) -> None:
@@ -12494,7 +14904,12 @@ def _d_LeaveGroupRequest_MemberIdentity_v4(buf: memoryview, pos: int) -> tuple[L
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaveGroupRequest_MemberIdentity(member_id=f_member_id, group_instance_id=f_group_instance_id, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaveGroupRequest_MemberIdentity)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.reason = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaveGroupRequest_MemberIdentity_v4(o: LeaveGroupRequest.MemberIdentity, out: list[Chunk]) -> None:
@@ -12520,7 +14935,12 @@ def _d_LeaveGroupRequest_MemberIdentity_v5(buf: memoryview, pos: int) -> tuple[L
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaveGroupRequest_MemberIdentity(member_id=f_member_id, group_instance_id=f_group_instance_id, reason=f_reason, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaveGroupRequest_MemberIdentity)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.reason = f_reason
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaveGroupRequest_MemberIdentity_v5(o: LeaveGroupRequest.MemberIdentity, out: list[Chunk]) -> None:
@@ -12536,7 +14956,12 @@ def _e_LeaveGroupRequest_MemberIdentity_v5(o: LeaveGroupRequest.MemberIdentity, 
 def _d_LeaveGroupRequest_v0(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     f_group_id, pos = read_string(buf, pos)
     f_member_id, pos = read_string(buf, pos)
-    return _C_LeaveGroupRequest(group_id=f_group_id, member_id=f_member_id), pos
+    o = _new(_C_LeaveGroupRequest)
+    o.group_id = f_group_id
+    o.member_id = f_member_id
+    o.members = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaveGroupRequest_v0(o: LeaveGroupRequest, out: list[Chunk]) -> None:
@@ -12555,7 +14980,12 @@ def _d_LeaveGroupRequest_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
         for _ in range(n):
             e_members, pos = _d_LeaveGroupRequest_MemberIdentity_v3(buf, pos)
             f_members.append(e_members)
-    return _C_LeaveGroupRequest(group_id=f_group_id, members=f_members), pos
+    o = _new(_C_LeaveGroupRequest)
+    o.group_id = f_group_id
+    o.member_id = ''
+    o.members = f_members
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaveGroupRequest_v3(o: LeaveGroupRequest, out: list[Chunk]) -> None:
@@ -12586,7 +15016,12 @@ def _d_LeaveGroupRequest_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaveGroupRequest(group_id=f_group_id, members=f_members, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaveGroupRequest)
+    o.group_id = f_group_id
+    o.member_id = ''
+    o.members = f_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaveGroupRequest_v4(o: LeaveGroupRequest, out: list[Chunk]) -> None:
@@ -12621,7 +15056,12 @@ def _d_LeaveGroupRequest_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaveGroupRequest(group_id=f_group_id, members=f_members, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaveGroupRequest)
+    o.group_id = f_group_id
+    o.member_id = ''
+    o.members = f_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaveGroupRequest_v5(o: LeaveGroupRequest, out: list[Chunk]) -> None:
@@ -12691,7 +15131,12 @@ def _d_LeaveGroupResponse_MemberResponse_v3(buf: memoryview, pos: int) -> tuple[
     f_group_instance_id, pos = read_nullable_string(buf, pos)
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_LeaveGroupResponse_MemberResponse(member_id=f_member_id, group_instance_id=f_group_instance_id, error_code=f_error_code), pos
+    o = _new(_C_LeaveGroupResponse_MemberResponse)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaveGroupResponse_MemberResponse_v3(o: LeaveGroupResponse.MemberResponse, out: list[Chunk]) -> None:
@@ -12715,7 +15160,12 @@ def _d_LeaveGroupResponse_MemberResponse_v4(buf: memoryview, pos: int) -> tuple[
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaveGroupResponse_MemberResponse(member_id=f_member_id, group_instance_id=f_group_instance_id, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaveGroupResponse_MemberResponse)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaveGroupResponse_MemberResponse_v4(o: LeaveGroupResponse.MemberResponse, out: list[Chunk]) -> None:
@@ -12731,7 +15181,12 @@ def _e_LeaveGroupResponse_MemberResponse_v4(o: LeaveGroupResponse.MemberResponse
 def _d_LeaveGroupResponse_v0(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_LeaveGroupResponse(error_code=f_error_code), pos
+    o = _new(_C_LeaveGroupResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    o.members = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaveGroupResponse_v0(o: LeaveGroupResponse, out: list[Chunk]) -> None:
@@ -12741,7 +15196,12 @@ def _e_LeaveGroupResponse_v0(o: LeaveGroupResponse, out: list[Chunk]) -> None:
 def _d_LeaveGroupResponse_v1(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_LeaveGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code), pos
+    o = _new(_C_LeaveGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.members = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaveGroupResponse_v1(o: LeaveGroupResponse, out: list[Chunk]) -> None:
@@ -12760,7 +15220,12 @@ def _d_LeaveGroupResponse_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRespo
         for _ in range(n):
             e_members, pos = _d_LeaveGroupResponse_MemberResponse_v3(buf, pos)
             f_members.append(e_members)
-    return _C_LeaveGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, members=f_members), pos
+    o = _new(_C_LeaveGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.members = f_members
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_LeaveGroupResponse_v3(o: LeaveGroupResponse, out: list[Chunk]) -> None:
@@ -12792,7 +15257,12 @@ def _d_LeaveGroupResponse_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRespo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_LeaveGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, members=f_members, unknown_tagged_fields=unknown), pos
+    o = _new(_C_LeaveGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.members = f_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_LeaveGroupResponse_v4(o: LeaveGroupResponse, out: list[Chunk]) -> None:
@@ -12866,7 +15336,11 @@ _C_SyncGroupRequest = SyncGroupRequest
 def _d_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest.SyncGroupRequestAssignment, int]:
     f_member_id, pos = read_string(buf, pos)
     f_assignment, pos = read_bytes(buf, pos)
-    return _C_SyncGroupRequest_SyncGroupRequestAssignment(member_id=f_member_id, assignment=f_assignment), pos
+    o = _new(_C_SyncGroupRequest_SyncGroupRequestAssignment)
+    o.member_id = f_member_id
+    o.assignment = f_assignment
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_SyncGroupRequest_SyncGroupRequestAssignment_v0(o: SyncGroupRequest.SyncGroupRequestAssignment, out: list[Chunk]) -> None:
@@ -12887,7 +15361,11 @@ def _d_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf: memoryview, pos: int)
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_SyncGroupRequest_SyncGroupRequestAssignment(member_id=f_member_id, assignment=f_assignment, unknown_tagged_fields=unknown), pos
+    o = _new(_C_SyncGroupRequest_SyncGroupRequestAssignment)
+    o.member_id = f_member_id
+    o.assignment = f_assignment
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_SyncGroupRequest_SyncGroupRequestAssignment_v4(o: SyncGroupRequest.SyncGroupRequestAssignment, out: list[Chunk]) -> None:
@@ -12913,7 +15391,16 @@ def _d_SyncGroupRequest_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         for _ in range(n):
             e_assignments, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, pos)
             f_assignments.append(e_assignments)
-    return _C_SyncGroupRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, assignments=f_assignments), pos
+    o = _new(_C_SyncGroupRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = f_assignments
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_SyncGroupRequest_v0(o: SyncGroupRequest, out: list[Chunk]) -> None:
@@ -12940,7 +15427,16 @@ def _d_SyncGroupRequest_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         for _ in range(n):
             e_assignments, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, pos)
             f_assignments.append(e_assignments)
-    return _C_SyncGroupRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, assignments=f_assignments), pos
+    o = _new(_C_SyncGroupRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = f_assignments
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_SyncGroupRequest_v3(o: SyncGroupRequest, out: list[Chunk]) -> None:
@@ -12978,7 +15474,16 @@ def _d_SyncGroupRequest_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_SyncGroupRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, assignments=f_assignments, unknown_tagged_fields=unknown), pos
+    o = _new(_C_SyncGroupRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = f_assignments
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_SyncGroupRequest_v4(o: SyncGroupRequest, out: list[Chunk]) -> None:
@@ -13022,7 +15527,16 @@ def _d_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_SyncGroupRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, protocol_type=f_protocol_type, protocol_name=f_protocol_name, assignments=f_assignments, unknown_tagged_fields=unknown), pos
+    o = _new(_C_SyncGroupRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = f_protocol_type
+    o.protocol_name = f_protocol_name
+    o.assignments = f_assignments
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_SyncGroupRequest_v5(o: SyncGroupRequest, out: list[Chunk]) -> None:
@@ -13082,7 +15596,14 @@ def _d_SyncGroupResponse_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     f_assignment, pos = read_bytes(buf, pos)
-    return _C_SyncGroupResponse(error_code=f_error_code, assignment=f_assignment), pos
+    o = _new(_C_SyncGroupResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignment = f_assignment
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_SyncGroupResponse_v0(o: SyncGroupResponse, out: list[Chunk]) -> None:
@@ -13094,7 +15615,14 @@ def _d_SyncGroupResponse_v1(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
     (f_throttle_time_ms, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     f_assignment, pos = read_bytes(buf, pos)
-    return _C_SyncGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, assignment=f_assignment), pos
+    o = _new(_C_SyncGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignment = f_assignment
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_SyncGroupResponse_v1(o: SyncGroupResponse, out: list[Chunk]) -> None:
@@ -13116,7 +15644,14 @@ def _d_SyncGroupResponse_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_SyncGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, assignment=f_assignment, unknown_tagged_fields=unknown), pos
+    o = _new(_C_SyncGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignment = f_assignment
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_SyncGroupResponse_v4(o: SyncGroupResponse, out: list[Chunk]) -> None:
@@ -13144,7 +15679,14 @@ def _d_SyncGroupResponse_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_SyncGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, protocol_type=f_protocol_type, protocol_name=f_protocol_name, assignment=f_assignment, unknown_tagged_fields=unknown), pos
+    o = _new(_C_SyncGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.protocol_type = f_protocol_type
+    o.protocol_name = f_protocol_name
+    o.assignment = f_assignment
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_SyncGroupResponse_v5(o: SyncGroupResponse, out: list[Chunk]) -> None:
@@ -13199,7 +15741,11 @@ def _d_DescribeGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeGrou
         for _ in range(n):
             e_groups, pos = read_string(buf, pos)
             f_groups.append(e_groups)
-    return _C_DescribeGroupsRequest(groups=f_groups), pos
+    o = _new(_C_DescribeGroupsRequest)
+    o.groups = f_groups
+    o.include_authorized_operations = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeGroupsRequest_v0(o: DescribeGroupsRequest, out: list[Chunk]) -> None:
@@ -13220,7 +15766,11 @@ def _d_DescribeGroupsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeGrou
             f_groups.append(e_groups)
     (f_include_authorized_operations,) = _S_o.unpack_from(buf, pos)
     pos += 1
-    return _C_DescribeGroupsRequest(groups=f_groups, include_authorized_operations=f_include_authorized_operations), pos
+    o = _new(_C_DescribeGroupsRequest)
+    o.groups = f_groups
+    o.include_authorized_operations = f_include_authorized_operations
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeGroupsRequest_v3(o: DescribeGroupsRequest, out: list[Chunk]) -> None:
@@ -13252,7 +15802,11 @@ def _d_DescribeGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[DescribeGrou
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeGroupsRequest(groups=f_groups, include_authorized_operations=f_include_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeGroupsRequest)
+    o.groups = f_groups
+    o.include_authorized_operations = f_include_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeGroupsRequest_v5(o: DescribeGroupsRequest, out: list[Chunk]) -> None:
@@ -13355,7 +15909,15 @@ def _d_DescribeGroupsResponse_DescribedGroupMember_v0(buf: memoryview, pos: int)
     f_client_host, pos = read_string(buf, pos)
     f_member_metadata, pos = read_bytes(buf, pos)
     f_member_assignment, pos = read_bytes(buf, pos)
-    return _C_DescribeGroupsResponse_DescribedGroupMember(member_id=f_member_id, client_id=f_client_id, client_host=f_client_host, member_metadata=f_member_metadata, member_assignment=f_member_assignment), pos
+    o = _new(_C_DescribeGroupsResponse_DescribedGroupMember)
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.client_id = f_client_id
+    o.client_host = f_client_host
+    o.member_metadata = f_member_metadata
+    o.member_assignment = f_member_assignment
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_DescribedGroupMember_v0(o: DescribeGroupsResponse.DescribedGroupMember, out: list[Chunk]) -> None:
@@ -13373,7 +15935,15 @@ def _d_DescribeGroupsResponse_DescribedGroupMember_v4(buf: memoryview, pos: int)
     f_client_host, pos = read_string(buf, pos)
     f_member_metadata, pos = read_bytes(buf, pos)
     f_member_assignment, pos = read_bytes(buf, pos)
-    return _C_DescribeGroupsResponse_DescribedGroupMember(member_id=f_member_id, group_instance_id=f_group_instance_id, client_id=f_client_id, client_host=f_client_host, member_metadata=f_member_metadata, member_assignment=f_member_assignment), pos
+    o = _new(_C_DescribeGroupsResponse_DescribedGroupMember)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.client_id = f_client_id
+    o.client_host = f_client_host
+    o.member_metadata = f_member_metadata
+    o.member_assignment = f_member_assignment
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_DescribedGroupMember_v4(o: DescribeGroupsResponse.DescribedGroupMember, out: list[Chunk]) -> None:
@@ -13402,7 +15972,15 @@ def _d_DescribeGroupsResponse_DescribedGroupMember_v5(buf: memoryview, pos: int)
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeGroupsResponse_DescribedGroupMember(member_id=f_member_id, group_instance_id=f_group_instance_id, client_id=f_client_id, client_host=f_client_host, member_metadata=f_member_metadata, member_assignment=f_member_assignment, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeGroupsResponse_DescribedGroupMember)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.client_id = f_client_id
+    o.client_host = f_client_host
+    o.member_metadata = f_member_metadata
+    o.member_assignment = f_member_assignment
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_DescribedGroupMember_v5(o: DescribeGroupsResponse.DescribedGroupMember, out: list[Chunk]) -> None:
@@ -13434,7 +16012,17 @@ def _d_DescribeGroupsResponse_DescribedGroup_v0(buf: memoryview, pos: int) -> tu
         for _ in range(n):
             e_members, pos = _d_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos)
             f_members.append(e_members)
-    return _C_DescribeGroupsResponse_DescribedGroup(error_code=f_error_code, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members), pos
+    o = _new(_C_DescribeGroupsResponse_DescribedGroup)
+    o.error_code = f_error_code
+    o.error_message = None
+    o.group_id = f_group_id
+    o.group_state = f_group_state
+    o.protocol_type = f_protocol_type
+    o.protocol_data = f_protocol_data
+    o.members = f_members
+    o.authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_DescribedGroup_v0(o: DescribeGroupsResponse.DescribedGroup, out: list[Chunk]) -> None:
@@ -13466,7 +16054,17 @@ def _d_DescribeGroupsResponse_DescribedGroup_v3(buf: memoryview, pos: int) -> tu
             f_members.append(e_members)
     (f_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_DescribeGroupsResponse_DescribedGroup(error_code=f_error_code, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members, authorized_operations=f_authorized_operations), pos
+    o = _new(_C_DescribeGroupsResponse_DescribedGroup)
+    o.error_code = f_error_code
+    o.error_message = None
+    o.group_id = f_group_id
+    o.group_state = f_group_state
+    o.protocol_type = f_protocol_type
+    o.protocol_data = f_protocol_data
+    o.members = f_members
+    o.authorized_operations = f_authorized_operations
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_DescribedGroup_v3(o: DescribeGroupsResponse.DescribedGroup, out: list[Chunk]) -> None:
@@ -13499,7 +16097,17 @@ def _d_DescribeGroupsResponse_DescribedGroup_v4(buf: memoryview, pos: int) -> tu
             f_members.append(e_members)
     (f_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_DescribeGroupsResponse_DescribedGroup(error_code=f_error_code, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members, authorized_operations=f_authorized_operations), pos
+    o = _new(_C_DescribeGroupsResponse_DescribedGroup)
+    o.error_code = f_error_code
+    o.error_message = None
+    o.group_id = f_group_id
+    o.group_state = f_group_state
+    o.protocol_type = f_protocol_type
+    o.protocol_data = f_protocol_data
+    o.members = f_members
+    o.authorized_operations = f_authorized_operations
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_DescribedGroup_v4(o: DescribeGroupsResponse.DescribedGroup, out: list[Chunk]) -> None:
@@ -13542,7 +16150,17 @@ def _d_DescribeGroupsResponse_DescribedGroup_v5(buf: memoryview, pos: int) -> tu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeGroupsResponse_DescribedGroup(error_code=f_error_code, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members, authorized_operations=f_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeGroupsResponse_DescribedGroup)
+    o.error_code = f_error_code
+    o.error_message = None
+    o.group_id = f_group_id
+    o.group_state = f_group_state
+    o.protocol_type = f_protocol_type
+    o.protocol_data = f_protocol_data
+    o.members = f_members
+    o.authorized_operations = f_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_DescribedGroup_v5(o: DescribeGroupsResponse.DescribedGroup, out: list[Chunk]) -> None:
@@ -13590,7 +16208,17 @@ def _d_DescribeGroupsResponse_DescribedGroup_v6(buf: memoryview, pos: int) -> tu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeGroupsResponse_DescribedGroup(error_code=f_error_code, error_message=f_error_message, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members, authorized_operations=f_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeGroupsResponse_DescribedGroup)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.group_id = f_group_id
+    o.group_state = f_group_state
+    o.protocol_type = f_protocol_type
+    o.protocol_data = f_protocol_data
+    o.members = f_members
+    o.authorized_operations = f_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_DescribedGroup_v6(o: DescribeGroupsResponse.DescribedGroup, out: list[Chunk]) -> None:
@@ -13620,7 +16248,11 @@ def _d_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
         for _ in range(n):
             e_groups, pos = _d_DescribeGroupsResponse_DescribedGroup_v0(buf, pos)
             f_groups.append(e_groups)
-    return _C_DescribeGroupsResponse(groups=f_groups), pos
+    o = _new(_C_DescribeGroupsResponse)
+    o.throttle_time_ms = 0
+    o.groups = f_groups
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_v0(o: DescribeGroupsResponse, out: list[Chunk]) -> None:
@@ -13641,7 +16273,11 @@ def _d_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
         for _ in range(n):
             e_groups, pos = _d_DescribeGroupsResponse_DescribedGroup_v0(buf, pos)
             f_groups.append(e_groups)
-    return _C_DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups), pos
+    o = _new(_C_DescribeGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.groups = f_groups
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_v1(o: DescribeGroupsResponse, out: list[Chunk]) -> None:
@@ -13663,7 +16299,11 @@ def _d_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
         for _ in range(n):
             e_groups, pos = _d_DescribeGroupsResponse_DescribedGroup_v3(buf, pos)
             f_groups.append(e_groups)
-    return _C_DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups), pos
+    o = _new(_C_DescribeGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.groups = f_groups
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_v3(o: DescribeGroupsResponse, out: list[Chunk]) -> None:
@@ -13685,7 +16325,11 @@ def _d_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
         for _ in range(n):
             e_groups, pos = _d_DescribeGroupsResponse_DescribedGroup_v4(buf, pos)
             f_groups.append(e_groups)
-    return _C_DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups), pos
+    o = _new(_C_DescribeGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.groups = f_groups
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_v4(o: DescribeGroupsResponse, out: list[Chunk]) -> None:
@@ -13717,7 +16361,11 @@ def _d_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.groups = f_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_v5(o: DescribeGroupsResponse, out: list[Chunk]) -> None:
@@ -13753,7 +16401,11 @@ def _d_DescribeGroupsResponse_v6(buf: memoryview, pos: int) -> tuple[DescribeGro
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.groups = f_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_v6(o: DescribeGroupsResponse, out: list[Chunk]) -> None:
@@ -13799,7 +16451,11 @@ class ListGroupsRequest(ApiMessage):
 _C_ListGroupsRequest = ListGroupsRequest
 
 def _d_ListGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
-    return _C_ListGroupsRequest(), pos
+    o = _new(_C_ListGroupsRequest)
+    o.states_filter = []
+    o.types_filter = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListGroupsRequest_v0(o: ListGroupsRequest, out: list[Chunk]) -> None:
@@ -13817,7 +16473,11 @@ def _d_ListGroupsRequest_v3(buf: memoryview, pos: int) -> tuple[ListGroupsReques
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListGroupsRequest(unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListGroupsRequest)
+    o.states_filter = []
+    o.types_filter = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListGroupsRequest_v3(o: ListGroupsRequest, out: list[Chunk]) -> None:
@@ -13847,7 +16507,11 @@ def _d_ListGroupsRequest_v4(buf: memoryview, pos: int) -> tuple[ListGroupsReques
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListGroupsRequest(states_filter=f_states_filter, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListGroupsRequest)
+    o.states_filter = f_states_filter
+    o.types_filter = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListGroupsRequest_v4(o: ListGroupsRequest, out: list[Chunk]) -> None:
@@ -13889,7 +16553,11 @@ def _d_ListGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[ListGroupsReques
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListGroupsRequest(states_filter=f_states_filter, types_filter=f_types_filter, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListGroupsRequest)
+    o.states_filter = f_states_filter
+    o.types_filter = f_types_filter
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListGroupsRequest_v5(o: ListGroupsRequest, out: list[Chunk]) -> None:
@@ -13961,7 +16629,13 @@ _C_ListGroupsResponse = ListGroupsResponse
 def _d_ListGroupsResponse_ListedGroup_v0(buf: memoryview, pos: int) -> tuple[ListGroupsResponse.ListedGroup, int]:
     f_group_id, pos = read_string(buf, pos)
     f_protocol_type, pos = read_string(buf, pos)
-    return _C_ListGroupsResponse_ListedGroup(group_id=f_group_id, protocol_type=f_protocol_type), pos
+    o = _new(_C_ListGroupsResponse_ListedGroup)
+    o.group_id = f_group_id
+    o.protocol_type = f_protocol_type
+    o.group_state = ''
+    o.group_type = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListGroupsResponse_ListedGroup_v0(o: ListGroupsResponse.ListedGroup, out: list[Chunk]) -> None:
@@ -13982,7 +16656,13 @@ def _d_ListGroupsResponse_ListedGroup_v3(buf: memoryview, pos: int) -> tuple[Lis
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListGroupsResponse_ListedGroup(group_id=f_group_id, protocol_type=f_protocol_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListGroupsResponse_ListedGroup)
+    o.group_id = f_group_id
+    o.protocol_type = f_protocol_type
+    o.group_state = ''
+    o.group_type = ''
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListGroupsResponse_ListedGroup_v3(o: ListGroupsResponse.ListedGroup, out: list[Chunk]) -> None:
@@ -14008,7 +16688,13 @@ def _d_ListGroupsResponse_ListedGroup_v4(buf: memoryview, pos: int) -> tuple[Lis
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListGroupsResponse_ListedGroup(group_id=f_group_id, protocol_type=f_protocol_type, group_state=f_group_state, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListGroupsResponse_ListedGroup)
+    o.group_id = f_group_id
+    o.protocol_type = f_protocol_type
+    o.group_state = f_group_state
+    o.group_type = ''
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListGroupsResponse_ListedGroup_v4(o: ListGroupsResponse.ListedGroup, out: list[Chunk]) -> None:
@@ -14036,7 +16722,13 @@ def _d_ListGroupsResponse_ListedGroup_v5(buf: memoryview, pos: int) -> tuple[Lis
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListGroupsResponse_ListedGroup(group_id=f_group_id, protocol_type=f_protocol_type, group_state=f_group_state, group_type=f_group_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListGroupsResponse_ListedGroup)
+    o.group_id = f_group_id
+    o.protocol_type = f_protocol_type
+    o.group_state = f_group_state
+    o.group_type = f_group_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListGroupsResponse_ListedGroup_v5(o: ListGroupsResponse.ListedGroup, out: list[Chunk]) -> None:
@@ -14062,7 +16754,12 @@ def _d_ListGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
         for _ in range(n):
             e_groups, pos = _d_ListGroupsResponse_ListedGroup_v0(buf, pos)
             f_groups.append(e_groups)
-    return _C_ListGroupsResponse(error_code=f_error_code, groups=f_groups), pos
+    o = _new(_C_ListGroupsResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    o.groups = f_groups
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListGroupsResponse_v0(o: ListGroupsResponse, out: list[Chunk]) -> None:
@@ -14084,7 +16781,12 @@ def _d_ListGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
         for _ in range(n):
             e_groups, pos = _d_ListGroupsResponse_ListedGroup_v0(buf, pos)
             f_groups.append(e_groups)
-    return _C_ListGroupsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, groups=f_groups), pos
+    o = _new(_C_ListGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.groups = f_groups
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ListGroupsResponse_v1(o: ListGroupsResponse, out: list[Chunk]) -> None:
@@ -14116,7 +16818,12 @@ def _d_ListGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListGroupsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, groups=f_groups, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.groups = f_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListGroupsResponse_v3(o: ListGroupsResponse, out: list[Chunk]) -> None:
@@ -14152,7 +16859,12 @@ def _d_ListGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListGroupsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, groups=f_groups, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.groups = f_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListGroupsResponse_v4(o: ListGroupsResponse, out: list[Chunk]) -> None:
@@ -14188,7 +16900,12 @@ def _d_ListGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListGroupsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, groups=f_groups, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.groups = f_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListGroupsResponse_v5(o: ListGroupsResponse, out: list[Chunk]) -> None:
@@ -14230,7 +16947,9 @@ _C_SaslHandshakeRequest = SaslHandshakeRequest
 
 def _d_SaslHandshakeRequest_v0(buf: memoryview, pos: int) -> tuple[SaslHandshakeRequest, int]:
     f_mechanism, pos = read_string(buf, pos)
-    return _C_SaslHandshakeRequest(mechanism=f_mechanism), pos
+    o = _new(_C_SaslHandshakeRequest)
+    o.mechanism = f_mechanism
+    return o, pos
 
 
 def _e_SaslHandshakeRequest_v0(o: SaslHandshakeRequest, out: list[Chunk]) -> None:
@@ -14277,7 +16996,10 @@ def _d_SaslHandshakeResponse_v0(buf: memoryview, pos: int) -> tuple[SaslHandshak
         for _ in range(n):
             e_mechanisms, pos = read_string(buf, pos)
             f_mechanisms.append(e_mechanisms)
-    return _C_SaslHandshakeResponse(error_code=f_error_code, mechanisms=f_mechanisms), pos
+    o = _new(_C_SaslHandshakeResponse)
+    o.error_code = f_error_code
+    o.mechanisms = f_mechanisms
+    return o, pos
 
 
 def _e_SaslHandshakeResponse_v0(o: SaslHandshakeResponse, out: list[Chunk]) -> None:
@@ -14319,7 +17041,11 @@ class ApiVersionsRequest(ApiMessage):
 _C_ApiVersionsRequest = ApiVersionsRequest
 
 def _d_ApiVersionsRequest_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
-    return _C_ApiVersionsRequest(), pos
+    o = _new(_C_ApiVersionsRequest)
+    o.client_software_name = ''
+    o.client_software_version = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ApiVersionsRequest_v0(o: ApiVersionsRequest, out: list[Chunk]) -> None:
@@ -14339,7 +17065,11 @@ def _d_ApiVersionsRequest_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRequ
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ApiVersionsRequest(client_software_name=f_client_software_name, client_software_version=f_client_software_version, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ApiVersionsRequest)
+    o.client_software_name = f_client_software_name
+    o.client_software_version = f_client_software_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ApiVersionsRequest_v3(o: ApiVersionsRequest, out: list[Chunk]) -> None:
@@ -14449,7 +17179,12 @@ _C_ApiVersionsResponse = ApiVersionsResponse
 def _d_ApiVersionsResponse_ApiVersion_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse.ApiVersion, int]:
     (f_api_key, f_min_version, f_max_version,) = _S_hhh.unpack_from(buf, pos)
     pos += 6
-    return _C_ApiVersionsResponse_ApiVersion(api_key=f_api_key, min_version=f_min_version, max_version=f_max_version), pos
+    o = _new(_C_ApiVersionsResponse_ApiVersion)
+    o.api_key = f_api_key
+    o.min_version = f_min_version
+    o.max_version = f_max_version
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ApiVersionsResponse_ApiVersion_v0(o: ApiVersionsResponse.ApiVersion, out: list[Chunk]) -> None:
@@ -14469,7 +17204,12 @@ def _d_ApiVersionsResponse_ApiVersion_v3(buf: memoryview, pos: int) -> tuple[Api
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ApiVersionsResponse_ApiVersion(api_key=f_api_key, min_version=f_min_version, max_version=f_max_version, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ApiVersionsResponse_ApiVersion)
+    o.api_key = f_api_key
+    o.min_version = f_min_version
+    o.max_version = f_max_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ApiVersionsResponse_ApiVersion_v3(o: ApiVersionsResponse.ApiVersion, out: list[Chunk]) -> None:
@@ -14494,7 +17234,12 @@ def _d_ApiVersionsResponse_SupportedFeatureKey_v3(buf: memoryview, pos: int) -> 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ApiVersionsResponse_SupportedFeatureKey(name=f_name, min_version=f_min_version, max_version=f_max_version, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ApiVersionsResponse_SupportedFeatureKey)
+    o.name = f_name
+    o.min_version = f_min_version
+    o.max_version = f_max_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ApiVersionsResponse_SupportedFeatureKey_v3(o: ApiVersionsResponse.SupportedFeatureKey, out: list[Chunk]) -> None:
@@ -14520,7 +17265,12 @@ def _d_ApiVersionsResponse_FinalizedFeatureKey_v3(buf: memoryview, pos: int) -> 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ApiVersionsResponse_FinalizedFeatureKey(name=f_name, max_version_level=f_max_version_level, min_version_level=f_min_version_level, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ApiVersionsResponse_FinalizedFeatureKey)
+    o.name = f_name
+    o.max_version_level = f_max_version_level
+    o.min_version_level = f_min_version_level
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ApiVersionsResponse_FinalizedFeatureKey_v3(o: ApiVersionsResponse.FinalizedFeatureKey, out: list[Chunk]) -> None:
@@ -14544,7 +17294,16 @@ def _d_ApiVersionsResponse_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
         for _ in range(n):
             e_api_keys, pos = _d_ApiVersionsResponse_ApiVersion_v0(buf, pos)
             f_api_keys.append(e_api_keys)
-    return _C_ApiVersionsResponse(error_code=f_error_code, api_keys=f_api_keys), pos
+    o = _new(_C_ApiVersionsResponse)
+    o.error_code = f_error_code
+    o.api_keys = f_api_keys
+    o.throttle_time_ms = 0
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ApiVersionsResponse_v0(o: ApiVersionsResponse, out: list[Chunk]) -> None:
@@ -14568,7 +17327,16 @@ def _d_ApiVersionsResponse_v1(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
             f_api_keys.append(e_api_keys)
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_ApiVersionsResponse(error_code=f_error_code, api_keys=f_api_keys, throttle_time_ms=f_throttle_time_ms), pos
+    o = _new(_C_ApiVersionsResponse)
+    o.error_code = f_error_code
+    o.api_keys = f_api_keys
+    o.throttle_time_ms = f_throttle_time_ms
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ApiVersionsResponse_v1(o: ApiVersionsResponse, out: list[Chunk]) -> None:
@@ -14636,7 +17404,16 @@ def _d_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_ApiVersionsResponse(error_code=f_error_code, api_keys=f_api_keys, throttle_time_ms=f_throttle_time_ms, supported_features=f_supported_features, finalized_features_epoch=f_finalized_features_epoch, finalized_features=f_finalized_features, zk_migration_ready=f_zk_migration_ready, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ApiVersionsResponse)
+    o.error_code = f_error_code
+    o.api_keys = f_api_keys
+    o.throttle_time_ms = f_throttle_time_ms
+    o.supported_features = f_supported_features
+    o.finalized_features_epoch = f_finalized_features_epoch
+    o.finalized_features = f_finalized_features
+    o.zk_migration_ready = f_zk_migration_ready
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ApiVersionsResponse_v3(o: ApiVersionsResponse, out: list[Chunk]) -> None:
@@ -14767,7 +17544,11 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf: memoryview, pos: i
         check_null_array('BrokerIds')
     else:
         f_broker_ids, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_CreateTopicsRequest_CreatableReplicaAssignment(partition_index=f_partition_index, broker_ids=f_broker_ids), pos
+    o = _new(_C_CreateTopicsRequest_CreatableReplicaAssignment)
+    o.partition_index = f_partition_index
+    o.broker_ids = f_broker_ids
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateTopicsRequest_CreatableReplicaAssignment_v0(o: CreateTopicsRequest.CreatableReplicaAssignment, out: list[Chunk]) -> None:
@@ -14796,7 +17577,11 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf: memoryview, pos: i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreateTopicsRequest_CreatableReplicaAssignment(partition_index=f_partition_index, broker_ids=f_broker_ids, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateTopicsRequest_CreatableReplicaAssignment)
+    o.partition_index = f_partition_index
+    o.broker_ids = f_broker_ids
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateTopicsRequest_CreatableReplicaAssignment_v5(o: CreateTopicsRequest.CreatableReplicaAssignment, out: list[Chunk]) -> None:
@@ -14813,7 +17598,11 @@ def _e_CreateTopicsRequest_CreatableReplicaAssignment_v5(o: CreateTopicsRequest.
 def _d_CreateTopicsRequest_CreatableTopicConfig_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopicConfig, int]:
     f_name, pos = read_string(buf, pos)
     f_value, pos = read_nullable_string(buf, pos)
-    return _C_CreateTopicsRequest_CreatableTopicConfig(name=f_name, value=f_value), pos
+    o = _new(_C_CreateTopicsRequest_CreatableTopicConfig)
+    o.name = f_name
+    o.value = f_value
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateTopicsRequest_CreatableTopicConfig_v0(o: CreateTopicsRequest.CreatableTopicConfig, out: list[Chunk]) -> None:
@@ -14834,7 +17623,11 @@ def _d_CreateTopicsRequest_CreatableTopicConfig_v5(buf: memoryview, pos: int) ->
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreateTopicsRequest_CreatableTopicConfig(name=f_name, value=f_value, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateTopicsRequest_CreatableTopicConfig)
+    o.name = f_name
+    o.value = f_value
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateTopicsRequest_CreatableTopicConfig_v5(o: CreateTopicsRequest.CreatableTopicConfig, out: list[Chunk]) -> None:
@@ -14868,7 +17661,14 @@ def _d_CreateTopicsRequest_CreatableTopic_v0(buf: memoryview, pos: int) -> tuple
         for _ in range(n):
             e_configs, pos = _d_CreateTopicsRequest_CreatableTopicConfig_v0(buf, pos)
             f_configs.append(e_configs)
-    return _C_CreateTopicsRequest_CreatableTopic(name=f_name, num_partitions=f_num_partitions, replication_factor=f_replication_factor, assignments=f_assignments, configs=f_configs), pos
+    o = _new(_C_CreateTopicsRequest_CreatableTopic)
+    o.name = f_name
+    o.num_partitions = f_num_partitions
+    o.replication_factor = f_replication_factor
+    o.assignments = f_assignments
+    o.configs = f_configs
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateTopicsRequest_CreatableTopic_v0(o: CreateTopicsRequest.CreatableTopic, out: list[Chunk]) -> None:
@@ -14914,7 +17714,14 @@ def _d_CreateTopicsRequest_CreatableTopic_v5(buf: memoryview, pos: int) -> tuple
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreateTopicsRequest_CreatableTopic(name=f_name, num_partitions=f_num_partitions, replication_factor=f_replication_factor, assignments=f_assignments, configs=f_configs, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateTopicsRequest_CreatableTopic)
+    o.name = f_name
+    o.num_partitions = f_num_partitions
+    o.replication_factor = f_replication_factor
+    o.assignments = f_assignments
+    o.configs = f_configs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateTopicsRequest_CreatableTopic_v5(o: CreateTopicsRequest.CreatableTopic, out: list[Chunk]) -> None:
@@ -14944,7 +17751,12 @@ def _d_CreateTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
             f_topics.append(e_topics)
     (f_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_CreateTopicsRequest(topics=f_topics, timeout_ms=f_timeout_ms), pos
+    o = _new(_C_CreateTopicsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.validate_only = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateTopicsRequest_v0(o: CreateTopicsRequest, out: list[Chunk]) -> None:
@@ -14966,7 +17778,12 @@ def _d_CreateTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
             f_topics.append(e_topics)
     (f_timeout_ms, f_validate_only,) = _S_io.unpack_from(buf, pos)
     pos += 5
-    return _C_CreateTopicsRequest(topics=f_topics, timeout_ms=f_timeout_ms, validate_only=f_validate_only), pos
+    o = _new(_C_CreateTopicsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.validate_only = f_validate_only
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateTopicsRequest_v1(o: CreateTopicsRequest, out: list[Chunk]) -> None:
@@ -14998,7 +17815,12 @@ def _d_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreateTopicsRequest(topics=f_topics, timeout_ms=f_timeout_ms, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateTopicsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.validate_only = f_validate_only
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateTopicsRequest_v5(o: CreateTopicsRequest, out: list[Chunk]) -> None:
@@ -15108,7 +17930,14 @@ def _d_CreateTopicsResponse_CreatableTopicConfigs_v5(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreateTopicsResponse_CreatableTopicConfigs(name=f_name, value=f_value, read_only=f_read_only, config_source=f_config_source, is_sensitive=f_is_sensitive, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateTopicsResponse_CreatableTopicConfigs)
+    o.name = f_name
+    o.value = f_value
+    o.read_only = f_read_only
+    o.config_source = f_config_source
+    o.is_sensitive = f_is_sensitive
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateTopicsResponse_CreatableTopicConfigs_v5(o: CreateTopicsResponse.CreatableTopicConfigs, out: list[Chunk]) -> None:
@@ -15125,7 +17954,17 @@ def _d_CreateTopicsResponse_CreatableTopicResult_v0(buf: memoryview, pos: int) -
     f_name, pos = read_string(buf, pos)
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_CreateTopicsResponse_CreatableTopicResult(name=f_name, error_code=f_error_code), pos
+    o = _new(_C_CreateTopicsResponse_CreatableTopicResult)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.topic_config_error_code = 0
+    o.num_partitions = -1
+    o.replication_factor = -1
+    o.configs = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateTopicsResponse_CreatableTopicResult_v0(o: CreateTopicsResponse.CreatableTopicResult, out: list[Chunk]) -> None:
@@ -15138,7 +17977,17 @@ def _d_CreateTopicsResponse_CreatableTopicResult_v1(buf: memoryview, pos: int) -
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = read_nullable_string(buf, pos)
-    return _C_CreateTopicsResponse_CreatableTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(_C_CreateTopicsResponse_CreatableTopicResult)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.topic_config_error_code = 0
+    o.num_partitions = -1
+    o.replication_factor = -1
+    o.configs = []
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateTopicsResponse_CreatableTopicResult_v1(o: CreateTopicsResponse.CreatableTopicResult, out: list[Chunk]) -> None:
@@ -15179,7 +18028,17 @@ def _d_CreateTopicsResponse_CreatableTopicResult_v5(buf: memoryview, pos: int) -
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_CreateTopicsResponse_CreatableTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message, num_partitions=f_num_partitions, replication_factor=f_replication_factor, configs=f_configs, topic_config_error_code=f_topic_config_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateTopicsResponse_CreatableTopicResult)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.topic_config_error_code = f_topic_config_error_code
+    o.num_partitions = f_num_partitions
+    o.replication_factor = f_replication_factor
+    o.configs = f_configs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateTopicsResponse_CreatableTopicResult_v5(o: CreateTopicsResponse.CreatableTopicResult, out: list[Chunk]) -> None:
@@ -15233,7 +18092,17 @@ def _d_CreateTopicsResponse_CreatableTopicResult_v7(buf: memoryview, pos: int) -
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(raw)
-    return _C_CreateTopicsResponse_CreatableTopicResult(name=f_name, topic_id=f_topic_id, error_code=f_error_code, error_message=f_error_message, num_partitions=f_num_partitions, replication_factor=f_replication_factor, configs=f_configs, topic_config_error_code=f_topic_config_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateTopicsResponse_CreatableTopicResult)
+    o.name = f_name
+    o.topic_id = f_topic_id
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.topic_config_error_code = f_topic_config_error_code
+    o.num_partitions = f_num_partitions
+    o.replication_factor = f_replication_factor
+    o.configs = f_configs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateTopicsResponse_CreatableTopicResult_v7(o: CreateTopicsResponse.CreatableTopicResult, out: list[Chunk]) -> None:
@@ -15265,7 +18134,11 @@ def _d_CreateTopicsResponse_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsR
         for _ in range(n):
             e_topics, pos = _d_CreateTopicsResponse_CreatableTopicResult_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_CreateTopicsResponse(topics=f_topics), pos
+    o = _new(_C_CreateTopicsResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateTopicsResponse_v0(o: CreateTopicsResponse, out: list[Chunk]) -> None:
@@ -15284,7 +18157,11 @@ def _d_CreateTopicsResponse_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsR
         for _ in range(n):
             e_topics, pos = _d_CreateTopicsResponse_CreatableTopicResult_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_CreateTopicsResponse(topics=f_topics), pos
+    o = _new(_C_CreateTopicsResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateTopicsResponse_v1(o: CreateTopicsResponse, out: list[Chunk]) -> None:
@@ -15305,7 +18182,11 @@ def _d_CreateTopicsResponse_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsR
         for _ in range(n):
             e_topics, pos = _d_CreateTopicsResponse_CreatableTopicResult_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_CreateTopicsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(_C_CreateTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateTopicsResponse_v2(o: CreateTopicsResponse, out: list[Chunk]) -> None:
@@ -15337,7 +18218,11 @@ def _d_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreateTopicsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateTopicsResponse_v5(o: CreateTopicsResponse, out: list[Chunk]) -> None:
@@ -15373,7 +18258,11 @@ def _d_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreateTopicsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateTopicsResponse_v7(o: CreateTopicsResponse, out: list[Chunk]) -> None:
@@ -15449,7 +18338,11 @@ def _d_DeleteTopicsRequest_DeleteTopicState_v6(buf: memoryview, pos: int) -> tup
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteTopicsRequest_DeleteTopicState(name=f_name, topic_id=f_topic_id, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteTopicsRequest_DeleteTopicState)
+    o.name = f_name
+    o.topic_id = f_topic_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteTopicsRequest_DeleteTopicState_v6(o: DeleteTopicsRequest.DeleteTopicState, out: list[Chunk]) -> None:
@@ -15473,7 +18366,12 @@ def _d_DeleteTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
             f_topic_names.append(e_topic_names)
     (f_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_DeleteTopicsRequest(topic_names=f_topic_names, timeout_ms=f_timeout_ms), pos
+    o = _new(_C_DeleteTopicsRequest)
+    o.topics = []
+    o.topic_names = f_topic_names
+    o.timeout_ms = f_timeout_ms
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteTopicsRequest_v0(o: DeleteTopicsRequest, out: list[Chunk]) -> None:
@@ -15505,7 +18403,12 @@ def _d_DeleteTopicsRequest_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteTopicsRequest(topic_names=f_topic_names, timeout_ms=f_timeout_ms, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteTopicsRequest)
+    o.topics = []
+    o.topic_names = f_topic_names
+    o.timeout_ms = f_timeout_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteTopicsRequest_v4(o: DeleteTopicsRequest, out: list[Chunk]) -> None:
@@ -15541,7 +18444,12 @@ def _d_DeleteTopicsRequest_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteTopicsRequest(topics=f_topics, timeout_ms=f_timeout_ms, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteTopicsRequest)
+    o.topics = f_topics
+    o.topic_names = []
+    o.timeout_ms = f_timeout_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteTopicsRequest_v6(o: DeleteTopicsRequest, out: list[Chunk]) -> None:
@@ -15610,7 +18518,13 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_v0(buf: memoryview, pos: int) -
     f_name, pos = read_string(buf, pos)
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_DeleteTopicsResponse_DeletableTopicResult(name=f_name, error_code=f_error_code), pos
+    o = _new(_C_DeleteTopicsResponse_DeletableTopicResult)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.error_code = f_error_code
+    o.error_message = None
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteTopicsResponse_DeletableTopicResult_v0(o: DeleteTopicsResponse.DeletableTopicResult, out: list[Chunk]) -> None:
@@ -15632,7 +18546,13 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_v4(buf: memoryview, pos: int) -
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteTopicsResponse_DeletableTopicResult(name=f_name, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteTopicsResponse_DeletableTopicResult)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.error_code = f_error_code
+    o.error_message = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteTopicsResponse_DeletableTopicResult_v4(o: DeleteTopicsResponse.DeletableTopicResult, out: list[Chunk]) -> None:
@@ -15659,7 +18579,13 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_v5(buf: memoryview, pos: int) -
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteTopicsResponse_DeletableTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteTopicsResponse_DeletableTopicResult)
+    o.name = f_name
+    o.topic_id = ZERO_UUID
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteTopicsResponse_DeletableTopicResult_v5(o: DeleteTopicsResponse.DeletableTopicResult, out: list[Chunk]) -> None:
@@ -15688,7 +18614,13 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_v6(buf: memoryview, pos: int) -
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteTopicsResponse_DeletableTopicResult(name=f_name, topic_id=f_topic_id, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteTopicsResponse_DeletableTopicResult)
+    o.name = f_name
+    o.topic_id = f_topic_id
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteTopicsResponse_DeletableTopicResult_v6(o: DeleteTopicsResponse.DeletableTopicResult, out: list[Chunk]) -> None:
@@ -15712,7 +18644,11 @@ def _d_DeleteTopicsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
         for _ in range(n):
             e_responses, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v0(buf, pos)
             f_responses.append(e_responses)
-    return _C_DeleteTopicsResponse(responses=f_responses), pos
+    o = _new(_C_DeleteTopicsResponse)
+    o.throttle_time_ms = 0
+    o.responses = f_responses
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteTopicsResponse_v0(o: DeleteTopicsResponse, out: list[Chunk]) -> None:
@@ -15733,7 +18669,11 @@ def _d_DeleteTopicsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
         for _ in range(n):
             e_responses, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v0(buf, pos)
             f_responses.append(e_responses)
-    return _C_DeleteTopicsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(_C_DeleteTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteTopicsResponse_v1(o: DeleteTopicsResponse, out: list[Chunk]) -> None:
@@ -15765,7 +18705,11 @@ def _d_DeleteTopicsResponse_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteTopicsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteTopicsResponse_v4(o: DeleteTopicsResponse, out: list[Chunk]) -> None:
@@ -15801,7 +18745,11 @@ def _d_DeleteTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteTopicsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteTopicsResponse_v5(o: DeleteTopicsResponse, out: list[Chunk]) -> None:
@@ -15837,7 +18785,11 @@ def _d_DeleteTopicsResponse_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteTopicsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteTopicsResponse_v6(o: DeleteTopicsResponse, out: list[Chunk]) -> None:
@@ -15917,7 +18869,11 @@ _C_DeleteRecordsRequest = DeleteRecordsRequest
 def _d_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsPartition, int]:
     (f_partition_index, f_offset,) = _S_iq.unpack_from(buf, pos)
     pos += 12
-    return _C_DeleteRecordsRequest_DeleteRecordsPartition(partition_index=f_partition_index, offset=f_offset), pos
+    o = _new(_C_DeleteRecordsRequest_DeleteRecordsPartition)
+    o.partition_index = f_partition_index
+    o.offset = f_offset
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteRecordsRequest_DeleteRecordsPartition_v0(o: DeleteRecordsRequest.DeleteRecordsPartition, out: list[Chunk]) -> None:
@@ -15937,7 +18893,11 @@ def _d_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf: memoryview, pos: int)
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteRecordsRequest_DeleteRecordsPartition(partition_index=f_partition_index, offset=f_offset, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteRecordsRequest_DeleteRecordsPartition)
+    o.partition_index = f_partition_index
+    o.offset = f_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteRecordsRequest_DeleteRecordsPartition_v2(o: DeleteRecordsRequest.DeleteRecordsPartition, out: list[Chunk]) -> None:
@@ -15959,7 +18919,11 @@ def _d_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf: memoryview, pos: int) -> 
         for _ in range(n):
             e_partitions, pos = _d_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_DeleteRecordsRequest_DeleteRecordsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_DeleteRecordsRequest_DeleteRecordsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteRecordsRequest_DeleteRecordsTopic_v0(o: DeleteRecordsRequest.DeleteRecordsTopic, out: list[Chunk]) -> None:
@@ -15990,7 +18954,11 @@ def _d_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf: memoryview, pos: int) -> 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteRecordsRequest_DeleteRecordsTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteRecordsRequest_DeleteRecordsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteRecordsRequest_DeleteRecordsTopic_v2(o: DeleteRecordsRequest.DeleteRecordsTopic, out: list[Chunk]) -> None:
@@ -16016,7 +18984,11 @@ def _d_DeleteRecordsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteRecords
             f_topics.append(e_topics)
     (f_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_DeleteRecordsRequest(topics=f_topics, timeout_ms=f_timeout_ms), pos
+    o = _new(_C_DeleteRecordsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteRecordsRequest_v0(o: DeleteRecordsRequest, out: list[Chunk]) -> None:
@@ -16048,7 +19020,11 @@ def _d_DeleteRecordsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteRecords
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteRecordsRequest(topics=f_topics, timeout_ms=f_timeout_ms, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteRecordsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteRecordsRequest_v2(o: DeleteRecordsRequest, out: list[Chunk]) -> None:
@@ -16130,7 +19106,12 @@ _C_DeleteRecordsResponse = DeleteRecordsResponse
 def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsPartitionResult, int]:
     (f_partition_index, f_low_watermark, f_error_code,) = _S_iqh.unpack_from(buf, pos)
     pos += 14
-    return _C_DeleteRecordsResponse_DeleteRecordsPartitionResult(partition_index=f_partition_index, low_watermark=f_low_watermark, error_code=f_error_code), pos
+    o = _new(_C_DeleteRecordsResponse_DeleteRecordsPartitionResult)
+    o.partition_index = f_partition_index
+    o.low_watermark = f_low_watermark
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(o: DeleteRecordsResponse.DeleteRecordsPartitionResult, out: list[Chunk]) -> None:
@@ -16150,7 +19131,12 @@ def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf: memoryview, po
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteRecordsResponse_DeleteRecordsPartitionResult(partition_index=f_partition_index, low_watermark=f_low_watermark, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteRecordsResponse_DeleteRecordsPartitionResult)
+    o.partition_index = f_partition_index
+    o.low_watermark = f_low_watermark
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(o: DeleteRecordsResponse.DeleteRecordsPartitionResult, out: list[Chunk]) -> None:
@@ -16172,7 +19158,11 @@ def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf: memoryview, pos: i
         for _ in range(n):
             e_partitions, pos = _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_DeleteRecordsResponse_DeleteRecordsTopicResult(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_DeleteRecordsResponse_DeleteRecordsTopicResult)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(o: DeleteRecordsResponse.DeleteRecordsTopicResult, out: list[Chunk]) -> None:
@@ -16203,7 +19193,11 @@ def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf: memoryview, pos: i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteRecordsResponse_DeleteRecordsTopicResult(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteRecordsResponse_DeleteRecordsTopicResult)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(o: DeleteRecordsResponse.DeleteRecordsTopicResult, out: list[Chunk]) -> None:
@@ -16229,7 +19223,11 @@ def _d_DeleteRecordsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteRecord
         for _ in range(n):
             e_topics, pos = _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_DeleteRecordsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(_C_DeleteRecordsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteRecordsResponse_v0(o: DeleteRecordsResponse, out: list[Chunk]) -> None:
@@ -16261,7 +19259,11 @@ def _d_DeleteRecordsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteRecord
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteRecordsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteRecordsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteRecordsResponse_v2(o: DeleteRecordsResponse, out: list[Chunk]) -> None:
@@ -16318,7 +19320,15 @@ def _d_InitProducerIdRequest_v0(buf: memoryview, pos: int) -> tuple[InitProducer
     f_transactional_id, pos = read_nullable_string(buf, pos)
     (f_transaction_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_InitProducerIdRequest(transactional_id=f_transactional_id, transaction_timeout_ms=f_transaction_timeout_ms), pos
+    o = _new(_C_InitProducerIdRequest)
+    o.transactional_id = f_transactional_id
+    o.transaction_timeout_ms = f_transaction_timeout_ms
+    o.producer_id = -1
+    o.producer_epoch = -1
+    o.enable2_pc = False
+    o.keep_prepared_txn = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_InitProducerIdRequest_v0(o: InitProducerIdRequest, out: list[Chunk]) -> None:
@@ -16340,7 +19350,15 @@ def _d_InitProducerIdRequest_v2(buf: memoryview, pos: int) -> tuple[InitProducer
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_InitProducerIdRequest(transactional_id=f_transactional_id, transaction_timeout_ms=f_transaction_timeout_ms, unknown_tagged_fields=unknown), pos
+    o = _new(_C_InitProducerIdRequest)
+    o.transactional_id = f_transactional_id
+    o.transaction_timeout_ms = f_transaction_timeout_ms
+    o.producer_id = -1
+    o.producer_epoch = -1
+    o.enable2_pc = False
+    o.keep_prepared_txn = False
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_InitProducerIdRequest_v2(o: InitProducerIdRequest, out: list[Chunk]) -> None:
@@ -16366,7 +19384,15 @@ def _d_InitProducerIdRequest_v3(buf: memoryview, pos: int) -> tuple[InitProducer
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_InitProducerIdRequest(transactional_id=f_transactional_id, transaction_timeout_ms=f_transaction_timeout_ms, producer_id=f_producer_id, producer_epoch=f_producer_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_InitProducerIdRequest)
+    o.transactional_id = f_transactional_id
+    o.transaction_timeout_ms = f_transaction_timeout_ms
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.enable2_pc = False
+    o.keep_prepared_txn = False
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_InitProducerIdRequest_v3(o: InitProducerIdRequest, out: list[Chunk]) -> None:
@@ -16392,7 +19418,15 @@ def _d_InitProducerIdRequest_v6(buf: memoryview, pos: int) -> tuple[InitProducer
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_InitProducerIdRequest(transactional_id=f_transactional_id, transaction_timeout_ms=f_transaction_timeout_ms, producer_id=f_producer_id, producer_epoch=f_producer_epoch, enable2_pc=f_enable2_pc, keep_prepared_txn=f_keep_prepared_txn, unknown_tagged_fields=unknown), pos
+    o = _new(_C_InitProducerIdRequest)
+    o.transactional_id = f_transactional_id
+    o.transaction_timeout_ms = f_transaction_timeout_ms
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.enable2_pc = f_enable2_pc
+    o.keep_prepared_txn = f_keep_prepared_txn
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_InitProducerIdRequest_v6(o: InitProducerIdRequest, out: list[Chunk]) -> None:
@@ -16446,7 +19480,15 @@ _C_InitProducerIdResponse = InitProducerIdResponse
 def _d_InitProducerIdResponse_v0(buf: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     (f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch,) = _S_ihqh.unpack_from(buf, pos)
     pos += 16
-    return _C_InitProducerIdResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, producer_id=f_producer_id, producer_epoch=f_producer_epoch), pos
+    o = _new(_C_InitProducerIdResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.ongoing_txn_producer_id = -1
+    o.ongoing_txn_producer_epoch = -1
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_InitProducerIdResponse_v0(o: InitProducerIdResponse, out: list[Chunk]) -> None:
@@ -16466,7 +19508,15 @@ def _d_InitProducerIdResponse_v2(buf: memoryview, pos: int) -> tuple[InitProduce
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_InitProducerIdResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, producer_id=f_producer_id, producer_epoch=f_producer_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_InitProducerIdResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.ongoing_txn_producer_id = -1
+    o.ongoing_txn_producer_epoch = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_InitProducerIdResponse_v2(o: InitProducerIdResponse, out: list[Chunk]) -> None:
@@ -16490,7 +19540,15 @@ def _d_InitProducerIdResponse_v6(buf: memoryview, pos: int) -> tuple[InitProduce
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_InitProducerIdResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, producer_id=f_producer_id, producer_epoch=f_producer_epoch, ongoing_txn_producer_id=f_ongoing_txn_producer_id, ongoing_txn_producer_epoch=f_ongoing_txn_producer_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_InitProducerIdResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.ongoing_txn_producer_id = f_ongoing_txn_producer_id
+    o.ongoing_txn_producer_epoch = f_ongoing_txn_producer_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_InitProducerIdResponse_v6(o: InitProducerIdResponse, out: list[Chunk]) -> None:
@@ -16569,7 +19627,12 @@ _C_OffsetForLeaderEpochRequest = OffsetForLeaderEpochRequest
 def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderPartition, int]:
     (f_partition, f_leader_epoch,) = _S_ii.unpack_from(buf, pos)
     pos += 8
-    return _C_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(partition=f_partition, leader_epoch=f_leader_epoch), pos
+    o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = -1
+    o.leader_epoch = f_leader_epoch
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(o: OffsetForLeaderEpochRequest.OffsetForLeaderPartition, out: list[Chunk]) -> None:
@@ -16579,7 +19642,12 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(o: OffsetForLeade
 def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderPartition, int]:
     (f_partition, f_current_leader_epoch, f_leader_epoch,) = _S_iii.unpack_from(buf, pos)
     pos += 12
-    return _C_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, leader_epoch=f_leader_epoch), pos
+    o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.leader_epoch = f_leader_epoch
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(o: OffsetForLeaderEpochRequest.OffsetForLeaderPartition, out: list[Chunk]) -> None:
@@ -16599,7 +19667,12 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf: memoryview, 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, leader_epoch=f_leader_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.leader_epoch = f_leader_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(o: OffsetForLeaderEpochRequest.OffsetForLeaderPartition, out: list[Chunk]) -> None:
@@ -16621,7 +19694,11 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf: memoryview, pos:
         for _ in range(n):
             e_partitions, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(o: OffsetForLeaderEpochRequest.OffsetForLeaderTopic, out: list[Chunk]) -> None:
@@ -16642,7 +19719,11 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf: memoryview, pos:
         for _ in range(n):
             e_partitions, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(o: OffsetForLeaderEpochRequest.OffsetForLeaderTopic, out: list[Chunk]) -> None:
@@ -16673,7 +19754,11 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf: memoryview, pos:
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(o: OffsetForLeaderEpochRequest.OffsetForLeaderTopic, out: list[Chunk]) -> None:
@@ -16697,7 +19782,11 @@ def _d_OffsetForLeaderEpochRequest_v0(buf: memoryview, pos: int) -> tuple[Offset
         for _ in range(n):
             e_topics, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetForLeaderEpochRequest(topics=f_topics), pos
+    o = _new(_C_OffsetForLeaderEpochRequest)
+    o.replica_id = -2
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochRequest_v0(o: OffsetForLeaderEpochRequest, out: list[Chunk]) -> None:
@@ -16716,7 +19805,11 @@ def _d_OffsetForLeaderEpochRequest_v2(buf: memoryview, pos: int) -> tuple[Offset
         for _ in range(n):
             e_topics, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetForLeaderEpochRequest(topics=f_topics), pos
+    o = _new(_C_OffsetForLeaderEpochRequest)
+    o.replica_id = -2
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochRequest_v2(o: OffsetForLeaderEpochRequest, out: list[Chunk]) -> None:
@@ -16737,7 +19830,11 @@ def _d_OffsetForLeaderEpochRequest_v3(buf: memoryview, pos: int) -> tuple[Offset
         for _ in range(n):
             e_topics, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetForLeaderEpochRequest(replica_id=f_replica_id, topics=f_topics), pos
+    o = _new(_C_OffsetForLeaderEpochRequest)
+    o.replica_id = f_replica_id
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochRequest_v3(o: OffsetForLeaderEpochRequest, out: list[Chunk]) -> None:
@@ -16769,7 +19866,11 @@ def _d_OffsetForLeaderEpochRequest_v4(buf: memoryview, pos: int) -> tuple[Offset
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetForLeaderEpochRequest(replica_id=f_replica_id, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetForLeaderEpochRequest)
+    o.replica_id = f_replica_id
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochRequest_v4(o: OffsetForLeaderEpochRequest, out: list[Chunk]) -> None:
@@ -16853,7 +19954,13 @@ _C_OffsetForLeaderEpochResponse = OffsetForLeaderEpochResponse
 def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse.EpochEndOffset, int]:
     (f_error_code, f_partition, f_end_offset,) = _S_hiq.unpack_from(buf, pos)
     pos += 14
-    return _C_OffsetForLeaderEpochResponse_EpochEndOffset(error_code=f_error_code, partition=f_partition, end_offset=f_end_offset), pos
+    o = _new(_C_OffsetForLeaderEpochResponse_EpochEndOffset)
+    o.error_code = f_error_code
+    o.partition = f_partition
+    o.leader_epoch = -1
+    o.end_offset = f_end_offset
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v0(o: OffsetForLeaderEpochResponse.EpochEndOffset, out: list[Chunk]) -> None:
@@ -16863,7 +19970,13 @@ def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v0(o: OffsetForLeaderEpochRes
 def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v1(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse.EpochEndOffset, int]:
     (f_error_code, f_partition, f_leader_epoch, f_end_offset,) = _S_hiiq.unpack_from(buf, pos)
     pos += 18
-    return _C_OffsetForLeaderEpochResponse_EpochEndOffset(error_code=f_error_code, partition=f_partition, leader_epoch=f_leader_epoch, end_offset=f_end_offset), pos
+    o = _new(_C_OffsetForLeaderEpochResponse_EpochEndOffset)
+    o.error_code = f_error_code
+    o.partition = f_partition
+    o.leader_epoch = f_leader_epoch
+    o.end_offset = f_end_offset
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v1(o: OffsetForLeaderEpochResponse.EpochEndOffset, out: list[Chunk]) -> None:
@@ -16883,7 +19996,13 @@ def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf: memoryview, pos: int)
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetForLeaderEpochResponse_EpochEndOffset(error_code=f_error_code, partition=f_partition, leader_epoch=f_leader_epoch, end_offset=f_end_offset, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetForLeaderEpochResponse_EpochEndOffset)
+    o.error_code = f_error_code
+    o.partition = f_partition
+    o.leader_epoch = f_leader_epoch
+    o.end_offset = f_end_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v4(o: OffsetForLeaderEpochResponse.EpochEndOffset, out: list[Chunk]) -> None:
@@ -16905,7 +20024,11 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf: memoryvie
         for _ in range(n):
             e_partitions, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(o: OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, out: list[Chunk]) -> None:
@@ -16926,7 +20049,11 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf: memoryvie
         for _ in range(n):
             e_partitions, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_v1(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(o: OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, out: list[Chunk]) -> None:
@@ -16957,7 +20084,11 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf: memoryvie
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(o: OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, out: list[Chunk]) -> None:
@@ -16981,7 +20112,11 @@ def _d_OffsetForLeaderEpochResponse_v0(buf: memoryview, pos: int) -> tuple[Offse
         for _ in range(n):
             e_topics, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetForLeaderEpochResponse(topics=f_topics), pos
+    o = _new(_C_OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochResponse_v0(o: OffsetForLeaderEpochResponse, out: list[Chunk]) -> None:
@@ -17000,7 +20135,11 @@ def _d_OffsetForLeaderEpochResponse_v1(buf: memoryview, pos: int) -> tuple[Offse
         for _ in range(n):
             e_topics, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetForLeaderEpochResponse(topics=f_topics), pos
+    o = _new(_C_OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochResponse_v1(o: OffsetForLeaderEpochResponse, out: list[Chunk]) -> None:
@@ -17021,7 +20160,11 @@ def _d_OffsetForLeaderEpochResponse_v2(buf: memoryview, pos: int) -> tuple[Offse
         for _ in range(n):
             e_topics, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetForLeaderEpochResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(_C_OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochResponse_v2(o: OffsetForLeaderEpochResponse, out: list[Chunk]) -> None:
@@ -17053,7 +20196,11 @@ def _d_OffsetForLeaderEpochResponse_v4(buf: memoryview, pos: int) -> tuple[Offse
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_OffsetForLeaderEpochResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochResponse_v4(o: OffsetForLeaderEpochResponse, out: list[Chunk]) -> None:
@@ -17150,7 +20297,11 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf: memoryview, pos
         check_null_array('Partitions')
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(o: AddPartitionsToTxnRequest.AddPartitionsToTxnTopic, out: list[Chunk]) -> None:
@@ -17178,7 +20329,11 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf: memoryview, pos
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(o: AddPartitionsToTxnRequest.AddPartitionsToTxnTopic, out: list[Chunk]) -> None:
@@ -17215,7 +20370,14 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf: memoryvie
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, verify_only=f_verify_only, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.verify_only = f_verify_only
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(o: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction, out: list[Chunk]) -> None:
@@ -17243,7 +20405,14 @@ def _d_AddPartitionsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddParti
         for _ in range(n):
             e_v3_and_below_topics, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, pos)
             f_v3_and_below_topics.append(e_v3_and_below_topics)
-    return _C_AddPartitionsToTxnRequest(v3_and_below_transactional_id=f_v3_and_below_transactional_id, v3_and_below_producer_id=f_v3_and_below_producer_id, v3_and_below_producer_epoch=f_v3_and_below_producer_epoch, v3_and_below_topics=f_v3_and_below_topics), pos
+    o = _new(_C_AddPartitionsToTxnRequest)
+    o.transactions = []
+    o.v3_and_below_transactional_id = f_v3_and_below_transactional_id
+    o.v3_and_below_producer_id = f_v3_and_below_producer_id
+    o.v3_and_below_producer_epoch = f_v3_and_below_producer_epoch
+    o.v3_and_below_topics = f_v3_and_below_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AddPartitionsToTxnRequest_v0(o: AddPartitionsToTxnRequest, out: list[Chunk]) -> None:
@@ -17277,7 +20446,14 @@ def _d_AddPartitionsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddParti
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AddPartitionsToTxnRequest(v3_and_below_transactional_id=f_v3_and_below_transactional_id, v3_and_below_producer_id=f_v3_and_below_producer_id, v3_and_below_producer_epoch=f_v3_and_below_producer_epoch, v3_and_below_topics=f_v3_and_below_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AddPartitionsToTxnRequest)
+    o.transactions = []
+    o.v3_and_below_transactional_id = f_v3_and_below_transactional_id
+    o.v3_and_below_producer_id = f_v3_and_below_producer_id
+    o.v3_and_below_producer_epoch = f_v3_and_below_producer_epoch
+    o.v3_and_below_topics = f_v3_and_below_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AddPartitionsToTxnRequest_v3(o: AddPartitionsToTxnRequest, out: list[Chunk]) -> None:
@@ -17312,7 +20488,14 @@ def _d_AddPartitionsToTxnRequest_v4(buf: memoryview, pos: int) -> tuple[AddParti
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AddPartitionsToTxnRequest(transactions=f_transactions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AddPartitionsToTxnRequest)
+    o.transactions = f_transactions
+    o.v3_and_below_transactional_id = ''
+    o.v3_and_below_producer_id = 0
+    o.v3_and_below_producer_epoch = 0
+    o.v3_and_below_topics = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AddPartitionsToTxnRequest_v4(o: AddPartitionsToTxnRequest, out: list[Chunk]) -> None:
@@ -17411,7 +20594,11 @@ _C_AddPartitionsToTxnResponse = AddPartitionsToTxnResponse
 def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, int]:
     (f_partition_index, f_partition_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(partition_index=f_partition_index, partition_error_code=f_partition_error_code), pos
+    o = _new(_C_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+    o.partition_index = f_partition_index
+    o.partition_error_code = f_partition_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(o: AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, out: list[Chunk]) -> None:
@@ -17431,7 +20618,11 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf: memo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(partition_index=f_partition_index, partition_error_code=f_partition_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+    o.partition_index = f_partition_index
+    o.partition_error_code = f_partition_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(o: AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, out: list[Chunk]) -> None:
@@ -17453,7 +20644,11 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf: memoryvi
         for _ in range(n):
             e_results_by_partition, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, pos)
             f_results_by_partition.append(e_results_by_partition)
-    return _C_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(name=f_name, results_by_partition=f_results_by_partition), pos
+    o = _new(_C_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+    o.name = f_name
+    o.results_by_partition = f_results_by_partition
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(o: AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, out: list[Chunk]) -> None:
@@ -17484,7 +20679,11 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf: memoryvi
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(name=f_name, results_by_partition=f_results_by_partition, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+    o.name = f_name
+    o.results_by_partition = f_results_by_partition
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(o: AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, out: list[Chunk]) -> None:
@@ -17519,7 +20718,11 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf: memoryview, p
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AddPartitionsToTxnResponse_AddPartitionsToTxnResult(transactional_id=f_transactional_id, topic_results=f_topic_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
+    o.transactional_id = f_transactional_id
+    o.topic_results = f_topic_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(o: AddPartitionsToTxnResponse.AddPartitionsToTxnResult, out: list[Chunk]) -> None:
@@ -17545,7 +20748,13 @@ def _d_AddPartitionsToTxnResponse_v0(buf: memoryview, pos: int) -> tuple[AddPart
         for _ in range(n):
             e_results_by_topic_v3_and_below, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, pos)
             f_results_by_topic_v3_and_below.append(e_results_by_topic_v3_and_below)
-    return _C_AddPartitionsToTxnResponse(throttle_time_ms=f_throttle_time_ms, results_by_topic_v3_and_below=f_results_by_topic_v3_and_below), pos
+    o = _new(_C_AddPartitionsToTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.results_by_transaction = []
+    o.results_by_topic_v3_and_below = f_results_by_topic_v3_and_below
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AddPartitionsToTxnResponse_v0(o: AddPartitionsToTxnResponse, out: list[Chunk]) -> None:
@@ -17577,7 +20786,13 @@ def _d_AddPartitionsToTxnResponse_v3(buf: memoryview, pos: int) -> tuple[AddPart
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AddPartitionsToTxnResponse(throttle_time_ms=f_throttle_time_ms, results_by_topic_v3_and_below=f_results_by_topic_v3_and_below, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AddPartitionsToTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.results_by_transaction = []
+    o.results_by_topic_v3_and_below = f_results_by_topic_v3_and_below
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AddPartitionsToTxnResponse_v3(o: AddPartitionsToTxnResponse, out: list[Chunk]) -> None:
@@ -17613,7 +20828,13 @@ def _d_AddPartitionsToTxnResponse_v4(buf: memoryview, pos: int) -> tuple[AddPart
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AddPartitionsToTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results_by_transaction=f_results_by_transaction, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AddPartitionsToTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.results_by_transaction = f_results_by_transaction
+    o.results_by_topic_v3_and_below = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AddPartitionsToTxnResponse_v4(o: AddPartitionsToTxnResponse, out: list[Chunk]) -> None:
@@ -17667,7 +20888,13 @@ def _d_AddOffsetsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddOffsetsT
     (f_producer_id, f_producer_epoch,) = _S_qh.unpack_from(buf, pos)
     pos += 10
     f_group_id, pos = read_string(buf, pos)
-    return _C_AddOffsetsToTxnRequest(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, group_id=f_group_id), pos
+    o = _new(_C_AddOffsetsToTxnRequest)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.group_id = f_group_id
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AddOffsetsToTxnRequest_v0(o: AddOffsetsToTxnRequest, out: list[Chunk]) -> None:
@@ -17691,7 +20918,13 @@ def _d_AddOffsetsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddOffsetsT
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AddOffsetsToTxnRequest(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, group_id=f_group_id, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AddOffsetsToTxnRequest)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.group_id = f_group_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AddOffsetsToTxnRequest_v3(o: AddOffsetsToTxnRequest, out: list[Chunk]) -> None:
@@ -17738,7 +20971,11 @@ _C_AddOffsetsToTxnResponse = AddOffsetsToTxnResponse
 def _d_AddOffsetsToTxnResponse_v0(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_AddOffsetsToTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code), pos
+    o = _new(_C_AddOffsetsToTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AddOffsetsToTxnResponse_v0(o: AddOffsetsToTxnResponse, out: list[Chunk]) -> None:
@@ -17758,7 +20995,11 @@ def _d_AddOffsetsToTxnResponse_v3(buf: memoryview, pos: int) -> tuple[AddOffsets
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AddOffsetsToTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AddOffsetsToTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AddOffsetsToTxnResponse_v3(o: AddOffsetsToTxnResponse, out: list[Chunk]) -> None:
@@ -17808,7 +21049,13 @@ def _d_EndTxnRequest_v0(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     f_transactional_id, pos = read_string(buf, pos)
     (f_producer_id, f_producer_epoch, f_committed,) = _S_qho.unpack_from(buf, pos)
     pos += 11
-    return _C_EndTxnRequest(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, committed=f_committed), pos
+    o = _new(_C_EndTxnRequest)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.committed = f_committed
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_EndTxnRequest_v0(o: EndTxnRequest, out: list[Chunk]) -> None:
@@ -17830,7 +21077,13 @@ def _d_EndTxnRequest_v3(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_EndTxnRequest(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, committed=f_committed, unknown_tagged_fields=unknown), pos
+    o = _new(_C_EndTxnRequest)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.committed = f_committed
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_EndTxnRequest_v3(o: EndTxnRequest, out: list[Chunk]) -> None:
@@ -17880,7 +21133,13 @@ _C_EndTxnResponse = EndTxnResponse
 def _d_EndTxnResponse_v0(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_EndTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code), pos
+    o = _new(_C_EndTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = -1
+    o.producer_epoch = -1
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_EndTxnResponse_v0(o: EndTxnResponse, out: list[Chunk]) -> None:
@@ -17900,7 +21159,13 @@ def _d_EndTxnResponse_v3(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_EndTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_EndTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = -1
+    o.producer_epoch = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_EndTxnResponse_v3(o: EndTxnResponse, out: list[Chunk]) -> None:
@@ -17924,7 +21189,13 @@ def _d_EndTxnResponse_v5(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_EndTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, producer_id=f_producer_id, producer_epoch=f_producer_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_EndTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_EndTxnResponse_v5(o: EndTxnResponse, out: list[Chunk]) -> None:
@@ -18012,7 +21283,11 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf: memoryview, pos: in
         check_null_array('PartitionIndexes')
     else:
         f_partition_indexes, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_WriteTxnMarkersRequest_WritableTxnMarkerTopic(name=f_name, partition_indexes=f_partition_indexes), pos
+    o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(o: WriteTxnMarkersRequest.WritableTxnMarkerTopic, out: list[Chunk]) -> None:
@@ -18040,7 +21315,11 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_WriteTxnMarkersRequest_WritableTxnMarkerTopic(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
+    o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(o: WriteTxnMarkersRequest.WritableTxnMarkerTopic, out: list[Chunk]) -> None:
@@ -18068,7 +21347,15 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf: memoryview, pos: int) ->
             f_topics.append(e_topics)
     (f_coordinator_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_WriteTxnMarkersRequest_WritableTxnMarker(producer_id=f_producer_id, producer_epoch=f_producer_epoch, transaction_result=f_transaction_result, topics=f_topics, coordinator_epoch=f_coordinator_epoch), pos
+    o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarker)
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.transaction_result = f_transaction_result
+    o.topics = f_topics
+    o.coordinator_epoch = f_coordinator_epoch
+    o.transaction_version = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_WriteTxnMarkersRequest_WritableTxnMarker_v0(o: WriteTxnMarkersRequest.WritableTxnMarker, out: list[Chunk]) -> None:
@@ -18103,7 +21390,15 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf: memoryview, pos: int) ->
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_WriteTxnMarkersRequest_WritableTxnMarker(producer_id=f_producer_id, producer_epoch=f_producer_epoch, transaction_result=f_transaction_result, topics=f_topics, coordinator_epoch=f_coordinator_epoch, unknown_tagged_fields=unknown), pos
+    o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarker)
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.transaction_result = f_transaction_result
+    o.topics = f_topics
+    o.coordinator_epoch = f_coordinator_epoch
+    o.transaction_version = 0
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_WriteTxnMarkersRequest_WritableTxnMarker_v1(o: WriteTxnMarkersRequest.WritableTxnMarker, out: list[Chunk]) -> None:
@@ -18142,7 +21437,15 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf: memoryview, pos: int) ->
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_WriteTxnMarkersRequest_WritableTxnMarker(producer_id=f_producer_id, producer_epoch=f_producer_epoch, transaction_result=f_transaction_result, topics=f_topics, coordinator_epoch=f_coordinator_epoch, transaction_version=f_transaction_version, unknown_tagged_fields=unknown), pos
+    o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarker)
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.transaction_result = f_transaction_result
+    o.topics = f_topics
+    o.coordinator_epoch = f_coordinator_epoch
+    o.transaction_version = f_transaction_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_WriteTxnMarkersRequest_WritableTxnMarker_v2(o: WriteTxnMarkersRequest.WritableTxnMarker, out: list[Chunk]) -> None:
@@ -18167,7 +21470,10 @@ def _d_WriteTxnMarkersRequest_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMar
         for _ in range(n):
             e_markers, pos = _d_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, pos)
             f_markers.append(e_markers)
-    return _C_WriteTxnMarkersRequest(markers=f_markers), pos
+    o = _new(_C_WriteTxnMarkersRequest)
+    o.markers = f_markers
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_WriteTxnMarkersRequest_v0(o: WriteTxnMarkersRequest, out: list[Chunk]) -> None:
@@ -18196,7 +21502,10 @@ def _d_WriteTxnMarkersRequest_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMar
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_WriteTxnMarkersRequest(markers=f_markers, unknown_tagged_fields=unknown), pos
+    o = _new(_C_WriteTxnMarkersRequest)
+    o.markers = f_markers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_WriteTxnMarkersRequest_v1(o: WriteTxnMarkersRequest, out: list[Chunk]) -> None:
@@ -18229,7 +21538,10 @@ def _d_WriteTxnMarkersRequest_v2(buf: memoryview, pos: int) -> tuple[WriteTxnMar
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_WriteTxnMarkersRequest(markers=f_markers, unknown_tagged_fields=unknown), pos
+    o = _new(_C_WriteTxnMarkersRequest)
+    o.markers = f_markers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_WriteTxnMarkersRequest_v2(o: WriteTxnMarkersRequest, out: list[Chunk]) -> None:
@@ -18322,7 +21634,11 @@ _C_WriteTxnMarkersResponse = WriteTxnMarkersResponse
 def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult, int]:
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(o: WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult, out: list[Chunk]) -> None:
@@ -18342,7 +21658,11 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf: memoryvi
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(o: WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult, out: list[Chunk]) -> None:
@@ -18364,7 +21684,11 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf: memoryview, 
         for _ in range(n):
             e_partitions, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(o: WriteTxnMarkersResponse.WritableTxnMarkerTopicResult, out: list[Chunk]) -> None:
@@ -18395,7 +21719,11 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf: memoryview, 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(o: WriteTxnMarkersResponse.WritableTxnMarkerTopicResult, out: list[Chunk]) -> None:
@@ -18421,7 +21749,11 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf: memoryview, pos: 
         for _ in range(n):
             e_topics, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_WriteTxnMarkersResponse_WritableTxnMarkerResult(producer_id=f_producer_id, topics=f_topics), pos
+    o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerResult)
+    o.producer_id = f_producer_id
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(o: WriteTxnMarkersResponse.WritableTxnMarkerResult, out: list[Chunk]) -> None:
@@ -18453,7 +21785,11 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf: memoryview, pos: 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_WriteTxnMarkersResponse_WritableTxnMarkerResult(producer_id=f_producer_id, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerResult)
+    o.producer_id = f_producer_id
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(o: WriteTxnMarkersResponse.WritableTxnMarkerResult, out: list[Chunk]) -> None:
@@ -18477,7 +21813,10 @@ def _d_WriteTxnMarkersResponse_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMa
         for _ in range(n):
             e_markers, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, pos)
             f_markers.append(e_markers)
-    return _C_WriteTxnMarkersResponse(markers=f_markers), pos
+    o = _new(_C_WriteTxnMarkersResponse)
+    o.markers = f_markers
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_WriteTxnMarkersResponse_v0(o: WriteTxnMarkersResponse, out: list[Chunk]) -> None:
@@ -18506,7 +21845,10 @@ def _d_WriteTxnMarkersResponse_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMa
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_WriteTxnMarkersResponse(markers=f_markers, unknown_tagged_fields=unknown), pos
+    o = _new(_C_WriteTxnMarkersResponse)
+    o.markers = f_markers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_WriteTxnMarkersResponse_v1(o: WriteTxnMarkersResponse, out: list[Chunk]) -> None:
@@ -18602,7 +21944,13 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf: memoryview
     (f_partition_index, f_committed_offset,) = _S_iq.unpack_from(buf, pos)
     pos += 12
     f_committed_metadata, pos = read_nullable_string(buf, pos)
-    return _C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_metadata=f_committed_metadata), pos
+    o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = -1
+    o.committed_metadata = f_committed_metadata
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition, out: list[Chunk]) -> None:
@@ -18614,7 +21962,13 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf: memoryview
     (f_partition_index, f_committed_offset, f_committed_leader_epoch,) = _S_iqi.unpack_from(buf, pos)
     pos += 16
     f_committed_metadata, pos = read_nullable_string(buf, pos)
-    return _C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, committed_metadata=f_committed_metadata), pos
+    o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.committed_metadata = f_committed_metadata
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition, out: list[Chunk]) -> None:
@@ -18636,7 +21990,13 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf: memoryview
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, committed_metadata=f_committed_metadata, unknown_tagged_fields=unknown), pos
+    o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.committed_metadata = f_committed_metadata
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition, out: list[Chunk]) -> None:
@@ -18659,7 +22019,11 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf: memoryview, po
         for _ in range(n):
             e_partitions, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, out: list[Chunk]) -> None:
@@ -18680,7 +22044,11 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf: memoryview, po
         for _ in range(n):
             e_partitions, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, out: list[Chunk]) -> None:
@@ -18711,7 +22079,11 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf: memoryview, po
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, out: list[Chunk]) -> None:
@@ -18739,7 +22111,17 @@ def _d_TxnOffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
         for _ in range(n):
             e_topics, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_TxnOffsetCommitRequest(transactional_id=f_transactional_id, group_id=f_group_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, topics=f_topics), pos
+    o = _new(_C_TxnOffsetCommitRequest)
+    o.transactional_id = f_transactional_id
+    o.group_id = f_group_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.generation_id = -1
+    o.member_id = ''
+    o.group_instance_id = None
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequest_v0(o: TxnOffsetCommitRequest, out: list[Chunk]) -> None:
@@ -18765,7 +22147,17 @@ def _d_TxnOffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
         for _ in range(n):
             e_topics, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, pos)
             f_topics.append(e_topics)
-    return _C_TxnOffsetCommitRequest(transactional_id=f_transactional_id, group_id=f_group_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, topics=f_topics), pos
+    o = _new(_C_TxnOffsetCommitRequest)
+    o.transactional_id = f_transactional_id
+    o.group_id = f_group_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.generation_id = -1
+    o.member_id = ''
+    o.group_instance_id = None
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequest_v2(o: TxnOffsetCommitRequest, out: list[Chunk]) -> None:
@@ -18803,7 +22195,17 @@ def _d_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_TxnOffsetCommitRequest(transactional_id=f_transactional_id, group_id=f_group_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_TxnOffsetCommitRequest)
+    o.transactional_id = f_transactional_id
+    o.group_id = f_group_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequest_v3(o: TxnOffsetCommitRequest, out: list[Chunk]) -> None:
@@ -18887,7 +22289,11 @@ _C_TxnOffsetCommitResponse = TxnOffsetCommitResponse
 def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, int]:
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(_C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(o: TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, out: list[Chunk]) -> None:
@@ -18907,7 +22313,11 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(buf: memoryvi
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(o: TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, out: list[Chunk]) -> None:
@@ -18929,7 +22339,11 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf: memoryview, 
         for _ in range(n):
             e_partitions, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, out: list[Chunk]) -> None:
@@ -18960,7 +22374,11 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf: memoryview, 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, out: list[Chunk]) -> None:
@@ -18986,7 +22404,11 @@ def _d_TxnOffsetCommitResponse_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetC
         for _ in range(n):
             e_topics, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_TxnOffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(_C_TxnOffsetCommitResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_TxnOffsetCommitResponse_v0(o: TxnOffsetCommitResponse, out: list[Chunk]) -> None:
@@ -19018,7 +22440,11 @@ def _d_TxnOffsetCommitResponse_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetC
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_TxnOffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_TxnOffsetCommitResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_TxnOffsetCommitResponse_v3(o: TxnOffsetCommitResponse, out: list[Chunk]) -> None:
@@ -19081,7 +22507,16 @@ def _d_DescribeAclsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     f_host_filter, pos = read_nullable_string(buf, pos)
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return _C_DescribeAclsRequest(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(_C_DescribeAclsRequest)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = 3
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeAclsRequest_v0(o: DescribeAclsRequest, out: list[Chunk]) -> None:
@@ -19102,7 +22537,16 @@ def _d_DescribeAclsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     f_host_filter, pos = read_nullable_string(buf, pos)
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return _C_DescribeAclsRequest(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, pattern_type_filter=f_pattern_type_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(_C_DescribeAclsRequest)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = f_pattern_type_filter
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeAclsRequest_v1(o: DescribeAclsRequest, out: list[Chunk]) -> None:
@@ -19134,7 +22578,16 @@ def _d_DescribeAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeAclsRequest(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, pattern_type_filter=f_pattern_type_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeAclsRequest)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = f_pattern_type_filter
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeAclsRequest_v2(o: DescribeAclsRequest, out: list[Chunk]) -> None:
@@ -19230,7 +22683,13 @@ def _d_DescribeAclsResponse_AclDescription_v0(buf: memoryview, pos: int) -> tupl
     f_host, pos = read_string(buf, pos)
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return _C_DescribeAclsResponse_AclDescription(principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(_C_DescribeAclsResponse_AclDescription)
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeAclsResponse_AclDescription_v0(o: DescribeAclsResponse.AclDescription, out: list[Chunk]) -> None:
@@ -19254,7 +22713,13 @@ def _d_DescribeAclsResponse_AclDescription_v2(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeAclsResponse_AclDescription(principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeAclsResponse_AclDescription)
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeAclsResponse_AclDescription_v2(o: DescribeAclsResponse.AclDescription, out: list[Chunk]) -> None:
@@ -19280,7 +22745,13 @@ def _d_DescribeAclsResponse_DescribeAclsResource_v0(buf: memoryview, pos: int) -
         for _ in range(n):
             e_acls, pos = _d_DescribeAclsResponse_AclDescription_v0(buf, pos)
             f_acls.append(e_acls)
-    return _C_DescribeAclsResponse_DescribeAclsResource(resource_type=f_resource_type, resource_name=f_resource_name, acls=f_acls), pos
+    o = _new(_C_DescribeAclsResponse_DescribeAclsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = 3
+    o.acls = f_acls
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeAclsResponse_DescribeAclsResource_v0(o: DescribeAclsResponse.DescribeAclsResource, out: list[Chunk]) -> None:
@@ -19306,7 +22777,13 @@ def _d_DescribeAclsResponse_DescribeAclsResource_v1(buf: memoryview, pos: int) -
         for _ in range(n):
             e_acls, pos = _d_DescribeAclsResponse_AclDescription_v0(buf, pos)
             f_acls.append(e_acls)
-    return _C_DescribeAclsResponse_DescribeAclsResource(resource_type=f_resource_type, resource_name=f_resource_name, pattern_type=f_pattern_type, acls=f_acls), pos
+    o = _new(_C_DescribeAclsResponse_DescribeAclsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = f_pattern_type
+    o.acls = f_acls
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeAclsResponse_DescribeAclsResource_v1(o: DescribeAclsResponse.DescribeAclsResource, out: list[Chunk]) -> None:
@@ -19343,7 +22820,13 @@ def _d_DescribeAclsResponse_DescribeAclsResource_v2(buf: memoryview, pos: int) -
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeAclsResponse_DescribeAclsResource(resource_type=f_resource_type, resource_name=f_resource_name, pattern_type=f_pattern_type, acls=f_acls, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeAclsResponse_DescribeAclsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = f_pattern_type
+    o.acls = f_acls
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeAclsResponse_DescribeAclsResource_v2(o: DescribeAclsResponse.DescribeAclsResource, out: list[Chunk]) -> None:
@@ -19372,7 +22855,13 @@ def _d_DescribeAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsR
         for _ in range(n):
             e_resources, pos = _d_DescribeAclsResponse_DescribeAclsResource_v0(buf, pos)
             f_resources.append(e_resources)
-    return _C_DescribeAclsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, resources=f_resources), pos
+    o = _new(_C_DescribeAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resources = f_resources
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeAclsResponse_v0(o: DescribeAclsResponse, out: list[Chunk]) -> None:
@@ -19396,7 +22885,13 @@ def _d_DescribeAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsR
         for _ in range(n):
             e_resources, pos = _d_DescribeAclsResponse_DescribeAclsResource_v1(buf, pos)
             f_resources.append(e_resources)
-    return _C_DescribeAclsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, resources=f_resources), pos
+    o = _new(_C_DescribeAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resources = f_resources
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeAclsResponse_v1(o: DescribeAclsResponse, out: list[Chunk]) -> None:
@@ -19430,7 +22925,13 @@ def _d_DescribeAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeAclsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, resources=f_resources, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resources = f_resources
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeAclsResponse_v2(o: DescribeAclsResponse, out: list[Chunk]) -> None:
@@ -19508,7 +23009,16 @@ def _d_CreateAclsRequest_AclCreation_v0(buf: memoryview, pos: int) -> tuple[Crea
     f_host, pos = read_string(buf, pos)
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return _C_CreateAclsRequest_AclCreation(resource_type=f_resource_type, resource_name=f_resource_name, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(_C_CreateAclsRequest_AclCreation)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.resource_pattern_type = 3
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateAclsRequest_AclCreation_v0(o: CreateAclsRequest.AclCreation, out: list[Chunk]) -> None:
@@ -19529,7 +23039,16 @@ def _d_CreateAclsRequest_AclCreation_v1(buf: memoryview, pos: int) -> tuple[Crea
     f_host, pos = read_string(buf, pos)
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return _C_CreateAclsRequest_AclCreation(resource_type=f_resource_type, resource_name=f_resource_name, resource_pattern_type=f_resource_pattern_type, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(_C_CreateAclsRequest_AclCreation)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.resource_pattern_type = f_resource_pattern_type
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateAclsRequest_AclCreation_v1(o: CreateAclsRequest.AclCreation, out: list[Chunk]) -> None:
@@ -19561,7 +23080,16 @@ def _d_CreateAclsRequest_AclCreation_v2(buf: memoryview, pos: int) -> tuple[Crea
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreateAclsRequest_AclCreation(resource_type=f_resource_type, resource_name=f_resource_name, resource_pattern_type=f_resource_pattern_type, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateAclsRequest_AclCreation)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.resource_pattern_type = f_resource_pattern_type
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateAclsRequest_AclCreation_v2(o: CreateAclsRequest.AclCreation, out: list[Chunk]) -> None:
@@ -19587,7 +23115,10 @@ def _d_CreateAclsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateAclsReques
         for _ in range(n):
             e_creations, pos = _d_CreateAclsRequest_AclCreation_v0(buf, pos)
             f_creations.append(e_creations)
-    return _C_CreateAclsRequest(creations=f_creations), pos
+    o = _new(_C_CreateAclsRequest)
+    o.creations = f_creations
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateAclsRequest_v0(o: CreateAclsRequest, out: list[Chunk]) -> None:
@@ -19606,7 +23137,10 @@ def _d_CreateAclsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateAclsReques
         for _ in range(n):
             e_creations, pos = _d_CreateAclsRequest_AclCreation_v1(buf, pos)
             f_creations.append(e_creations)
-    return _C_CreateAclsRequest(creations=f_creations), pos
+    o = _new(_C_CreateAclsRequest)
+    o.creations = f_creations
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateAclsRequest_v1(o: CreateAclsRequest, out: list[Chunk]) -> None:
@@ -19635,7 +23169,10 @@ def _d_CreateAclsRequest_v2(buf: memoryview, pos: int) -> tuple[CreateAclsReques
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreateAclsRequest(creations=f_creations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateAclsRequest)
+    o.creations = f_creations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateAclsRequest_v2(o: CreateAclsRequest, out: list[Chunk]) -> None:
@@ -19699,7 +23236,11 @@ def _d_CreateAclsResponse_AclCreationResult_v0(buf: memoryview, pos: int) -> tup
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = read_nullable_string(buf, pos)
-    return _C_CreateAclsResponse_AclCreationResult(error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(_C_CreateAclsResponse_AclCreationResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateAclsResponse_AclCreationResult_v0(o: CreateAclsResponse.AclCreationResult, out: list[Chunk]) -> None:
@@ -19721,7 +23262,11 @@ def _d_CreateAclsResponse_AclCreationResult_v2(buf: memoryview, pos: int) -> tup
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreateAclsResponse_AclCreationResult(error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateAclsResponse_AclCreationResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateAclsResponse_AclCreationResult_v2(o: CreateAclsResponse.AclCreationResult, out: list[Chunk]) -> None:
@@ -19745,7 +23290,11 @@ def _d_CreateAclsResponse_v0(buf: memoryview, pos: int) -> tuple[CreateAclsRespo
         for _ in range(n):
             e_results, pos = _d_CreateAclsResponse_AclCreationResult_v0(buf, pos)
             f_results.append(e_results)
-    return _C_CreateAclsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(_C_CreateAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreateAclsResponse_v0(o: CreateAclsResponse, out: list[Chunk]) -> None:
@@ -19777,7 +23326,11 @@ def _d_CreateAclsResponse_v2(buf: memoryview, pos: int) -> tuple[CreateAclsRespo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreateAclsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreateAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreateAclsResponse_v2(o: CreateAclsResponse, out: list[Chunk]) -> None:
@@ -19854,7 +23407,16 @@ def _d_DeleteAclsRequest_DeleteAclsFilter_v0(buf: memoryview, pos: int) -> tuple
     f_host_filter, pos = read_nullable_string(buf, pos)
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return _C_DeleteAclsRequest_DeleteAclsFilter(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(_C_DeleteAclsRequest_DeleteAclsFilter)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = 3
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteAclsRequest_DeleteAclsFilter_v0(o: DeleteAclsRequest.DeleteAclsFilter, out: list[Chunk]) -> None:
@@ -19875,7 +23437,16 @@ def _d_DeleteAclsRequest_DeleteAclsFilter_v1(buf: memoryview, pos: int) -> tuple
     f_host_filter, pos = read_nullable_string(buf, pos)
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return _C_DeleteAclsRequest_DeleteAclsFilter(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, pattern_type_filter=f_pattern_type_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(_C_DeleteAclsRequest_DeleteAclsFilter)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = f_pattern_type_filter
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteAclsRequest_DeleteAclsFilter_v1(o: DeleteAclsRequest.DeleteAclsFilter, out: list[Chunk]) -> None:
@@ -19907,7 +23478,16 @@ def _d_DeleteAclsRequest_DeleteAclsFilter_v2(buf: memoryview, pos: int) -> tuple
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteAclsRequest_DeleteAclsFilter(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, pattern_type_filter=f_pattern_type_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteAclsRequest_DeleteAclsFilter)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = f_pattern_type_filter
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteAclsRequest_DeleteAclsFilter_v2(o: DeleteAclsRequest.DeleteAclsFilter, out: list[Chunk]) -> None:
@@ -19933,7 +23513,10 @@ def _d_DeleteAclsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsReques
         for _ in range(n):
             e_filters, pos = _d_DeleteAclsRequest_DeleteAclsFilter_v0(buf, pos)
             f_filters.append(e_filters)
-    return _C_DeleteAclsRequest(filters=f_filters), pos
+    o = _new(_C_DeleteAclsRequest)
+    o.filters = f_filters
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteAclsRequest_v0(o: DeleteAclsRequest, out: list[Chunk]) -> None:
@@ -19952,7 +23535,10 @@ def _d_DeleteAclsRequest_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsReques
         for _ in range(n):
             e_filters, pos = _d_DeleteAclsRequest_DeleteAclsFilter_v1(buf, pos)
             f_filters.append(e_filters)
-    return _C_DeleteAclsRequest(filters=f_filters), pos
+    o = _new(_C_DeleteAclsRequest)
+    o.filters = f_filters
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteAclsRequest_v1(o: DeleteAclsRequest, out: list[Chunk]) -> None:
@@ -19981,7 +23567,10 @@ def _d_DeleteAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsReques
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteAclsRequest(filters=f_filters, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteAclsRequest)
+    o.filters = f_filters
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteAclsRequest_v2(o: DeleteAclsRequest, out: list[Chunk]) -> None:
@@ -20084,7 +23673,18 @@ def _d_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf: memoryview, pos: int) ->
     f_host, pos = read_string(buf, pos)
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return _C_DeleteAclsResponse_DeleteAclsMatchingAcl(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(_C_DeleteAclsResponse_DeleteAclsMatchingAcl)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = 3
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(o: DeleteAclsResponse.DeleteAclsMatchingAcl, out: list[Chunk]) -> None:
@@ -20110,7 +23710,18 @@ def _d_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf: memoryview, pos: int) ->
     f_host, pos = read_string(buf, pos)
     (f_operation, f_permission_type,) = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return _C_DeleteAclsResponse_DeleteAclsMatchingAcl(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, pattern_type=f_pattern_type, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(_C_DeleteAclsResponse_DeleteAclsMatchingAcl)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = f_pattern_type
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(o: DeleteAclsResponse.DeleteAclsMatchingAcl, out: list[Chunk]) -> None:
@@ -20147,7 +23758,18 @@ def _d_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf: memoryview, pos: int) ->
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteAclsResponse_DeleteAclsMatchingAcl(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, pattern_type=f_pattern_type, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteAclsResponse_DeleteAclsMatchingAcl)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = f_pattern_type
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(o: DeleteAclsResponse.DeleteAclsMatchingAcl, out: list[Chunk]) -> None:
@@ -20178,7 +23800,12 @@ def _d_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf: memoryview, pos: int) -
         for _ in range(n):
             e_matching_acls, pos = _d_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, pos)
             f_matching_acls.append(e_matching_acls)
-    return _C_DeleteAclsResponse_DeleteAclsFilterResult(error_code=f_error_code, error_message=f_error_message, matching_acls=f_matching_acls), pos
+    o = _new(_C_DeleteAclsResponse_DeleteAclsFilterResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.matching_acls = f_matching_acls
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteAclsResponse_DeleteAclsFilterResult_v0(o: DeleteAclsResponse.DeleteAclsFilterResult, out: list[Chunk]) -> None:
@@ -20202,7 +23829,12 @@ def _d_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf: memoryview, pos: int) -
         for _ in range(n):
             e_matching_acls, pos = _d_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, pos)
             f_matching_acls.append(e_matching_acls)
-    return _C_DeleteAclsResponse_DeleteAclsFilterResult(error_code=f_error_code, error_message=f_error_message, matching_acls=f_matching_acls), pos
+    o = _new(_C_DeleteAclsResponse_DeleteAclsFilterResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.matching_acls = f_matching_acls
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteAclsResponse_DeleteAclsFilterResult_v1(o: DeleteAclsResponse.DeleteAclsFilterResult, out: list[Chunk]) -> None:
@@ -20236,7 +23868,12 @@ def _d_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf: memoryview, pos: int) -
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteAclsResponse_DeleteAclsFilterResult(error_code=f_error_code, error_message=f_error_message, matching_acls=f_matching_acls, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteAclsResponse_DeleteAclsFilterResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.matching_acls = f_matching_acls
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteAclsResponse_DeleteAclsFilterResult_v2(o: DeleteAclsResponse.DeleteAclsFilterResult, out: list[Chunk]) -> None:
@@ -20263,7 +23900,11 @@ def _d_DeleteAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
         for _ in range(n):
             e_filter_results, pos = _d_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, pos)
             f_filter_results.append(e_filter_results)
-    return _C_DeleteAclsResponse(throttle_time_ms=f_throttle_time_ms, filter_results=f_filter_results), pos
+    o = _new(_C_DeleteAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.filter_results = f_filter_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteAclsResponse_v0(o: DeleteAclsResponse, out: list[Chunk]) -> None:
@@ -20285,7 +23926,11 @@ def _d_DeleteAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
         for _ in range(n):
             e_filter_results, pos = _d_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, pos)
             f_filter_results.append(e_filter_results)
-    return _C_DeleteAclsResponse(throttle_time_ms=f_throttle_time_ms, filter_results=f_filter_results), pos
+    o = _new(_C_DeleteAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.filter_results = f_filter_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteAclsResponse_v1(o: DeleteAclsResponse, out: list[Chunk]) -> None:
@@ -20317,7 +23962,11 @@ def _d_DeleteAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteAclsResponse(throttle_time_ms=f_throttle_time_ms, filter_results=f_filter_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.filter_results = f_filter_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteAclsResponse_v2(o: DeleteAclsResponse, out: list[Chunk]) -> None:
@@ -20395,7 +24044,12 @@ def _d_DescribeConfigsRequest_DescribeConfigsResource_v0(buf: memoryview, pos: i
         for _ in range(n):
             e_configuration_keys, pos = read_string(buf, pos)
             f_configuration_keys.append(e_configuration_keys)
-    return _C_DescribeConfigsRequest_DescribeConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configuration_keys=f_configuration_keys), pos
+    o = _new(_C_DescribeConfigsRequest_DescribeConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configuration_keys = f_configuration_keys
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsRequest_DescribeConfigsResource_v0(o: DescribeConfigsRequest.DescribeConfigsResource, out: list[Chunk]) -> None:
@@ -20429,7 +24083,12 @@ def _d_DescribeConfigsRequest_DescribeConfigsResource_v4(buf: memoryview, pos: i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeConfigsRequest_DescribeConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configuration_keys=f_configuration_keys, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeConfigsRequest_DescribeConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configuration_keys = f_configuration_keys
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeConfigsRequest_DescribeConfigsResource_v4(o: DescribeConfigsRequest.DescribeConfigsResource, out: list[Chunk]) -> None:
@@ -20454,7 +24113,12 @@ def _d_DescribeConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeCon
         for _ in range(n):
             e_resources, pos = _d_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, pos)
             f_resources.append(e_resources)
-    return _C_DescribeConfigsRequest(resources=f_resources), pos
+    o = _new(_C_DescribeConfigsRequest)
+    o.resources = f_resources
+    o.include_synonyms = False
+    o.include_documentation = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsRequest_v0(o: DescribeConfigsRequest, out: list[Chunk]) -> None:
@@ -20475,7 +24139,12 @@ def _d_DescribeConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeCon
             f_resources.append(e_resources)
     (f_include_synonyms,) = _S_o.unpack_from(buf, pos)
     pos += 1
-    return _C_DescribeConfigsRequest(resources=f_resources, include_synonyms=f_include_synonyms), pos
+    o = _new(_C_DescribeConfigsRequest)
+    o.resources = f_resources
+    o.include_synonyms = f_include_synonyms
+    o.include_documentation = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsRequest_v1(o: DescribeConfigsRequest, out: list[Chunk]) -> None:
@@ -20497,7 +24166,12 @@ def _d_DescribeConfigsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeCon
             f_resources.append(e_resources)
     (f_include_synonyms, f_include_documentation,) = _S_oo.unpack_from(buf, pos)
     pos += 2
-    return _C_DescribeConfigsRequest(resources=f_resources, include_synonyms=f_include_synonyms, include_documentation=f_include_documentation), pos
+    o = _new(_C_DescribeConfigsRequest)
+    o.resources = f_resources
+    o.include_synonyms = f_include_synonyms
+    o.include_documentation = f_include_documentation
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsRequest_v3(o: DescribeConfigsRequest, out: list[Chunk]) -> None:
@@ -20529,7 +24203,12 @@ def _d_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeCon
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeConfigsRequest(resources=f_resources, include_synonyms=f_include_synonyms, include_documentation=f_include_documentation, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeConfigsRequest)
+    o.resources = f_resources
+    o.include_synonyms = f_include_synonyms
+    o.include_documentation = f_include_documentation
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeConfigsRequest_v4(o: DescribeConfigsRequest, out: list[Chunk]) -> None:
@@ -20649,7 +24328,12 @@ def _d_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf: memoryview, pos: i
     f_value, pos = read_nullable_string(buf, pos)
     (f_source,) = _S_b.unpack_from(buf, pos)
     pos += 1
-    return _C_DescribeConfigsResponse_DescribeConfigsSynonym(name=f_name, value=f_value, source=f_source), pos
+    o = _new(_C_DescribeConfigsResponse_DescribeConfigsSynonym)
+    o.name = f_name
+    o.value = f_value
+    o.source = f_source
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsSynonym_v1(o: DescribeConfigsResponse.DescribeConfigsSynonym, out: list[Chunk]) -> None:
@@ -20673,7 +24357,12 @@ def _d_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf: memoryview, pos: i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeConfigsResponse_DescribeConfigsSynonym(name=f_name, value=f_value, source=f_source, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeConfigsResponse_DescribeConfigsSynonym)
+    o.name = f_name
+    o.value = f_value
+    o.source = f_source
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsSynonym_v4(o: DescribeConfigsResponse.DescribeConfigsSynonym, out: list[Chunk]) -> None:
@@ -20691,7 +24380,18 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf: memoryview,
     f_value, pos = read_nullable_string(buf, pos)
     (f_read_only, f_is_default, f_is_sensitive,) = _S_ooo.unpack_from(buf, pos)
     pos += 3
-    return _C_DescribeConfigsResponse_DescribeConfigsResourceResult(name=f_name, value=f_value, read_only=f_read_only, is_default=f_is_default, is_sensitive=f_is_sensitive), pos
+    o = _new(_C_DescribeConfigsResponse_DescribeConfigsResourceResult)
+    o.name = f_name
+    o.value = f_value
+    o.read_only = f_read_only
+    o.config_source = -1
+    o.is_default = f_is_default
+    o.is_sensitive = f_is_sensitive
+    o.synonyms = []
+    o.config_type = 0
+    o.documentation = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(o: DescribeConfigsResponse.DescribeConfigsResourceResult, out: list[Chunk]) -> None:
@@ -20714,7 +24414,18 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf: memoryview,
         for _ in range(n):
             e_synonyms, pos = _d_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, pos)
             f_synonyms.append(e_synonyms)
-    return _C_DescribeConfigsResponse_DescribeConfigsResourceResult(name=f_name, value=f_value, read_only=f_read_only, config_source=f_config_source, is_sensitive=f_is_sensitive, synonyms=f_synonyms), pos
+    o = _new(_C_DescribeConfigsResponse_DescribeConfigsResourceResult)
+    o.name = f_name
+    o.value = f_value
+    o.read_only = f_read_only
+    o.config_source = f_config_source
+    o.is_default = False
+    o.is_sensitive = f_is_sensitive
+    o.synonyms = f_synonyms
+    o.config_type = 0
+    o.documentation = ''
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(o: DescribeConfigsResponse.DescribeConfigsResourceResult, out: list[Chunk]) -> None:
@@ -20743,7 +24454,18 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf: memoryview,
     (f_config_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     f_documentation, pos = read_nullable_string(buf, pos)
-    return _C_DescribeConfigsResponse_DescribeConfigsResourceResult(name=f_name, value=f_value, read_only=f_read_only, config_source=f_config_source, is_sensitive=f_is_sensitive, synonyms=f_synonyms, config_type=f_config_type, documentation=f_documentation), pos
+    o = _new(_C_DescribeConfigsResponse_DescribeConfigsResourceResult)
+    o.name = f_name
+    o.value = f_value
+    o.read_only = f_read_only
+    o.config_source = f_config_source
+    o.is_default = False
+    o.is_sensitive = f_is_sensitive
+    o.synonyms = f_synonyms
+    o.config_type = f_config_type
+    o.documentation = f_documentation
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(o: DescribeConfigsResponse.DescribeConfigsResourceResult, out: list[Chunk]) -> None:
@@ -20784,7 +24506,18 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf: memoryview,
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeConfigsResponse_DescribeConfigsResourceResult(name=f_name, value=f_value, read_only=f_read_only, config_source=f_config_source, is_sensitive=f_is_sensitive, synonyms=f_synonyms, config_type=f_config_type, documentation=f_documentation, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeConfigsResponse_DescribeConfigsResourceResult)
+    o.name = f_name
+    o.value = f_value
+    o.read_only = f_read_only
+    o.config_source = f_config_source
+    o.is_default = False
+    o.is_sensitive = f_is_sensitive
+    o.synonyms = f_synonyms
+    o.config_type = f_config_type
+    o.documentation = f_documentation
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(o: DescribeConfigsResponse.DescribeConfigsResourceResult, out: list[Chunk]) -> None:
@@ -20818,7 +24551,14 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_v0(buf: memoryview, pos: in
         for _ in range(n):
             e_configs, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, pos)
             f_configs.append(e_configs)
-    return _C_DescribeConfigsResponse_DescribeConfigsResult(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(_C_DescribeConfigsResponse_DescribeConfigsResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResult_v0(o: DescribeConfigsResponse.DescribeConfigsResult, out: list[Chunk]) -> None:
@@ -20847,7 +24587,14 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_v1(buf: memoryview, pos: in
         for _ in range(n):
             e_configs, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, pos)
             f_configs.append(e_configs)
-    return _C_DescribeConfigsResponse_DescribeConfigsResult(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(_C_DescribeConfigsResponse_DescribeConfigsResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResult_v1(o: DescribeConfigsResponse.DescribeConfigsResult, out: list[Chunk]) -> None:
@@ -20876,7 +24623,14 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_v3(buf: memoryview, pos: in
         for _ in range(n):
             e_configs, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, pos)
             f_configs.append(e_configs)
-    return _C_DescribeConfigsResponse_DescribeConfigsResult(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(_C_DescribeConfigsResponse_DescribeConfigsResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResult_v3(o: DescribeConfigsResponse.DescribeConfigsResult, out: list[Chunk]) -> None:
@@ -20915,7 +24669,14 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_v4(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeConfigsResponse_DescribeConfigsResult(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeConfigsResponse_DescribeConfigsResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResult_v4(o: DescribeConfigsResponse.DescribeConfigsResult, out: list[Chunk]) -> None:
@@ -20944,7 +24705,11 @@ def _d_DescribeConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCo
         for _ in range(n):
             e_results, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, pos)
             f_results.append(e_results)
-    return _C_DescribeConfigsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(_C_DescribeConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_v0(o: DescribeConfigsResponse, out: list[Chunk]) -> None:
@@ -20966,7 +24731,11 @@ def _d_DescribeConfigsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCo
         for _ in range(n):
             e_results, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, pos)
             f_results.append(e_results)
-    return _C_DescribeConfigsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(_C_DescribeConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_v1(o: DescribeConfigsResponse, out: list[Chunk]) -> None:
@@ -20988,7 +24757,11 @@ def _d_DescribeConfigsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeCo
         for _ in range(n):
             e_results, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, pos)
             f_results.append(e_results)
-    return _C_DescribeConfigsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(_C_DescribeConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_v3(o: DescribeConfigsResponse, out: list[Chunk]) -> None:
@@ -21020,7 +24793,11 @@ def _d_DescribeConfigsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeCo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeConfigsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeConfigsResponse_v4(o: DescribeConfigsResponse, out: list[Chunk]) -> None:
@@ -21102,7 +24879,11 @@ _C_AlterConfigsRequest = AlterConfigsRequest
 def _d_AlterConfigsRequest_AlterableConfig_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest.AlterableConfig, int]:
     f_name, pos = read_string(buf, pos)
     f_value, pos = read_nullable_string(buf, pos)
-    return _C_AlterConfigsRequest_AlterableConfig(name=f_name, value=f_value), pos
+    o = _new(_C_AlterConfigsRequest_AlterableConfig)
+    o.name = f_name
+    o.value = f_value
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterConfigsRequest_AlterableConfig_v0(o: AlterConfigsRequest.AlterableConfig, out: list[Chunk]) -> None:
@@ -21123,7 +24904,11 @@ def _d_AlterConfigsRequest_AlterableConfig_v2(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterConfigsRequest_AlterableConfig(name=f_name, value=f_value, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterConfigsRequest_AlterableConfig)
+    o.name = f_name
+    o.value = f_value
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterConfigsRequest_AlterableConfig_v2(o: AlterConfigsRequest.AlterableConfig, out: list[Chunk]) -> None:
@@ -21148,7 +24933,12 @@ def _d_AlterConfigsRequest_AlterConfigsResource_v0(buf: memoryview, pos: int) ->
         for _ in range(n):
             e_configs, pos = _d_AlterConfigsRequest_AlterableConfig_v0(buf, pos)
             f_configs.append(e_configs)
-    return _C_AlterConfigsRequest_AlterConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(_C_AlterConfigsRequest_AlterConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterConfigsRequest_AlterConfigsResource_v0(o: AlterConfigsRequest.AlterConfigsResource, out: list[Chunk]) -> None:
@@ -21182,7 +24972,12 @@ def _d_AlterConfigsRequest_AlterConfigsResource_v2(buf: memoryview, pos: int) ->
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterConfigsRequest_AlterConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterConfigsRequest_AlterConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterConfigsRequest_AlterConfigsResource_v2(o: AlterConfigsRequest.AlterConfigsResource, out: list[Chunk]) -> None:
@@ -21209,7 +25004,11 @@ def _d_AlterConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
             f_resources.append(e_resources)
     (f_validate_only,) = _S_o.unpack_from(buf, pos)
     pos += 1
-    return _C_AlterConfigsRequest(resources=f_resources, validate_only=f_validate_only), pos
+    o = _new(_C_AlterConfigsRequest)
+    o.resources = f_resources
+    o.validate_only = f_validate_only
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterConfigsRequest_v0(o: AlterConfigsRequest, out: list[Chunk]) -> None:
@@ -21241,7 +25040,11 @@ def _d_AlterConfigsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterConfigsRequest(resources=f_resources, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterConfigsRequest)
+    o.resources = f_resources
+    o.validate_only = f_validate_only
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterConfigsRequest_v2(o: AlterConfigsRequest, out: list[Chunk]) -> None:
@@ -21313,7 +25116,13 @@ def _d_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf: memoryview, pos
     (f_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = read_string(buf, pos)
-    return _C_AlterConfigsResponse_AlterConfigsResourceResponse(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name), pos
+    o = _new(_C_AlterConfigsResponse_AlterConfigsResourceResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterConfigsResponse_AlterConfigsResourceResponse_v0(o: AlterConfigsResponse.AlterConfigsResourceResponse, out: list[Chunk]) -> None:
@@ -21340,7 +25149,13 @@ def _d_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf: memoryview, pos
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterConfigsResponse_AlterConfigsResourceResponse(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterConfigsResponse_AlterConfigsResourceResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterConfigsResponse_AlterConfigsResourceResponse_v2(o: AlterConfigsResponse.AlterConfigsResourceResponse, out: list[Chunk]) -> None:
@@ -21366,7 +25181,11 @@ def _d_AlterConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsR
         for _ in range(n):
             e_responses, pos = _d_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, pos)
             f_responses.append(e_responses)
-    return _C_AlterConfigsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(_C_AlterConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterConfigsResponse_v0(o: AlterConfigsResponse, out: list[Chunk]) -> None:
@@ -21398,7 +25217,11 @@ def _d_AlterConfigsResponse_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterConfigsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterConfigsResponse_v2(o: AlterConfigsResponse, out: list[Chunk]) -> None:
@@ -21481,7 +25304,11 @@ def _d_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf: memoryview, po
         check_null_array('Partitions')
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(o: AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic, out: list[Chunk]) -> None:
@@ -21509,7 +25336,11 @@ def _d_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf: memoryview, po
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(o: AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic, out: list[Chunk]) -> None:
@@ -21534,7 +25365,11 @@ def _d_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf: memoryview, pos: in
         for _ in range(n):
             e_topics, pos = _d_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_AlterReplicaLogDirsRequest_AlterReplicaLogDir(path=f_path, topics=f_topics), pos
+    o = _new(_C_AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+    o.path = f_path
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(o: AlterReplicaLogDirsRequest.AlterReplicaLogDir, out: list[Chunk]) -> None:
@@ -21565,7 +25400,11 @@ def _d_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterReplicaLogDirsRequest_AlterReplicaLogDir(path=f_path, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+    o.path = f_path
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(o: AlterReplicaLogDirsRequest.AlterReplicaLogDir, out: list[Chunk]) -> None:
@@ -21589,7 +25428,10 @@ def _d_AlterReplicaLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterRe
         for _ in range(n):
             e_dirs, pos = _d_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, pos)
             f_dirs.append(e_dirs)
-    return _C_AlterReplicaLogDirsRequest(dirs=f_dirs), pos
+    o = _new(_C_AlterReplicaLogDirsRequest)
+    o.dirs = f_dirs
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsRequest_v0(o: AlterReplicaLogDirsRequest, out: list[Chunk]) -> None:
@@ -21618,7 +25460,10 @@ def _d_AlterReplicaLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterReplicaLogDirsRequest(dirs=f_dirs, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterReplicaLogDirsRequest)
+    o.dirs = f_dirs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsRequest_v2(o: AlterReplicaLogDirsRequest, out: list[Chunk]) -> None:
@@ -21697,7 +25542,11 @@ _C_AlterReplicaLogDirsResponse = AlterReplicaLogDirsResponse
 def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult, int]:
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(_C_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(o: AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult, out: list[Chunk]) -> None:
@@ -21717,7 +25566,11 @@ def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf: mem
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(partition_index=f_partition_index, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(o: AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult, out: list[Chunk]) -> None:
@@ -21739,7 +25592,11 @@ def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf: memoryv
         for _ in range(n):
             e_partitions, pos = _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(topic_name=f_topic_name, partitions=f_partitions), pos
+    o = _new(_C_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(o: AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult, out: list[Chunk]) -> None:
@@ -21770,7 +25627,11 @@ def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf: memoryv
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(topic_name=f_topic_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(o: AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult, out: list[Chunk]) -> None:
@@ -21796,7 +25657,11 @@ def _d_AlterReplicaLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[AlterR
         for _ in range(n):
             e_results, pos = _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, pos)
             f_results.append(e_results)
-    return _C_AlterReplicaLogDirsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(_C_AlterReplicaLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsResponse_v0(o: AlterReplicaLogDirsResponse, out: list[Chunk]) -> None:
@@ -21828,7 +25693,11 @@ def _d_AlterReplicaLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[AlterR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterReplicaLogDirsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterReplicaLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterReplicaLogDirsResponse_v2(o: AlterReplicaLogDirsResponse, out: list[Chunk]) -> None:
@@ -21895,7 +25764,11 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf: memoryview, pos: in
         check_null_array('Partitions')
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_DescribeLogDirsRequest_DescribableLogDirTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_DescribeLogDirsRequest_DescribableLogDirTopic)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v0(o: DescribeLogDirsRequest.DescribableLogDirTopic, out: list[Chunk]) -> None:
@@ -21923,7 +25796,11 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeLogDirsRequest_DescribableLogDirTopic(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeLogDirsRequest_DescribableLogDirTopic)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v2(o: DescribeLogDirsRequest.DescribableLogDirTopic, out: list[Chunk]) -> None:
@@ -21947,7 +25824,10 @@ def _d_DescribeLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeLog
         for _ in range(n):
             e_topics, pos = _d_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_DescribeLogDirsRequest(topics=f_topics), pos
+    o = _new(_C_DescribeLogDirsRequest)
+    o.topics = f_topics
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeLogDirsRequest_v0(o: DescribeLogDirsRequest, out: list[Chunk]) -> None:
@@ -21976,7 +25856,10 @@ def _d_DescribeLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeLog
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeLogDirsRequest(topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeLogDirsRequest)
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeLogDirsRequest_v2(o: DescribeLogDirsRequest, out: list[Chunk]) -> None:
@@ -22085,7 +25968,13 @@ _C_DescribeLogDirsResponse = DescribeLogDirsResponse
 def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsPartition, int]:
     (f_partition_index, f_partition_size, f_offset_lag, f_is_future_key,) = _S_iqqo.unpack_from(buf, pos)
     pos += 21
-    return _C_DescribeLogDirsResponse_DescribeLogDirsPartition(partition_index=f_partition_index, partition_size=f_partition_size, offset_lag=f_offset_lag, is_future_key=f_is_future_key), pos
+    o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsPartition)
+    o.partition_index = f_partition_index
+    o.partition_size = f_partition_size
+    o.offset_lag = f_offset_lag
+    o.is_future_key = f_is_future_key
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(o: DescribeLogDirsResponse.DescribeLogDirsPartition, out: list[Chunk]) -> None:
@@ -22105,7 +25994,13 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf: memoryview, pos:
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeLogDirsResponse_DescribeLogDirsPartition(partition_index=f_partition_index, partition_size=f_partition_size, offset_lag=f_offset_lag, is_future_key=f_is_future_key, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsPartition)
+    o.partition_index = f_partition_index
+    o.partition_size = f_partition_size
+    o.offset_lag = f_offset_lag
+    o.is_future_key = f_is_future_key
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(o: DescribeLogDirsResponse.DescribeLogDirsPartition, out: list[Chunk]) -> None:
@@ -22127,7 +26022,11 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf: memoryview, pos: int
         for _ in range(n):
             e_partitions, pos = _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_DescribeLogDirsResponse_DescribeLogDirsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(o: DescribeLogDirsResponse.DescribeLogDirsTopic, out: list[Chunk]) -> None:
@@ -22158,7 +26057,11 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf: memoryview, pos: int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeLogDirsResponse_DescribeLogDirsTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(o: DescribeLogDirsResponse.DescribeLogDirsTopic, out: list[Chunk]) -> None:
@@ -22185,7 +26088,15 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf: memoryview, pos: in
         for _ in range(n):
             e_topics, pos = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_DescribeLogDirsResponse_DescribeLogDirsResult(error_code=f_error_code, log_dir=f_log_dir, topics=f_topics), pos
+    o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsResult)
+    o.error_code = f_error_code
+    o.log_dir = f_log_dir
+    o.topics = f_topics
+    o.total_bytes = -1
+    o.usable_bytes = -1
+    o.is_cordoned = False
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v0(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: list[Chunk]) -> None:
@@ -22219,7 +26130,15 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeLogDirsResponse_DescribeLogDirsResult(error_code=f_error_code, log_dir=f_log_dir, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsResult)
+    o.error_code = f_error_code
+    o.log_dir = f_log_dir
+    o.topics = f_topics
+    o.total_bytes = -1
+    o.usable_bytes = -1
+    o.is_cordoned = False
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: list[Chunk]) -> None:
@@ -22259,7 +26178,15 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeLogDirsResponse_DescribeLogDirsResult(error_code=f_error_code, log_dir=f_log_dir, topics=f_topics, total_bytes=f_total_bytes, usable_bytes=f_usable_bytes, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsResult)
+    o.error_code = f_error_code
+    o.log_dir = f_log_dir
+    o.topics = f_topics
+    o.total_bytes = f_total_bytes
+    o.usable_bytes = f_usable_bytes
+    o.is_cordoned = False
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v4(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: list[Chunk]) -> None:
@@ -22300,7 +26227,15 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeLogDirsResponse_DescribeLogDirsResult(error_code=f_error_code, log_dir=f_log_dir, topics=f_topics, total_bytes=f_total_bytes, usable_bytes=f_usable_bytes, is_cordoned=f_is_cordoned, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsResult)
+    o.error_code = f_error_code
+    o.log_dir = f_log_dir
+    o.topics = f_topics
+    o.total_bytes = f_total_bytes
+    o.usable_bytes = f_usable_bytes
+    o.is_cordoned = f_is_cordoned
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v5(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: list[Chunk]) -> None:
@@ -22328,7 +26263,12 @@ def _d_DescribeLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeLo
         for _ in range(n):
             e_results, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, pos)
             f_results.append(e_results)
-    return _C_DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(_C_DescribeLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.results = f_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_v0(o: DescribeLogDirsResponse, out: list[Chunk]) -> None:
@@ -22360,7 +26300,12 @@ def _d_DescribeLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeLo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_v2(o: DescribeLogDirsResponse, out: list[Chunk]) -> None:
@@ -22396,7 +26341,12 @@ def _d_DescribeLogDirsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeLo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_v3(o: DescribeLogDirsResponse, out: list[Chunk]) -> None:
@@ -22432,7 +26382,12 @@ def _d_DescribeLogDirsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeLo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_v4(o: DescribeLogDirsResponse, out: list[Chunk]) -> None:
@@ -22468,7 +26423,12 @@ def _d_DescribeLogDirsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeLo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_v5(o: DescribeLogDirsResponse, out: list[Chunk]) -> None:
@@ -22513,7 +26473,10 @@ _C_SaslAuthenticateRequest = SaslAuthenticateRequest
 
 def _d_SaslAuthenticateRequest_v0(buf: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     f_auth_bytes, pos = read_bytes(buf, pos)
-    return _C_SaslAuthenticateRequest(auth_bytes=f_auth_bytes), pos
+    o = _new(_C_SaslAuthenticateRequest)
+    o.auth_bytes = f_auth_bytes
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_SaslAuthenticateRequest_v0(o: SaslAuthenticateRequest, out: list[Chunk]) -> None:
@@ -22532,7 +26495,10 @@ def _d_SaslAuthenticateRequest_v2(buf: memoryview, pos: int) -> tuple[SaslAuthen
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_SaslAuthenticateRequest(auth_bytes=f_auth_bytes, unknown_tagged_fields=unknown), pos
+    o = _new(_C_SaslAuthenticateRequest)
+    o.auth_bytes = f_auth_bytes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_SaslAuthenticateRequest_v2(o: SaslAuthenticateRequest, out: list[Chunk]) -> None:
@@ -22583,7 +26549,13 @@ def _d_SaslAuthenticateResponse_v0(buf: memoryview, pos: int) -> tuple[SaslAuthe
     pos += 2
     f_error_message, pos = read_nullable_string(buf, pos)
     f_auth_bytes, pos = read_bytes(buf, pos)
-    return _C_SaslAuthenticateResponse(error_code=f_error_code, error_message=f_error_message, auth_bytes=f_auth_bytes), pos
+    o = _new(_C_SaslAuthenticateResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.auth_bytes = f_auth_bytes
+    o.session_lifetime_ms = 0
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_SaslAuthenticateResponse_v0(o: SaslAuthenticateResponse, out: list[Chunk]) -> None:
@@ -22599,7 +26571,13 @@ def _d_SaslAuthenticateResponse_v1(buf: memoryview, pos: int) -> tuple[SaslAuthe
     f_auth_bytes, pos = read_bytes(buf, pos)
     (f_session_lifetime_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
-    return _C_SaslAuthenticateResponse(error_code=f_error_code, error_message=f_error_message, auth_bytes=f_auth_bytes, session_lifetime_ms=f_session_lifetime_ms), pos
+    o = _new(_C_SaslAuthenticateResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.auth_bytes = f_auth_bytes
+    o.session_lifetime_ms = f_session_lifetime_ms
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_SaslAuthenticateResponse_v1(o: SaslAuthenticateResponse, out: list[Chunk]) -> None:
@@ -22626,7 +26604,13 @@ def _d_SaslAuthenticateResponse_v2(buf: memoryview, pos: int) -> tuple[SaslAuthe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_SaslAuthenticateResponse(error_code=f_error_code, error_message=f_error_message, auth_bytes=f_auth_bytes, session_lifetime_ms=f_session_lifetime_ms, unknown_tagged_fields=unknown), pos
+    o = _new(_C_SaslAuthenticateResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.auth_bytes = f_auth_bytes
+    o.session_lifetime_ms = f_session_lifetime_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_SaslAuthenticateResponse_v2(o: SaslAuthenticateResponse, out: list[Chunk]) -> None:
@@ -22712,7 +26696,10 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf: memoryview, po
         check_null_array('BrokerIds')
     else:
         f_broker_ids, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_CreatePartitionsRequest_CreatePartitionsAssignment(broker_ids=f_broker_ids), pos
+    o = _new(_C_CreatePartitionsRequest_CreatePartitionsAssignment)
+    o.broker_ids = f_broker_ids
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v0(o: CreatePartitionsRequest.CreatePartitionsAssignment, out: list[Chunk]) -> None:
@@ -22738,7 +26725,10 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf: memoryview, po
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreatePartitionsRequest_CreatePartitionsAssignment(broker_ids=f_broker_ids, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreatePartitionsRequest_CreatePartitionsAssignment)
+    o.broker_ids = f_broker_ids
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v2(o: CreatePartitionsRequest.CreatePartitionsAssignment, out: list[Chunk]) -> None:
@@ -22764,7 +26754,12 @@ def _d_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf: memoryview, pos: in
         for _ in range(n):
             e_assignments, pos = _d_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf, pos)
             f_assignments.append(e_assignments)
-    return _C_CreatePartitionsRequest_CreatePartitionsTopic(name=f_name, count=f_count, assignments=f_assignments), pos
+    o = _new(_C_CreatePartitionsRequest_CreatePartitionsTopic)
+    o.name = f_name
+    o.count = f_count
+    o.assignments = f_assignments
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreatePartitionsRequest_CreatePartitionsTopic_v0(o: CreatePartitionsRequest.CreatePartitionsTopic, out: list[Chunk]) -> None:
@@ -22798,7 +26793,12 @@ def _d_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreatePartitionsRequest_CreatePartitionsTopic(name=f_name, count=f_count, assignments=f_assignments, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreatePartitionsRequest_CreatePartitionsTopic)
+    o.name = f_name
+    o.count = f_count
+    o.assignments = f_assignments
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreatePartitionsRequest_CreatePartitionsTopic_v2(o: CreatePartitionsRequest.CreatePartitionsTopic, out: list[Chunk]) -> None:
@@ -22825,7 +26825,12 @@ def _d_CreatePartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[CreatePart
             f_topics.append(e_topics)
     (f_timeout_ms, f_validate_only,) = _S_io.unpack_from(buf, pos)
     pos += 5
-    return _C_CreatePartitionsRequest(topics=f_topics, timeout_ms=f_timeout_ms, validate_only=f_validate_only), pos
+    o = _new(_C_CreatePartitionsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.validate_only = f_validate_only
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreatePartitionsRequest_v0(o: CreatePartitionsRequest, out: list[Chunk]) -> None:
@@ -22857,7 +26862,12 @@ def _d_CreatePartitionsRequest_v2(buf: memoryview, pos: int) -> tuple[CreatePart
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreatePartitionsRequest(topics=f_topics, timeout_ms=f_timeout_ms, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreatePartitionsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.validate_only = f_validate_only
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreatePartitionsRequest_v2(o: CreatePartitionsRequest, out: list[Chunk]) -> None:
@@ -22925,7 +26935,12 @@ def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf: memoryview, 
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = read_nullable_string(buf, pos)
-    return _C_CreatePartitionsResponse_CreatePartitionsTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(_C_CreatePartitionsResponse_CreatePartitionsTopicResult)
+    o.name = f_name
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(o: CreatePartitionsResponse.CreatePartitionsTopicResult, out: list[Chunk]) -> None:
@@ -22949,7 +26964,12 @@ def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf: memoryview, 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreatePartitionsResponse_CreatePartitionsTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreatePartitionsResponse_CreatePartitionsTopicResult)
+    o.name = f_name
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(o: CreatePartitionsResponse.CreatePartitionsTopicResult, out: list[Chunk]) -> None:
@@ -22974,7 +26994,11 @@ def _d_CreatePartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[CreatePar
         for _ in range(n):
             e_results, pos = _d_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, pos)
             f_results.append(e_results)
-    return _C_CreatePartitionsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(_C_CreatePartitionsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_CreatePartitionsResponse_v0(o: CreatePartitionsResponse, out: list[Chunk]) -> None:
@@ -23006,7 +27030,11 @@ def _d_CreatePartitionsResponse_v2(buf: memoryview, pos: int) -> tuple[CreatePar
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_CreatePartitionsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_CreatePartitionsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_CreatePartitionsResponse_v2(o: CreatePartitionsResponse, out: list[Chunk]) -> None:
@@ -23059,7 +27087,10 @@ def _d_DeleteGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsRe
         for _ in range(n):
             e_groups_names, pos = read_string(buf, pos)
             f_groups_names.append(e_groups_names)
-    return _C_DeleteGroupsRequest(groups_names=f_groups_names), pos
+    o = _new(_C_DeleteGroupsRequest)
+    o.groups_names = f_groups_names
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteGroupsRequest_v0(o: DeleteGroupsRequest, out: list[Chunk]) -> None:
@@ -23088,7 +27119,10 @@ def _d_DeleteGroupsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteGroupsRequest(groups_names=f_groups_names, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteGroupsRequest)
+    o.groups_names = f_groups_names
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteGroupsRequest_v2(o: DeleteGroupsRequest, out: list[Chunk]) -> None:
@@ -23152,7 +27186,11 @@ def _d_DeleteGroupsResponse_DeletableGroupResult_v0(buf: memoryview, pos: int) -
     f_group_id, pos = read_string(buf, pos)
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
-    return _C_DeleteGroupsResponse_DeletableGroupResult(group_id=f_group_id, error_code=f_error_code), pos
+    o = _new(_C_DeleteGroupsResponse_DeletableGroupResult)
+    o.group_id = f_group_id
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteGroupsResponse_DeletableGroupResult_v0(o: DeleteGroupsResponse.DeletableGroupResult, out: list[Chunk]) -> None:
@@ -23174,7 +27212,11 @@ def _d_DeleteGroupsResponse_DeletableGroupResult_v2(buf: memoryview, pos: int) -
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteGroupsResponse_DeletableGroupResult(group_id=f_group_id, error_code=f_error_code, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteGroupsResponse_DeletableGroupResult)
+    o.group_id = f_group_id
+    o.error_code = f_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteGroupsResponse_DeletableGroupResult_v2(o: DeleteGroupsResponse.DeletableGroupResult, out: list[Chunk]) -> None:
@@ -23198,7 +27240,11 @@ def _d_DeleteGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsR
         for _ in range(n):
             e_results, pos = _d_DeleteGroupsResponse_DeletableGroupResult_v0(buf, pos)
             f_results.append(e_results)
-    return _C_DeleteGroupsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(_C_DeleteGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DeleteGroupsResponse_v0(o: DeleteGroupsResponse, out: list[Chunk]) -> None:
@@ -23230,7 +27276,11 @@ def _d_DeleteGroupsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DeleteGroupsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DeleteGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DeleteGroupsResponse_v2(o: DeleteGroupsResponse, out: list[Chunk]) -> None:
@@ -23301,7 +27351,11 @@ def _d_ElectLeadersRequest_TopicPartitions_v0(buf: memoryview, pos: int) -> tupl
         check_null_array('Partitions')
     else:
         f_partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
-    return _C_ElectLeadersRequest_TopicPartitions(topic=f_topic, partitions=f_partitions), pos
+    o = _new(_C_ElectLeadersRequest_TopicPartitions)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ElectLeadersRequest_TopicPartitions_v0(o: ElectLeadersRequest.TopicPartitions, out: list[Chunk]) -> None:
@@ -23329,7 +27383,11 @@ def _d_ElectLeadersRequest_TopicPartitions_v2(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ElectLeadersRequest_TopicPartitions(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ElectLeadersRequest_TopicPartitions)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ElectLeadersRequest_TopicPartitions_v2(o: ElectLeadersRequest.TopicPartitions, out: list[Chunk]) -> None:
@@ -23355,7 +27413,12 @@ def _d_ElectLeadersRequest_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
             f_topic_partitions.append(e_topic_partitions)
     (f_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_ElectLeadersRequest(topic_partitions=f_topic_partitions, timeout_ms=f_timeout_ms), pos
+    o = _new(_C_ElectLeadersRequest)
+    o.election_type = 0
+    o.topic_partitions = f_topic_partitions
+    o.timeout_ms = f_timeout_ms
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ElectLeadersRequest_v0(o: ElectLeadersRequest, out: list[Chunk]) -> None:
@@ -23379,7 +27442,12 @@ def _d_ElectLeadersRequest_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
             f_topic_partitions.append(e_topic_partitions)
     (f_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_ElectLeadersRequest(election_type=f_election_type, topic_partitions=f_topic_partitions, timeout_ms=f_timeout_ms), pos
+    o = _new(_C_ElectLeadersRequest)
+    o.election_type = f_election_type
+    o.topic_partitions = f_topic_partitions
+    o.timeout_ms = f_timeout_ms
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ElectLeadersRequest_v1(o: ElectLeadersRequest, out: list[Chunk]) -> None:
@@ -23414,7 +27482,12 @@ def _d_ElectLeadersRequest_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ElectLeadersRequest(election_type=f_election_type, topic_partitions=f_topic_partitions, timeout_ms=f_timeout_ms, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ElectLeadersRequest)
+    o.election_type = f_election_type
+    o.topic_partitions = f_topic_partitions
+    o.timeout_ms = f_timeout_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ElectLeadersRequest_v2(o: ElectLeadersRequest, out: list[Chunk]) -> None:
@@ -23500,7 +27573,12 @@ def _d_ElectLeadersResponse_PartitionResult_v0(buf: memoryview, pos: int) -> tup
     (f_partition_id, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = read_nullable_string(buf, pos)
-    return _C_ElectLeadersResponse_PartitionResult(partition_id=f_partition_id, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(_C_ElectLeadersResponse_PartitionResult)
+    o.partition_id = f_partition_id
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ElectLeadersResponse_PartitionResult_v0(o: ElectLeadersResponse.PartitionResult, out: list[Chunk]) -> None:
@@ -23522,7 +27600,12 @@ def _d_ElectLeadersResponse_PartitionResult_v2(buf: memoryview, pos: int) -> tup
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ElectLeadersResponse_PartitionResult(partition_id=f_partition_id, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ElectLeadersResponse_PartitionResult)
+    o.partition_id = f_partition_id
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ElectLeadersResponse_PartitionResult_v2(o: ElectLeadersResponse.PartitionResult, out: list[Chunk]) -> None:
@@ -23545,7 +27628,11 @@ def _d_ElectLeadersResponse_ReplicaElectionResult_v0(buf: memoryview, pos: int) 
         for _ in range(n):
             e_partition_result, pos = _d_ElectLeadersResponse_PartitionResult_v0(buf, pos)
             f_partition_result.append(e_partition_result)
-    return _C_ElectLeadersResponse_ReplicaElectionResult(topic=f_topic, partition_result=f_partition_result), pos
+    o = _new(_C_ElectLeadersResponse_ReplicaElectionResult)
+    o.topic = f_topic
+    o.partition_result = f_partition_result
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ElectLeadersResponse_ReplicaElectionResult_v0(o: ElectLeadersResponse.ReplicaElectionResult, out: list[Chunk]) -> None:
@@ -23576,7 +27663,11 @@ def _d_ElectLeadersResponse_ReplicaElectionResult_v2(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ElectLeadersResponse_ReplicaElectionResult(topic=f_topic, partition_result=f_partition_result, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ElectLeadersResponse_ReplicaElectionResult)
+    o.topic = f_topic
+    o.partition_result = f_partition_result
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ElectLeadersResponse_ReplicaElectionResult_v2(o: ElectLeadersResponse.ReplicaElectionResult, out: list[Chunk]) -> None:
@@ -23602,7 +27693,12 @@ def _d_ElectLeadersResponse_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersR
         for _ in range(n):
             e_replica_election_results, pos = _d_ElectLeadersResponse_ReplicaElectionResult_v0(buf, pos)
             f_replica_election_results.append(e_replica_election_results)
-    return _C_ElectLeadersResponse(throttle_time_ms=f_throttle_time_ms, replica_election_results=f_replica_election_results), pos
+    o = _new(_C_ElectLeadersResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.replica_election_results = f_replica_election_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ElectLeadersResponse_v0(o: ElectLeadersResponse, out: list[Chunk]) -> None:
@@ -23624,7 +27720,12 @@ def _d_ElectLeadersResponse_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersR
         for _ in range(n):
             e_replica_election_results, pos = _d_ElectLeadersResponse_ReplicaElectionResult_v0(buf, pos)
             f_replica_election_results.append(e_replica_election_results)
-    return _C_ElectLeadersResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, replica_election_results=f_replica_election_results), pos
+    o = _new(_C_ElectLeadersResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.replica_election_results = f_replica_election_results
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_ElectLeadersResponse_v1(o: ElectLeadersResponse, out: list[Chunk]) -> None:
@@ -23656,7 +27757,12 @@ def _d_ElectLeadersResponse_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersR
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ElectLeadersResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, replica_election_results=f_replica_election_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ElectLeadersResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.replica_election_results = f_replica_election_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ElectLeadersResponse_v2(o: ElectLeadersResponse, out: list[Chunk]) -> None:
@@ -23742,7 +27848,12 @@ def _d_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf: memoryview, pos: i
     (f_config_operation,) = _S_b.unpack_from(buf, pos)
     pos += 1
     f_value, pos = read_nullable_string(buf, pos)
-    return _C_IncrementalAlterConfigsRequest_AlterableConfig(name=f_name, config_operation=f_config_operation, value=f_value), pos
+    o = _new(_C_IncrementalAlterConfigsRequest_AlterableConfig)
+    o.name = f_name
+    o.config_operation = f_config_operation
+    o.value = f_value
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_IncrementalAlterConfigsRequest_AlterableConfig_v0(o: IncrementalAlterConfigsRequest.AlterableConfig, out: list[Chunk]) -> None:
@@ -23766,7 +27877,12 @@ def _d_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf: memoryview, pos: i
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_IncrementalAlterConfigsRequest_AlterableConfig(name=f_name, config_operation=f_config_operation, value=f_value, unknown_tagged_fields=unknown), pos
+    o = _new(_C_IncrementalAlterConfigsRequest_AlterableConfig)
+    o.name = f_name
+    o.config_operation = f_config_operation
+    o.value = f_value
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_IncrementalAlterConfigsRequest_AlterableConfig_v1(o: IncrementalAlterConfigsRequest.AlterableConfig, out: list[Chunk]) -> None:
@@ -23792,7 +27908,12 @@ def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf: memoryview, p
         for _ in range(n):
             e_configs, pos = _d_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, pos)
             f_configs.append(e_configs)
-    return _C_IncrementalAlterConfigsRequest_AlterConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(_C_IncrementalAlterConfigsRequest_AlterConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(o: IncrementalAlterConfigsRequest.AlterConfigsResource, out: list[Chunk]) -> None:
@@ -23826,7 +27947,12 @@ def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf: memoryview, p
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_IncrementalAlterConfigsRequest_AlterConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs, unknown_tagged_fields=unknown), pos
+    o = _new(_C_IncrementalAlterConfigsRequest_AlterConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(o: IncrementalAlterConfigsRequest.AlterConfigsResource, out: list[Chunk]) -> None:
@@ -23853,7 +27979,11 @@ def _d_IncrementalAlterConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[Inc
             f_resources.append(e_resources)
     (f_validate_only,) = _S_o.unpack_from(buf, pos)
     pos += 1
-    return _C_IncrementalAlterConfigsRequest(resources=f_resources, validate_only=f_validate_only), pos
+    o = _new(_C_IncrementalAlterConfigsRequest)
+    o.resources = f_resources
+    o.validate_only = f_validate_only
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_IncrementalAlterConfigsRequest_v0(o: IncrementalAlterConfigsRequest, out: list[Chunk]) -> None:
@@ -23885,7 +28015,11 @@ def _d_IncrementalAlterConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[Inc
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_IncrementalAlterConfigsRequest(resources=f_resources, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
+    o = _new(_C_IncrementalAlterConfigsRequest)
+    o.resources = f_resources
+    o.validate_only = f_validate_only
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_IncrementalAlterConfigsRequest_v1(o: IncrementalAlterConfigsRequest, out: list[Chunk]) -> None:
@@ -23957,7 +28091,13 @@ def _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf: memo
     (f_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = read_string(buf, pos)
-    return _C_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name), pos
+    o = _new(_C_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(o: IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, out: list[Chunk]) -> None:
@@ -23984,7 +28124,13 @@ def _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf: memo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, unknown_tagged_fields=unknown), pos
+    o = _new(_C_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(o: IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, out: list[Chunk]) -> None:
@@ -24010,7 +28156,11 @@ def _d_IncrementalAlterConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[In
         for _ in range(n):
             e_responses, pos = _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, pos)
             f_responses.append(e_responses)
-    return _C_IncrementalAlterConfigsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(_C_IncrementalAlterConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_IncrementalAlterConfigsResponse_v0(o: IncrementalAlterConfigsResponse, out: list[Chunk]) -> None:
@@ -24042,7 +28192,11 @@ def _d_IncrementalAlterConfigsResponse_v1(buf: memoryview, pos: int) -> tuple[In
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_IncrementalAlterConfigsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_IncrementalAlterConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_IncrementalAlterConfigsResponse_v1(o: IncrementalAlterConfigsResponse, out: list[Chunk]) -> None:
@@ -24140,7 +28294,11 @@ def _d_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf: memoryvi
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterPartitionReassignmentsRequest_ReassignablePartition(partition_index=f_partition_index, replicas=f_replicas, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterPartitionReassignmentsRequest_ReassignablePartition)
+    o.partition_index = f_partition_index
+    o.replicas = f_replicas
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(o: AlterPartitionReassignmentsRequest.ReassignablePartition, out: list[Chunk]) -> None:
@@ -24175,7 +28333,11 @@ def _d_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf: memoryview, 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterPartitionReassignmentsRequest_ReassignableTopic(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterPartitionReassignmentsRequest_ReassignableTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(o: AlterPartitionReassignmentsRequest.ReassignableTopic, out: list[Chunk]) -> None:
@@ -24211,7 +28373,12 @@ def _d_AlterPartitionReassignmentsRequest_v0(buf: memoryview, pos: int) -> tuple
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterPartitionReassignmentsRequest(timeout_ms=f_timeout_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterPartitionReassignmentsRequest)
+    o.timeout_ms = f_timeout_ms
+    o.allow_replication_factor_change = True
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterPartitionReassignmentsRequest_v0(o: AlterPartitionReassignmentsRequest, out: list[Chunk]) -> None:
@@ -24247,7 +28414,12 @@ def _d_AlterPartitionReassignmentsRequest_v1(buf: memoryview, pos: int) -> tuple
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterPartitionReassignmentsRequest(timeout_ms=f_timeout_ms, allow_replication_factor_change=f_allow_replication_factor_change, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterPartitionReassignmentsRequest)
+    o.timeout_ms = f_timeout_ms
+    o.allow_replication_factor_change = f_allow_replication_factor_change
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterPartitionReassignmentsRequest_v1(o: AlterPartitionReassignmentsRequest, out: list[Chunk]) -> None:
@@ -24346,7 +28518,12 @@ def _d_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(buf:
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(partition_index=f_partition_index, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(o: AlterPartitionReassignmentsResponse.ReassignablePartitionResponse, out: list[Chunk]) -> None:
@@ -24379,7 +28556,11 @@ def _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf: mem
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterPartitionReassignmentsResponse_ReassignableTopicResponse(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(o: AlterPartitionReassignmentsResponse.ReassignableTopicResponse, out: list[Chunk]) -> None:
@@ -24416,7 +28597,14 @@ def _d_AlterPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterPartitionReassignmentsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, responses=f_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterPartitionReassignmentsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.allow_replication_factor_change = True
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.responses = f_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterPartitionReassignmentsResponse_v0(o: AlterPartitionReassignmentsResponse, out: list[Chunk]) -> None:
@@ -24454,7 +28642,14 @@ def _d_AlterPartitionReassignmentsResponse_v1(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterPartitionReassignmentsResponse(throttle_time_ms=f_throttle_time_ms, allow_replication_factor_change=f_allow_replication_factor_change, error_code=f_error_code, error_message=f_error_message, responses=f_responses, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterPartitionReassignmentsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.allow_replication_factor_change = f_allow_replication_factor_change
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.responses = f_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterPartitionReassignmentsResponse_v1(o: AlterPartitionReassignmentsResponse, out: list[Chunk]) -> None:
@@ -24534,7 +28729,11 @@ def _d_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(buf
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o: ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics, out: list[Chunk]) -> None:
@@ -24570,7 +28769,11 @@ def _d_ListPartitionReassignmentsRequest_v0(buf: memoryview, pos: int) -> tuple[
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListPartitionReassignmentsRequest(timeout_ms=f_timeout_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListPartitionReassignmentsRequest)
+    o.timeout_ms = f_timeout_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListPartitionReassignmentsRequest_v0(o: ListPartitionReassignmentsRequest, out: list[Chunk]) -> None:
@@ -24686,7 +28889,13 @@ def _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf: m
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(partition_index=f_partition_index, replicas=f_replicas, adding_replicas=f_adding_replicas, removing_replicas=f_removing_replicas, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
+    o.partition_index = f_partition_index
+    o.replicas = f_replicas
+    o.adding_replicas = f_adding_replicas
+    o.removing_replicas = f_removing_replicas
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(o: ListPartitionReassignmentsResponse.OngoingPartitionReassignment, out: list[Chunk]) -> None:
@@ -24727,7 +28936,11 @@ def _d_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf: memor
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListPartitionReassignmentsResponse_OngoingTopicReassignment(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListPartitionReassignmentsResponse_OngoingTopicReassignment)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(o: ListPartitionReassignmentsResponse.OngoingTopicReassignment, out: list[Chunk]) -> None:
@@ -24764,7 +28977,13 @@ def _d_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListPartitionReassignmentsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListPartitionReassignmentsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListPartitionReassignmentsResponse_v0(o: ListPartitionReassignmentsResponse, out: list[Chunk]) -> None:
@@ -24836,7 +29055,9 @@ _C_OffsetDeleteRequest = OffsetDeleteRequest
 def _d_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest.OffsetDeleteRequestPartition, int]:
     (f_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
-    return _C_OffsetDeleteRequest_OffsetDeleteRequestPartition(partition_index=f_partition_index), pos
+    o = _new(_C_OffsetDeleteRequest_OffsetDeleteRequestPartition)
+    o.partition_index = f_partition_index
+    return o, pos
 
 
 def _e_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(o: OffsetDeleteRequest.OffsetDeleteRequestPartition, out: list[Chunk]) -> None:
@@ -24854,7 +29075,10 @@ def _d_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf: memoryview, pos: int
         for _ in range(n):
             e_partitions, pos = _d_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetDeleteRequest_OffsetDeleteRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_OffsetDeleteRequest_OffsetDeleteRequestTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(o: OffsetDeleteRequest.OffsetDeleteRequestTopic, out: list[Chunk]) -> None:
@@ -24875,7 +29099,10 @@ def _d_OffsetDeleteRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRe
         for _ in range(n):
             e_topics, pos = _d_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetDeleteRequest(group_id=f_group_id, topics=f_topics), pos
+    o = _new(_C_OffsetDeleteRequest)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetDeleteRequest_v0(o: OffsetDeleteRequest, out: list[Chunk]) -> None:
@@ -24946,7 +29173,10 @@ _C_OffsetDeleteResponse = OffsetDeleteResponse
 def _d_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponse.OffsetDeleteResponsePartition, int]:
     (f_partition_index, f_error_code,) = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return _C_OffsetDeleteResponse_OffsetDeleteResponsePartition(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(_C_OffsetDeleteResponse_OffsetDeleteResponsePartition)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _e_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(o: OffsetDeleteResponse.OffsetDeleteResponsePartition, out: list[Chunk]) -> None:
@@ -24964,7 +29194,10 @@ def _d_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf: memoryview, pos: i
         for _ in range(n):
             e_partitions, pos = _d_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, pos)
             f_partitions.append(e_partitions)
-    return _C_OffsetDeleteResponse_OffsetDeleteResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(_C_OffsetDeleteResponse_OffsetDeleteResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _e_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(o: OffsetDeleteResponse.OffsetDeleteResponseTopic, out: list[Chunk]) -> None:
@@ -24986,7 +29219,11 @@ def _d_OffsetDeleteResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteR
         for _ in range(n):
             e_topics, pos = _d_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, pos)
             f_topics.append(e_topics)
-    return _C_OffsetDeleteResponse(error_code=f_error_code, throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(_C_OffsetDeleteResponse)
+    o.error_code = f_error_code
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetDeleteResponse_v0(o: OffsetDeleteResponse, out: list[Chunk]) -> None:
@@ -25050,7 +29287,12 @@ def _d_DescribeClientQuotasRequest_ComponentData_v0(buf: memoryview, pos: int) -
     (f_match_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     f_match, pos = read_nullable_string(buf, pos)
-    return _C_DescribeClientQuotasRequest_ComponentData(entity_type=f_entity_type, match_type=f_match_type, match=f_match), pos
+    o = _new(_C_DescribeClientQuotasRequest_ComponentData)
+    o.entity_type = f_entity_type
+    o.match_type = f_match_type
+    o.match = f_match
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeClientQuotasRequest_ComponentData_v0(o: DescribeClientQuotasRequest.ComponentData, out: list[Chunk]) -> None:
@@ -25074,7 +29316,12 @@ def _d_DescribeClientQuotasRequest_ComponentData_v1(buf: memoryview, pos: int) -
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClientQuotasRequest_ComponentData(entity_type=f_entity_type, match_type=f_match_type, match=f_match, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClientQuotasRequest_ComponentData)
+    o.entity_type = f_entity_type
+    o.match_type = f_match_type
+    o.match = f_match
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClientQuotasRequest_ComponentData_v1(o: DescribeClientQuotasRequest.ComponentData, out: list[Chunk]) -> None:
@@ -25099,7 +29346,11 @@ def _d_DescribeClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[Descri
             f_components.append(e_components)
     (f_strict,) = _S_o.unpack_from(buf, pos)
     pos += 1
-    return _C_DescribeClientQuotasRequest(components=f_components, strict=f_strict), pos
+    o = _new(_C_DescribeClientQuotasRequest)
+    o.components = f_components
+    o.strict = f_strict
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeClientQuotasRequest_v0(o: DescribeClientQuotasRequest, out: list[Chunk]) -> None:
@@ -25131,7 +29382,11 @@ def _d_DescribeClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[Descri
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClientQuotasRequest(components=f_components, strict=f_strict, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClientQuotasRequest)
+    o.components = f_components
+    o.strict = f_strict
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClientQuotasRequest_v1(o: DescribeClientQuotasRequest, out: list[Chunk]) -> None:
@@ -25231,7 +29486,11 @@ _C_DescribeClientQuotasResponse = DescribeClientQuotasResponse
 def _d_DescribeClientQuotasResponse_EntityData_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse.EntityData, int]:
     f_entity_type, pos = read_string(buf, pos)
     f_entity_name, pos = read_nullable_string(buf, pos)
-    return _C_DescribeClientQuotasResponse_EntityData(entity_type=f_entity_type, entity_name=f_entity_name), pos
+    o = _new(_C_DescribeClientQuotasResponse_EntityData)
+    o.entity_type = f_entity_type
+    o.entity_name = f_entity_name
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeClientQuotasResponse_EntityData_v0(o: DescribeClientQuotasResponse.EntityData, out: list[Chunk]) -> None:
@@ -25252,7 +29511,11 @@ def _d_DescribeClientQuotasResponse_EntityData_v1(buf: memoryview, pos: int) -> 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClientQuotasResponse_EntityData(entity_type=f_entity_type, entity_name=f_entity_name, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClientQuotasResponse_EntityData)
+    o.entity_type = f_entity_type
+    o.entity_name = f_entity_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClientQuotasResponse_EntityData_v1(o: DescribeClientQuotasResponse.EntityData, out: list[Chunk]) -> None:
@@ -25268,7 +29531,11 @@ def _d_DescribeClientQuotasResponse_ValueData_v0(buf: memoryview, pos: int) -> t
     f_key, pos = read_string(buf, pos)
     (f_value,) = _S_d.unpack_from(buf, pos)
     pos += 8
-    return _C_DescribeClientQuotasResponse_ValueData(key=f_key, value=f_value), pos
+    o = _new(_C_DescribeClientQuotasResponse_ValueData)
+    o.key = f_key
+    o.value = f_value
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeClientQuotasResponse_ValueData_v0(o: DescribeClientQuotasResponse.ValueData, out: list[Chunk]) -> None:
@@ -25290,7 +29557,11 @@ def _d_DescribeClientQuotasResponse_ValueData_v1(buf: memoryview, pos: int) -> t
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClientQuotasResponse_ValueData(key=f_key, value=f_value, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClientQuotasResponse_ValueData)
+    o.key = f_key
+    o.value = f_value
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClientQuotasResponse_ValueData_v1(o: DescribeClientQuotasResponse.ValueData, out: list[Chunk]) -> None:
@@ -25321,7 +29592,11 @@ def _d_DescribeClientQuotasResponse_EntryData_v0(buf: memoryview, pos: int) -> t
         for _ in range(n):
             e_values, pos = _d_DescribeClientQuotasResponse_ValueData_v0(buf, pos)
             f_values.append(e_values)
-    return _C_DescribeClientQuotasResponse_EntryData(entity=f_entity, values=f_values), pos
+    o = _new(_C_DescribeClientQuotasResponse_EntryData)
+    o.entity = f_entity
+    o.values = f_values
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeClientQuotasResponse_EntryData_v0(o: DescribeClientQuotasResponse.EntryData, out: list[Chunk]) -> None:
@@ -25362,7 +29637,11 @@ def _d_DescribeClientQuotasResponse_EntryData_v1(buf: memoryview, pos: int) -> t
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClientQuotasResponse_EntryData(entity=f_entity, values=f_values, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClientQuotasResponse_EntryData)
+    o.entity = f_entity
+    o.values = f_values
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClientQuotasResponse_EntryData_v1(o: DescribeClientQuotasResponse.EntryData, out: list[Chunk]) -> None:
@@ -25391,7 +29670,13 @@ def _d_DescribeClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
         for _ in range(n):
             e_entries, pos = _d_DescribeClientQuotasResponse_EntryData_v0(buf, pos)
             f_entries.append(e_entries)
-    return _C_DescribeClientQuotasResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, entries=f_entries), pos
+    o = _new(_C_DescribeClientQuotasResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.entries = f_entries
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_DescribeClientQuotasResponse_v0(o: DescribeClientQuotasResponse, out: list[Chunk]) -> None:
@@ -25425,7 +29710,13 @@ def _d_DescribeClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[Descr
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClientQuotasResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, entries=f_entries, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClientQuotasResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.entries = f_entries
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClientQuotasResponse_v1(o: DescribeClientQuotasResponse, out: list[Chunk]) -> None:
@@ -25524,7 +29815,11 @@ _C_AlterClientQuotasRequest = AlterClientQuotasRequest
 def _d_AlterClientQuotasRequest_EntityData_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.EntityData, int]:
     f_entity_type, pos = read_string(buf, pos)
     f_entity_name, pos = read_nullable_string(buf, pos)
-    return _C_AlterClientQuotasRequest_EntityData(entity_type=f_entity_type, entity_name=f_entity_name), pos
+    o = _new(_C_AlterClientQuotasRequest_EntityData)
+    o.entity_type = f_entity_type
+    o.entity_name = f_entity_name
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterClientQuotasRequest_EntityData_v0(o: AlterClientQuotasRequest.EntityData, out: list[Chunk]) -> None:
@@ -25545,7 +29840,11 @@ def _d_AlterClientQuotasRequest_EntityData_v1(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterClientQuotasRequest_EntityData(entity_type=f_entity_type, entity_name=f_entity_name, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterClientQuotasRequest_EntityData)
+    o.entity_type = f_entity_type
+    o.entity_name = f_entity_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterClientQuotasRequest_EntityData_v1(o: AlterClientQuotasRequest.EntityData, out: list[Chunk]) -> None:
@@ -25561,7 +29860,12 @@ def _d_AlterClientQuotasRequest_OpData_v0(buf: memoryview, pos: int) -> tuple[Al
     f_key, pos = read_string(buf, pos)
     (f_value, f_remove,) = _S_do.unpack_from(buf, pos)
     pos += 9
-    return _C_AlterClientQuotasRequest_OpData(key=f_key, value=f_value, remove=f_remove), pos
+    o = _new(_C_AlterClientQuotasRequest_OpData)
+    o.key = f_key
+    o.value = f_value
+    o.remove = f_remove
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterClientQuotasRequest_OpData_v0(o: AlterClientQuotasRequest.OpData, out: list[Chunk]) -> None:
@@ -25583,7 +29887,12 @@ def _d_AlterClientQuotasRequest_OpData_v1(buf: memoryview, pos: int) -> tuple[Al
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterClientQuotasRequest_OpData(key=f_key, value=f_value, remove=f_remove, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterClientQuotasRequest_OpData)
+    o.key = f_key
+    o.value = f_value
+    o.remove = f_remove
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterClientQuotasRequest_OpData_v1(o: AlterClientQuotasRequest.OpData, out: list[Chunk]) -> None:
@@ -25614,7 +29923,11 @@ def _d_AlterClientQuotasRequest_EntryData_v0(buf: memoryview, pos: int) -> tuple
         for _ in range(n):
             e_ops, pos = _d_AlterClientQuotasRequest_OpData_v0(buf, pos)
             f_ops.append(e_ops)
-    return _C_AlterClientQuotasRequest_EntryData(entity=f_entity, ops=f_ops), pos
+    o = _new(_C_AlterClientQuotasRequest_EntryData)
+    o.entity = f_entity
+    o.ops = f_ops
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterClientQuotasRequest_EntryData_v0(o: AlterClientQuotasRequest.EntryData, out: list[Chunk]) -> None:
@@ -25655,7 +29968,11 @@ def _d_AlterClientQuotasRequest_EntryData_v1(buf: memoryview, pos: int) -> tuple
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterClientQuotasRequest_EntryData(entity=f_entity, ops=f_ops, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterClientQuotasRequest_EntryData)
+    o.entity = f_entity
+    o.ops = f_ops
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterClientQuotasRequest_EntryData_v1(o: AlterClientQuotasRequest.EntryData, out: list[Chunk]) -> None:
@@ -25683,7 +30000,11 @@ def _d_AlterClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[AlterClie
             f_entries.append(e_entries)
     (f_validate_only,) = _S_o.unpack_from(buf, pos)
     pos += 1
-    return _C_AlterClientQuotasRequest(entries=f_entries, validate_only=f_validate_only), pos
+    o = _new(_C_AlterClientQuotasRequest)
+    o.entries = f_entries
+    o.validate_only = f_validate_only
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterClientQuotasRequest_v0(o: AlterClientQuotasRequest, out: list[Chunk]) -> None:
@@ -25715,7 +30036,11 @@ def _d_AlterClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[AlterClie
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterClientQuotasRequest(entries=f_entries, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterClientQuotasRequest)
+    o.entries = f_entries
+    o.validate_only = f_validate_only
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterClientQuotasRequest_v1(o: AlterClientQuotasRequest, out: list[Chunk]) -> None:
@@ -25797,7 +30122,11 @@ _C_AlterClientQuotasResponse = AlterClientQuotasResponse
 def _d_AlterClientQuotasResponse_EntityData_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse.EntityData, int]:
     f_entity_type, pos = read_string(buf, pos)
     f_entity_name, pos = read_nullable_string(buf, pos)
-    return _C_AlterClientQuotasResponse_EntityData(entity_type=f_entity_type, entity_name=f_entity_name), pos
+    o = _new(_C_AlterClientQuotasResponse_EntityData)
+    o.entity_type = f_entity_type
+    o.entity_name = f_entity_name
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterClientQuotasResponse_EntityData_v0(o: AlterClientQuotasResponse.EntityData, out: list[Chunk]) -> None:
@@ -25818,7 +30147,11 @@ def _d_AlterClientQuotasResponse_EntityData_v1(buf: memoryview, pos: int) -> tup
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterClientQuotasResponse_EntityData(entity_type=f_entity_type, entity_name=f_entity_name, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterClientQuotasResponse_EntityData)
+    o.entity_type = f_entity_type
+    o.entity_name = f_entity_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterClientQuotasResponse_EntityData_v1(o: AlterClientQuotasResponse.EntityData, out: list[Chunk]) -> None:
@@ -25843,7 +30176,12 @@ def _d_AlterClientQuotasResponse_EntryData_v0(buf: memoryview, pos: int) -> tupl
         for _ in range(n):
             e_entity, pos = _d_AlterClientQuotasResponse_EntityData_v0(buf, pos)
             f_entity.append(e_entity)
-    return _C_AlterClientQuotasResponse_EntryData(error_code=f_error_code, error_message=f_error_message, entity=f_entity), pos
+    o = _new(_C_AlterClientQuotasResponse_EntryData)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.entity = f_entity
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterClientQuotasResponse_EntryData_v0(o: AlterClientQuotasResponse.EntryData, out: list[Chunk]) -> None:
@@ -25877,7 +30215,12 @@ def _d_AlterClientQuotasResponse_EntryData_v1(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterClientQuotasResponse_EntryData(error_code=f_error_code, error_message=f_error_message, entity=f_entity, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterClientQuotasResponse_EntryData)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.entity = f_entity
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterClientQuotasResponse_EntryData_v1(o: AlterClientQuotasResponse.EntryData, out: list[Chunk]) -> None:
@@ -25904,7 +30247,11 @@ def _d_AlterClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[AlterCli
         for _ in range(n):
             e_entries, pos = _d_AlterClientQuotasResponse_EntryData_v0(buf, pos)
             f_entries.append(e_entries)
-    return _C_AlterClientQuotasResponse(throttle_time_ms=f_throttle_time_ms, entries=f_entries), pos
+    o = _new(_C_AlterClientQuotasResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.entries = f_entries
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
 def _e_AlterClientQuotasResponse_v0(o: AlterClientQuotasResponse, out: list[Chunk]) -> None:
@@ -25936,7 +30283,11 @@ def _d_AlterClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[AlterCli
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterClientQuotasResponse(throttle_time_ms=f_throttle_time_ms, entries=f_entries, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterClientQuotasResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.entries = f_entries
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterClientQuotasResponse_v1(o: AlterClientQuotasResponse, out: list[Chunk]) -> None:
@@ -26005,7 +30356,10 @@ def _d_DescribeUserScramCredentialsRequest_UserName_v0(buf: memoryview, pos: int
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeUserScramCredentialsRequest_UserName(name=f_name, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeUserScramCredentialsRequest_UserName)
+    o.name = f_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeUserScramCredentialsRequest_UserName_v0(o: DescribeUserScramCredentialsRequest.UserName, out: list[Chunk]) -> None:
@@ -26036,7 +30390,10 @@ def _d_DescribeUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeUserScramCredentialsRequest(users=f_users, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeUserScramCredentialsRequest)
+    o.users = f_users
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeUserScramCredentialsRequest_v0(o: DescribeUserScramCredentialsRequest, out: list[Chunk]) -> None:
@@ -26133,7 +30490,11 @@ def _d_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf: memoryview, p
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeUserScramCredentialsResponse_CredentialInfo(mechanism=f_mechanism, iterations=f_iterations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeUserScramCredentialsResponse_CredentialInfo)
+    o.mechanism = f_mechanism
+    o.iterations = f_iterations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeUserScramCredentialsResponse_CredentialInfo_v0(o: DescribeUserScramCredentialsResponse.CredentialInfo, out: list[Chunk]) -> None:
@@ -26168,7 +30529,13 @@ def _d_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(user=f_user, error_code=f_error_code, error_message=f_error_message, credential_infos=f_credential_infos, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
+    o.user = f_user
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.credential_infos = f_credential_infos
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(o: DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult, out: list[Chunk]) -> None:
@@ -26207,7 +30574,13 @@ def _d_DescribeUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tup
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeUserScramCredentialsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeUserScramCredentialsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeUserScramCredentialsResponse_v0(o: DescribeUserScramCredentialsResponse, out: list[Chunk]) -> None:
@@ -26305,7 +30678,11 @@ def _d_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf: memoryvi
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterUserScramCredentialsRequest_ScramCredentialDeletion(name=f_name, mechanism=f_mechanism, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterUserScramCredentialsRequest_ScramCredentialDeletion)
+    o.name = f_name
+    o.mechanism = f_mechanism
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(o: AlterUserScramCredentialsRequest.ScramCredentialDeletion, out: list[Chunk]) -> None:
@@ -26333,7 +30710,14 @@ def _d_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf: memoryv
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(name=f_name, mechanism=f_mechanism, iterations=f_iterations, salt=f_salt, salted_password=f_salted_password, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
+    o.name = f_name
+    o.mechanism = f_mechanism
+    o.iterations = f_iterations
+    o.salt = f_salt
+    o.salted_password = f_salted_password
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(o: AlterUserScramCredentialsRequest.ScramCredentialUpsertion, out: list[Chunk]) -> None:
@@ -26376,7 +30760,11 @@ def _d_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[A
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterUserScramCredentialsRequest(deletions=f_deletions, upsertions=f_upsertions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterUserScramCredentialsRequest)
+    o.deletions = f_deletions
+    o.upsertions = f_upsertions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterUserScramCredentialsRequest_v0(o: AlterUserScramCredentialsRequest, out: list[Chunk]) -> None:
@@ -26456,7 +30844,12 @@ def _d_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf:
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(user=f_user, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
+    o.user = f_user
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(o: AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult, out: list[Chunk]) -> None:
@@ -26491,7 +30884,11 @@ def _d_AlterUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tuple[
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_AlterUserScramCredentialsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_AlterUserScramCredentialsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_AlterUserScramCredentialsResponse_v0(o: AlterUserScramCredentialsResponse, out: list[Chunk]) -> None:
@@ -26577,7 +30974,10 @@ def _d_DescribeQuorumRequest_PartitionData_v0(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumRequest_PartitionData(partition_index=f_partition_index, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumRequest_PartitionData)
+    o.partition_index = f_partition_index
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumRequest_PartitionData_v0(o: DescribeQuorumRequest.PartitionData, out: list[Chunk]) -> None:
@@ -26609,7 +31009,11 @@ def _d_DescribeQuorumRequest_TopicData_v0(buf: memoryview, pos: int) -> tuple[De
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumRequest_TopicData(topic_name=f_topic_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumRequest_TopicData)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumRequest_TopicData_v0(o: DescribeQuorumRequest.TopicData, out: list[Chunk]) -> None:
@@ -26643,7 +31047,10 @@ def _d_DescribeQuorumRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeQuor
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumRequest(topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumRequest)
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumRequest_v0(o: DescribeQuorumRequest, out: list[Chunk]) -> None:
@@ -26804,7 +31211,14 @@ def _d_DescribeQuorumResponse_ReplicaState_v0(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse_ReplicaState(replica_id=f_replica_id, log_end_offset=f_log_end_offset, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse_ReplicaState)
+    o.replica_id = f_replica_id
+    o.replica_directory_id = ZERO_UUID
+    o.log_end_offset = f_log_end_offset
+    o.last_fetch_timestamp = -1
+    o.last_caught_up_timestamp = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_ReplicaState_v0(o: DescribeQuorumResponse.ReplicaState, out: list[Chunk]) -> None:
@@ -26828,7 +31242,14 @@ def _d_DescribeQuorumResponse_ReplicaState_v1(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse_ReplicaState(replica_id=f_replica_id, log_end_offset=f_log_end_offset, last_fetch_timestamp=f_last_fetch_timestamp, last_caught_up_timestamp=f_last_caught_up_timestamp, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse_ReplicaState)
+    o.replica_id = f_replica_id
+    o.replica_directory_id = ZERO_UUID
+    o.log_end_offset = f_log_end_offset
+    o.last_fetch_timestamp = f_last_fetch_timestamp
+    o.last_caught_up_timestamp = f_last_caught_up_timestamp
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_ReplicaState_v1(o: DescribeQuorumResponse.ReplicaState, out: list[Chunk]) -> None:
@@ -26855,7 +31276,14 @@ def _d_DescribeQuorumResponse_ReplicaState_v2(buf: memoryview, pos: int) -> tupl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse_ReplicaState(replica_id=f_replica_id, replica_directory_id=f_replica_directory_id, log_end_offset=f_log_end_offset, last_fetch_timestamp=f_last_fetch_timestamp, last_caught_up_timestamp=f_last_caught_up_timestamp, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse_ReplicaState)
+    o.replica_id = f_replica_id
+    o.replica_directory_id = f_replica_directory_id
+    o.log_end_offset = f_log_end_offset
+    o.last_fetch_timestamp = f_last_fetch_timestamp
+    o.last_caught_up_timestamp = f_last_caught_up_timestamp
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_ReplicaState_v2(o: DescribeQuorumResponse.ReplicaState, out: list[Chunk]) -> None:
@@ -26899,7 +31327,17 @@ def _d_DescribeQuorumResponse_PartitionData_v0(buf: memoryview, pos: int) -> tup
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, leader_id=f_leader_id, leader_epoch=f_leader_epoch, high_watermark=f_high_watermark, current_voters=f_current_voters, observers=f_observers, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse_PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.high_watermark = f_high_watermark
+    o.current_voters = f_current_voters
+    o.observers = f_observers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_PartitionData_v0(o: DescribeQuorumResponse.PartitionData, out: list[Chunk]) -> None:
@@ -26947,7 +31385,17 @@ def _d_DescribeQuorumResponse_PartitionData_v1(buf: memoryview, pos: int) -> tup
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, leader_id=f_leader_id, leader_epoch=f_leader_epoch, high_watermark=f_high_watermark, current_voters=f_current_voters, observers=f_observers, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse_PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.high_watermark = f_high_watermark
+    o.current_voters = f_current_voters
+    o.observers = f_observers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_PartitionData_v1(o: DescribeQuorumResponse.PartitionData, out: list[Chunk]) -> None:
@@ -26998,7 +31446,17 @@ def _d_DescribeQuorumResponse_PartitionData_v2(buf: memoryview, pos: int) -> tup
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse_PartitionData(partition_index=f_partition_index, error_code=f_error_code, error_message=f_error_message, leader_id=f_leader_id, leader_epoch=f_leader_epoch, high_watermark=f_high_watermark, current_voters=f_current_voters, observers=f_observers, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse_PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.high_watermark = f_high_watermark
+    o.current_voters = f_current_voters
+    o.observers = f_observers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_PartitionData_v2(o: DescribeQuorumResponse.PartitionData, out: list[Chunk]) -> None:
@@ -27038,7 +31496,11 @@ def _d_DescribeQuorumResponse_TopicData_v0(buf: memoryview, pos: int) -> tuple[D
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse_TopicData(topic_name=f_topic_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse_TopicData)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_TopicData_v0(o: DescribeQuorumResponse.TopicData, out: list[Chunk]) -> None:
@@ -27073,7 +31535,11 @@ def _d_DescribeQuorumResponse_TopicData_v1(buf: memoryview, pos: int) -> tuple[D
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse_TopicData(topic_name=f_topic_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse_TopicData)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_TopicData_v1(o: DescribeQuorumResponse.TopicData, out: list[Chunk]) -> None:
@@ -27108,7 +31574,11 @@ def _d_DescribeQuorumResponse_TopicData_v2(buf: memoryview, pos: int) -> tuple[D
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse_TopicData(topic_name=f_topic_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse_TopicData)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_TopicData_v2(o: DescribeQuorumResponse.TopicData, out: list[Chunk]) -> None:
@@ -27137,7 +31607,12 @@ def _d_DescribeQuorumResponse_Listener_v2(buf: memoryview, pos: int) -> tuple[De
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse_Listener(name=f_name, host=f_host, port=f_port, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse_Listener)
+    o.name = f_name
+    o.host = f_host
+    o.port = f_port
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_Listener_v2(o: DescribeQuorumResponse.Listener, out: list[Chunk]) -> None:
@@ -27172,7 +31647,11 @@ def _d_DescribeQuorumResponse_Node_v2(buf: memoryview, pos: int) -> tuple[Descri
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse_Node(node_id=f_node_id, listeners=f_listeners, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse_Node)
+    o.node_id = f_node_id
+    o.listeners = f_listeners
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_Node_v2(o: DescribeQuorumResponse.Node, out: list[Chunk]) -> None:
@@ -27208,7 +31687,13 @@ def _d_DescribeQuorumResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeQuo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse(error_code=f_error_code, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse)
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.topics = f_topics
+    o.nodes = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_v0(o: DescribeQuorumResponse, out: list[Chunk]) -> None:
@@ -27244,7 +31729,13 @@ def _d_DescribeQuorumResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeQuo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse(error_code=f_error_code, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse)
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.topics = f_topics
+    o.nodes = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_v1(o: DescribeQuorumResponse, out: list[Chunk]) -> None:
@@ -27290,7 +31781,13 @@ def _d_DescribeQuorumResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeQuo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeQuorumResponse(error_code=f_error_code, error_message=f_error_message, topics=f_topics, nodes=f_nodes, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeQuorumResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.topics = f_topics
+    o.nodes = f_nodes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeQuorumResponse_v2(o: DescribeQuorumResponse, out: list[Chunk]) -> None:
@@ -27375,7 +31872,13 @@ def _d_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf: memoryview, pos: int) -> t
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateFeaturesRequest_FeatureUpdateKey(feature=f_feature, max_version_level=f_max_version_level, allow_downgrade=f_allow_downgrade, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateFeaturesRequest_FeatureUpdateKey)
+    o.feature = f_feature
+    o.max_version_level = f_max_version_level
+    o.allow_downgrade = f_allow_downgrade
+    o.upgrade_type = 1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateFeaturesRequest_FeatureUpdateKey_v0(o: UpdateFeaturesRequest.FeatureUpdateKey, out: list[Chunk]) -> None:
@@ -27401,7 +31904,13 @@ def _d_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf: memoryview, pos: int) -> t
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateFeaturesRequest_FeatureUpdateKey(feature=f_feature, max_version_level=f_max_version_level, upgrade_type=f_upgrade_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateFeaturesRequest_FeatureUpdateKey)
+    o.feature = f_feature
+    o.max_version_level = f_max_version_level
+    o.allow_downgrade = False
+    o.upgrade_type = f_upgrade_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateFeaturesRequest_FeatureUpdateKey_v1(o: UpdateFeaturesRequest.FeatureUpdateKey, out: list[Chunk]) -> None:
@@ -27435,7 +31944,12 @@ def _d_UpdateFeaturesRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatur
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateFeaturesRequest(timeout_ms=f_timeout_ms, feature_updates=f_feature_updates, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateFeaturesRequest)
+    o.timeout_ms = f_timeout_ms
+    o.feature_updates = f_feature_updates
+    o.validate_only = False
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateFeaturesRequest_v0(o: UpdateFeaturesRequest, out: list[Chunk]) -> None:
@@ -27473,7 +31987,12 @@ def _d_UpdateFeaturesRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateFeatur
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateFeaturesRequest(timeout_ms=f_timeout_ms, feature_updates=f_feature_updates, validate_only=f_validate_only, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateFeaturesRequest)
+    o.timeout_ms = f_timeout_ms
+    o.feature_updates = f_feature_updates
+    o.validate_only = f_validate_only
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateFeaturesRequest_v1(o: UpdateFeaturesRequest, out: list[Chunk]) -> None:
@@ -27556,7 +32075,12 @@ def _d_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateFeaturesResponse_UpdatableFeatureResult(feature=f_feature, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateFeaturesResponse_UpdatableFeatureResult)
+    o.feature = f_feature
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateFeaturesResponse_UpdatableFeatureResult_v0(o: UpdateFeaturesResponse.UpdatableFeatureResult, out: list[Chunk]) -> None:
@@ -27592,7 +32116,13 @@ def _d_UpdateFeaturesResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateFeaturesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, results=f_results, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateFeaturesResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.results = f_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateFeaturesResponse_v0(o: UpdateFeaturesResponse, out: list[Chunk]) -> None:
@@ -27621,7 +32151,13 @@ def _d_UpdateFeaturesResponse_v2(buf: memoryview, pos: int) -> tuple[UpdateFeatu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_UpdateFeaturesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, unknown_tagged_fields=unknown), pos
+    o = _new(_C_UpdateFeaturesResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.results = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_UpdateFeaturesResponse_v2(o: UpdateFeaturesResponse, out: list[Chunk]) -> None:
@@ -27679,7 +32215,12 @@ def _d_DescribeClusterRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeClu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClusterRequest(include_cluster_authorized_operations=f_include_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClusterRequest)
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.endpoint_type = 1
+    o.include_fenced_brokers = False
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClusterRequest_v0(o: DescribeClusterRequest, out: list[Chunk]) -> None:
@@ -27703,7 +32244,12 @@ def _d_DescribeClusterRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeClu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClusterRequest(include_cluster_authorized_operations=f_include_cluster_authorized_operations, endpoint_type=f_endpoint_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClusterRequest)
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.endpoint_type = f_endpoint_type
+    o.include_fenced_brokers = False
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClusterRequest_v1(o: DescribeClusterRequest, out: list[Chunk]) -> None:
@@ -27727,7 +32273,12 @@ def _d_DescribeClusterRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeClu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClusterRequest(include_cluster_authorized_operations=f_include_cluster_authorized_operations, endpoint_type=f_endpoint_type, include_fenced_brokers=f_include_fenced_brokers, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClusterRequest)
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.endpoint_type = f_endpoint_type
+    o.include_fenced_brokers = f_include_fenced_brokers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClusterRequest_v2(o: DescribeClusterRequest, out: list[Chunk]) -> None:
@@ -27820,7 +32371,14 @@ def _d_DescribeClusterResponse_DescribeClusterBroker_v0(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClusterResponse_DescribeClusterBroker(broker_id=f_broker_id, host=f_host, port=f_port, rack=f_rack, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClusterResponse_DescribeClusterBroker)
+    o.broker_id = f_broker_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    o.is_fenced = False
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClusterResponse_DescribeClusterBroker_v0(o: DescribeClusterResponse.DescribeClusterBroker, out: list[Chunk]) -> None:
@@ -27853,7 +32411,14 @@ def _d_DescribeClusterResponse_DescribeClusterBroker_v2(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClusterResponse_DescribeClusterBroker(broker_id=f_broker_id, host=f_host, port=f_port, rack=f_rack, is_fenced=f_is_fenced, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClusterResponse_DescribeClusterBroker)
+    o.broker_id = f_broker_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    o.is_fenced = f_is_fenced
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClusterResponse_DescribeClusterBroker_v2(o: DescribeClusterResponse.DescribeClusterBroker, out: list[Chunk]) -> None:
@@ -27896,7 +32461,17 @@ def _d_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClusterResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, cluster_id=f_cluster_id, controller_id=f_controller_id, brokers=f_brokers, cluster_authorized_operations=f_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClusterResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.endpoint_type = 1
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.brokers = f_brokers
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClusterResponse_v0(o: DescribeClusterResponse, out: list[Chunk]) -> None:
@@ -27944,7 +32519,17 @@ def _d_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClusterResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, endpoint_type=f_endpoint_type, cluster_id=f_cluster_id, controller_id=f_controller_id, brokers=f_brokers, cluster_authorized_operations=f_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClusterResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.endpoint_type = f_endpoint_type
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.brokers = f_brokers
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClusterResponse_v1(o: DescribeClusterResponse, out: list[Chunk]) -> None:
@@ -27993,7 +32578,17 @@ def _d_DescribeClusterResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeCl
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeClusterResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, endpoint_type=f_endpoint_type, cluster_id=f_cluster_id, controller_id=f_controller_id, brokers=f_brokers, cluster_authorized_operations=f_cluster_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeClusterResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.endpoint_type = f_endpoint_type
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.brokers = f_brokers
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeClusterResponse_v2(o: DescribeClusterResponse, out: list[Chunk]) -> None:
@@ -28075,7 +32670,11 @@ def _d_DescribeProducersRequest_TopicRequest_v0(buf: memoryview, pos: int) -> tu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeProducersRequest_TopicRequest(name=f_name, partition_indexes=f_partition_indexes, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeProducersRequest_TopicRequest)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeProducersRequest_TopicRequest_v0(o: DescribeProducersRequest.TopicRequest, out: list[Chunk]) -> None:
@@ -28109,7 +32708,10 @@ def _d_DescribeProducersRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeP
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeProducersRequest(topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeProducersRequest)
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeProducersRequest_v0(o: DescribeProducersRequest, out: list[Chunk]) -> None:
@@ -28226,7 +32828,15 @@ def _d_DescribeProducersResponse_ProducerState_v0(buf: memoryview, pos: int) -> 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeProducersResponse_ProducerState(producer_id=f_producer_id, producer_epoch=f_producer_epoch, last_sequence=f_last_sequence, last_timestamp=f_last_timestamp, coordinator_epoch=f_coordinator_epoch, current_txn_start_offset=f_current_txn_start_offset, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeProducersResponse_ProducerState)
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.last_sequence = f_last_sequence
+    o.last_timestamp = f_last_timestamp
+    o.coordinator_epoch = f_coordinator_epoch
+    o.current_txn_start_offset = f_current_txn_start_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeProducersResponse_ProducerState_v0(o: DescribeProducersResponse.ProducerState, out: list[Chunk]) -> None:
@@ -28260,7 +32870,13 @@ def _d_DescribeProducersResponse_PartitionResponse_v0(buf: memoryview, pos: int)
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeProducersResponse_PartitionResponse(partition_index=f_partition_index, error_code=f_error_code, error_message=f_error_message, active_producers=f_active_producers, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeProducersResponse_PartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.active_producers = f_active_producers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeProducersResponse_PartitionResponse_v0(o: DescribeProducersResponse.PartitionResponse, out: list[Chunk]) -> None:
@@ -28296,7 +32912,11 @@ def _d_DescribeProducersResponse_TopicResponse_v0(buf: memoryview, pos: int) -> 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeProducersResponse_TopicResponse(name=f_name, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeProducersResponse_TopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeProducersResponse_TopicResponse_v0(o: DescribeProducersResponse.TopicResponse, out: list[Chunk]) -> None:
@@ -28332,7 +32952,11 @@ def _d_DescribeProducersResponse_v0(buf: memoryview, pos: int) -> tuple[Describe
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeProducersResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeProducersResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeProducersResponse_v0(o: DescribeProducersResponse, out: list[Chunk]) -> None:
@@ -28395,7 +33019,10 @@ def _d_DescribeTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[Descri
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeTransactionsRequest(transactional_ids=f_transactional_ids, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeTransactionsRequest)
+    o.transactional_ids = f_transactional_ids
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeTransactionsRequest_v0(o: DescribeTransactionsRequest, out: list[Chunk]) -> None:
@@ -28501,7 +33128,11 @@ def _d_DescribeTransactionsResponse_TopicData_v0(buf: memoryview, pos: int) -> t
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeTransactionsResponse_TopicData(topic=f_topic, partitions=f_partitions, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeTransactionsResponse_TopicData)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeTransactionsResponse_TopicData_v0(o: DescribeTransactionsResponse.TopicData, out: list[Chunk]) -> None:
@@ -28541,7 +33172,17 @@ def _d_DescribeTransactionsResponse_TransactionState_v0(buf: memoryview, pos: in
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeTransactionsResponse_TransactionState(error_code=f_error_code, transactional_id=f_transactional_id, transaction_state=f_transaction_state, transaction_timeout_ms=f_transaction_timeout_ms, transaction_start_time_ms=f_transaction_start_time_ms, producer_id=f_producer_id, producer_epoch=f_producer_epoch, topics=f_topics, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeTransactionsResponse_TransactionState)
+    o.error_code = f_error_code
+    o.transactional_id = f_transactional_id
+    o.transaction_state = f_transaction_state
+    o.transaction_timeout_ms = f_transaction_timeout_ms
+    o.transaction_start_time_ms = f_transaction_start_time_ms
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.topics = f_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeTransactionsResponse_TransactionState_v0(o: DescribeTransactionsResponse.TransactionState, out: list[Chunk]) -> None:
@@ -28580,7 +33221,11 @@ def _d_DescribeTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeTransactionsResponse(throttle_time_ms=f_throttle_time_ms, transaction_states=f_transaction_states, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeTransactionsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.transaction_states = f_transaction_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeTransactionsResponse_v0(o: DescribeTransactionsResponse, out: list[Chunk]) -> None:
@@ -28655,7 +33300,13 @@ def _d_ListTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[ListTransa
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListTransactionsRequest(state_filters=f_state_filters, producer_id_filters=f_producer_id_filters, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListTransactionsRequest)
+    o.state_filters = f_state_filters
+    o.producer_id_filters = f_producer_id_filters
+    o.duration_filter = -1
+    o.transactional_id_pattern = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListTransactionsRequest_v0(o: ListTransactionsRequest, out: list[Chunk]) -> None:
@@ -28699,7 +33350,13 @@ def _d_ListTransactionsRequest_v1(buf: memoryview, pos: int) -> tuple[ListTransa
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListTransactionsRequest(state_filters=f_state_filters, producer_id_filters=f_producer_id_filters, duration_filter=f_duration_filter, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListTransactionsRequest)
+    o.state_filters = f_state_filters
+    o.producer_id_filters = f_producer_id_filters
+    o.duration_filter = f_duration_filter
+    o.transactional_id_pattern = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListTransactionsRequest_v1(o: ListTransactionsRequest, out: list[Chunk]) -> None:
@@ -28745,7 +33402,13 @@ def _d_ListTransactionsRequest_v2(buf: memoryview, pos: int) -> tuple[ListTransa
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListTransactionsRequest(state_filters=f_state_filters, producer_id_filters=f_producer_id_filters, duration_filter=f_duration_filter, transactional_id_pattern=f_transactional_id_pattern, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListTransactionsRequest)
+    o.state_filters = f_state_filters
+    o.producer_id_filters = f_producer_id_filters
+    o.duration_filter = f_duration_filter
+    o.transactional_id_pattern = f_transactional_id_pattern
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListTransactionsRequest_v2(o: ListTransactionsRequest, out: list[Chunk]) -> None:
@@ -28831,7 +33494,12 @@ def _d_ListTransactionsResponse_TransactionState_v0(buf: memoryview, pos: int) -
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListTransactionsResponse_TransactionState(transactional_id=f_transactional_id, producer_id=f_producer_id, transaction_state=f_transaction_state, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListTransactionsResponse_TransactionState)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.transaction_state = f_transaction_state
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListTransactionsResponse_TransactionState_v0(o: ListTransactionsResponse.TransactionState, out: list[Chunk]) -> None:
@@ -28875,7 +33543,13 @@ def _d_ListTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[ListTrans
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListTransactionsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, unknown_state_filters=f_unknown_state_filters, transaction_states=f_transaction_states, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListTransactionsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.unknown_state_filters = f_unknown_state_filters
+    o.transaction_states = f_transaction_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListTransactionsResponse_v0(o: ListTransactionsResponse, out: list[Chunk]) -> None:
@@ -28932,7 +33606,10 @@ def _d_ListConfigResourcesRequest_v0(buf: memoryview, pos: int) -> tuple[ListCon
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListConfigResourcesRequest(unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListConfigResourcesRequest)
+    o.resource_types = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListConfigResourcesRequest_v0(o: ListConfigResourcesRequest, out: list[Chunk]) -> None:
@@ -28959,7 +33636,10 @@ def _d_ListConfigResourcesRequest_v1(buf: memoryview, pos: int) -> tuple[ListCon
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListConfigResourcesRequest(resource_types=f_resource_types, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListConfigResourcesRequest)
+    o.resource_types = f_resource_types
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListConfigResourcesRequest_v1(o: ListConfigResourcesRequest, out: list[Chunk]) -> None:
@@ -29033,7 +33713,11 @@ def _d_ListConfigResourcesResponse_ConfigResource_v0(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListConfigResourcesResponse_ConfigResource(resource_name=f_resource_name, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListConfigResourcesResponse_ConfigResource)
+    o.resource_name = f_resource_name
+    o.resource_type = 16
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListConfigResourcesResponse_ConfigResource_v0(o: ListConfigResourcesResponse.ConfigResource, out: list[Chunk]) -> None:
@@ -29058,7 +33742,11 @@ def _d_ListConfigResourcesResponse_ConfigResource_v1(buf: memoryview, pos: int) 
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListConfigResourcesResponse_ConfigResource(resource_name=f_resource_name, resource_type=f_resource_type, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListConfigResourcesResponse_ConfigResource)
+    o.resource_name = f_resource_name
+    o.resource_type = f_resource_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListConfigResourcesResponse_ConfigResource_v1(o: ListConfigResourcesResponse.ConfigResource, out: list[Chunk]) -> None:
@@ -29092,7 +33780,12 @@ def _d_ListConfigResourcesResponse_v0(buf: memoryview, pos: int) -> tuple[ListCo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListConfigResourcesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, config_resources=f_config_resources, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListConfigResourcesResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.config_resources = f_config_resources
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListConfigResourcesResponse_v0(o: ListConfigResourcesResponse, out: list[Chunk]) -> None:
@@ -29128,7 +33821,12 @@ def _d_ListConfigResourcesResponse_v1(buf: memoryview, pos: int) -> tuple[ListCo
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_ListConfigResourcesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, config_resources=f_config_resources, unknown_tagged_fields=unknown), pos
+    o = _new(_C_ListConfigResourcesResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.config_resources = f_config_resources
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_ListConfigResourcesResponse_v1(o: ListConfigResourcesResponse, out: list[Chunk]) -> None:
@@ -29217,7 +33915,10 @@ def _d_DescribeTopicPartitionsRequest_TopicRequest_v0(buf: memoryview, pos: int)
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeTopicPartitionsRequest_TopicRequest(name=f_name, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeTopicPartitionsRequest_TopicRequest)
+    o.name = f_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeTopicPartitionsRequest_TopicRequest_v0(o: DescribeTopicPartitionsRequest.TopicRequest, out: list[Chunk]) -> None:
@@ -29242,7 +33943,11 @@ def _d_DescribeTopicPartitionsRequest_Cursor_v0(buf: memoryview, pos: int) -> tu
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeTopicPartitionsRequest_Cursor(topic_name=f_topic_name, partition_index=f_partition_index, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeTopicPartitionsRequest_Cursor)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeTopicPartitionsRequest_Cursor_v0(o: DescribeTopicPartitionsRequest.Cursor, out: list[Chunk]) -> None:
@@ -29281,7 +33986,12 @@ def _d_DescribeTopicPartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[Des
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeTopicPartitionsRequest(topics=f_topics, response_partition_limit=f_response_partition_limit, cursor=f_cursor, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeTopicPartitionsRequest)
+    o.topics = f_topics
+    o.response_partition_limit = f_response_partition_limit
+    o.cursor = f_cursor
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeTopicPartitionsRequest_v0(o: DescribeTopicPartitionsRequest, out: list[Chunk]) -> None:
@@ -29446,7 +34156,18 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, leader_epoch=f_leader_epoch, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes, eligible_leader_replicas=f_eligible_leader_replicas, last_known_elr=f_last_known_elr, offline_replicas=f_offline_replicas, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
+    o.error_code = f_error_code
+    o.partition_index = f_partition_index
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.replica_nodes = f_replica_nodes
+    o.isr_nodes = f_isr_nodes
+    o.eligible_leader_replicas = f_eligible_leader_replicas
+    o.last_known_elr = f_last_known_elr
+    o.offline_replicas = f_offline_replicas
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(o: DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition, out: list[Chunk]) -> None:
@@ -29500,7 +34221,15 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(b
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(error_code=f_error_code, name=f_name, topic_id=f_topic_id, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = f_topic_id
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = f_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(o: DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic, out: list[Chunk]) -> None:
@@ -29532,7 +34261,11 @@ def _d_DescribeTopicPartitionsResponse_Cursor_v0(buf: memoryview, pos: int) -> t
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeTopicPartitionsResponse_Cursor(topic_name=f_topic_name, partition_index=f_partition_index, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeTopicPartitionsResponse_Cursor)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeTopicPartitionsResponse_Cursor_v0(o: DescribeTopicPartitionsResponse.Cursor, out: list[Chunk]) -> None:
@@ -29571,7 +34304,12 @@ def _d_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
             if unknown is None:
                 unknown = {}
             unknown[tag] = bytes(raw)
-    return _C_DescribeTopicPartitionsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, next_cursor=f_next_cursor, unknown_tagged_fields=unknown), pos
+    o = _new(_C_DescribeTopicPartitionsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.next_cursor = f_next_cursor
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _e_DescribeTopicPartitionsResponse_v0(o: DescribeTopicPartitionsResponse, out: list[Chunk]) -> None:

@@ -41,6 +41,9 @@ __all__ = [
 ]
 
 _I16 = struct.Struct(">h")
+_ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))
+"""Unsigned varints below 128 (one byte): compact lengths of every string and array, looked
+up without a call."""
 _I32 = struct.Struct(">i")
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -262,8 +265,11 @@ def write_nullable_string(value: str | None) -> bytes:
 
 
 def write_compact_string(value: str | None) -> bytes:
-    raw = _encode_str(value)
-    return encode_unsigned_varint(len(raw) + 1) + raw
+    if not isinstance(value, str):
+        raise EncodeError(f"expected a string, got {type(value).__name__}")
+    raw = value.encode()
+    n = len(raw) + 1
+    return (_ONE_BYTE[n] if n < 0x80 else encode_unsigned_varint(n)) + raw
 
 
 def write_compact_nullable_string(value: str | None) -> bytes:
@@ -330,7 +336,8 @@ def write_compact_array_length(value: Sized | None, nullable: bool) -> bytes:
         if not nullable:
             raise EncodeError("non-nullable array is None")
         return b"\x00"
-    return encode_unsigned_varint(len(value) + 1)
+    n = len(value) + 1
+    return _ONE_BYTE[n] if n < 0x80 else encode_unsigned_varint(n)
 
 
 def write_fixed_array(values: list[int], code: str) -> bytes:

@@ -163,7 +163,7 @@ class Dispatcher:
     def dispatch(
         self, request: Request, connection: Connection | None
     ) -> Response | Awaitable[Response]:
-        key = request.api_key
+        key = request.header.request_api_key  # the field, not the property (a call)
         entry = self._entries.get(key)
         if entry is None:
             raise UnhandledApiError(key)

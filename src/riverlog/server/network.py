@@ -189,13 +189,22 @@ class Connection(asyncio.BufferedProtocol):
             self._on_frame(frame)
         burst, self._burst = self._burst, None
         if burst and not self.closed and self.transport is not None:
-            self.transport.writelines(burst)  # type: ignore[arg-type]
+            if len(burst) == 1:  # the common case: `writelines` would join it first
+                self.transport.write(burst[0])  # type: ignore[arg-type]
+            else:
+                self.transport.writelines(burst)  # type: ignore[arg-type]
         if metrics is not None:
             metrics.settle()
         if self.reader.blocked and not self.closed:
             assert self._memory is not None
             self._memory.wait(self._wake)
-        self._update_reading()
+        if (
+            self._transport_paused
+            or self._reading_paused
+            or self.reader.blocked
+            or self._muted_until > 0
+        ):
+            self._update_reading()  # else reading goes on as it was: no call
 
     def _wake(self) -> None:
         """The memory pool has budget again: go on after the frame it refused (soon, never
@@ -311,7 +320,8 @@ class Connection(asyncio.BufferedProtocol):
                 self.mute(quotas.throttle(self.principal, request, result, size, handler_s))
             else:
                 result = self._throttle_when_done(quotas, request, result, size, handler_s)
-        self._enqueue(request.correlation_id, request.api_version, result)
+        header = request.header  # its fields, not `Request`'s properties (calls)
+        self._enqueue(header.correlation_id, header.request_api_version, result)
         if self._memory is None:
             return
         if result is None or isinstance(result, ApiMessage):
@@ -382,7 +392,6 @@ class Connection(asyncio.BufferedProtocol):
     def _enqueue(
         self, correlation_id: int, version: int, result: Response | Awaitable[Response]
     ) -> None:
-        loop = asyncio.get_running_loop()
         # Not `isinstance(result, Awaitable)`: an ABC check, ~0.3 µs on every request.
         if result is not None and not isinstance(result, ApiMessage):
             fut: asyncio.Future[list[Chunk] | None] = asyncio.ensure_future(
@@ -409,14 +418,14 @@ class Connection(asyncio.BufferedProtocol):
                 elif chunks is not None:
                     self.transport.writelines(chunks)  # type: ignore[arg-type]
                 return  # the fast path: nothing queued, nothing to sendfile
-            fut = loop.create_future()
+            fut = asyncio.get_running_loop().create_future()
             fut.set_result(chunks)
         self._pending.append(fut)
         if len(self._pending) >= MAX_IN_FLIGHT_PER_CONNECTION and not self._reading_paused:
             self._reading_paused = True
             self._update_reading()
         if self._writer is None:
-            self._writer = loop.create_task(self._write_in_order())
+            self._writer = asyncio.get_running_loop().create_task(self._write_in_order())
 
     async def _write_in_order(self) -> None:
         try:

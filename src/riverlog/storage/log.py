@@ -39,7 +39,12 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.primitives import FileRegion
-from riverlog.protocol.records.batch_header import TRANSACTIONAL_BIT, BatchHeader
+from riverlog.protocol.records.batch_header import (
+    CONTROL_BIT,
+    LOG_OVERHEAD,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+)
 from riverlog.protocol.records.v2 import Record, decode_records
 from riverlog.storage import checkpoint
 from riverlog.storage.epoch_cache import LeaderEpochCache
@@ -72,6 +77,9 @@ class AppendResult(NamedTuple):
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     duplicate: bool = False
+
+
+_new_tuple = tuple.__new__
 
 
 class ReadResult(NamedTuple):
@@ -325,14 +333,20 @@ class PartitionLog:
                     if verification is not None and batch.header.is_transactional:
                         producers.check_verified(batch.header, verification)
             append_time = now if self.config.log_append_time else None
-            first = self.log_end_offset
+            first = self.segments[-1].next_offset  # the log end offset
             headers = assign_offsets(view, batches, first, leader_epoch, append_time)
             self._write(view, headers, now)
-            return AppendResult(
-                first,
-                headers[-1].last_offset,
-                -1 if append_time is None else append_time,
-                self.log_start_offset,
+            last = headers[-1]
+            # tuple.__new__: without the NamedTuple's Python-level __new__ (every append)
+            return _new_tuple(
+                AppendResult,
+                (
+                    first,
+                    last.base_offset + last.last_offset_delta,
+                    -1 if append_time is None else append_time,
+                    self.log_start_offset,
+                    False,
+                ),
             )
 
     def start_verification(self, producer_id: int, sequence: int, epoch: int) -> VerificationGuard:
@@ -392,7 +406,8 @@ class PartitionLog:
                 self.roll(first.base_offset)
             for header in headers:
                 self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-            self.active.append(view, headers)
+            active = self.segments[-1]
+            active.append(view, headers)
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -406,23 +421,28 @@ class PartitionLog:
             log.info("append to %s succeeded again after a full disk", self.directory.name)
             self._full = False
         position = 0
+        records = 0
         for header in headers:
-            marker = read_marker(view, position, header) if header.is_control else None
-            self._track(self.producers.update(header, marker), self.active)
-            position += header.size
-        self.unflushed_messages += sum(h.records_count for h in headers)
+            control = header.attributes & CONTROL_BIT
+            marker = read_marker(view, position, header) if control else None
+            completed = self.producers.update(header, marker)
+            if completed is not None:
+                self._track(completed, active)
+            position += header.batch_length + LOG_OVERHEAD
+            records += header.records_count
+        self.unflushed_messages += records
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
 
     def _should_roll(self, size: int, first: BatchHeader, last: BatchHeader, now_ms: int) -> bool:
-        seg = self.active
+        seg = self.segments[-1]
         if seg.size == 0:
             return False
         if seg.size + size > self.config.segment_bytes:
             return True
-        if len(seg.offset_index) * 8 >= self.config.segment_index_bytes - 8:
+        if len(seg.offset_index.offsets) * 8 >= self.config.segment_index_bytes - 8:
             return True
-        if last.last_offset - seg.base_offset > 2**31 - 1:
+        if last.base_offset + last.last_offset_delta - seg.base_offset > 2**31 - 1:
             return True
         # As Kafka's segment.ms: the new data's timestamp against the segment's first batch's
         # (so data stamped long ago does not roll a segment per append); wall-clock time

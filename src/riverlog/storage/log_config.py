@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 LONG_MAX = 2**63 - 1
 
@@ -122,7 +123,9 @@ class LogConfig:
     follower_replication_throttled_replicas: str = ""
     leader_replication_throttled_replicas: str = ""
 
-    @property
+    # Cached (the config is frozen): read for every produced batch, where a property is a
+    # call each time.
+    @cached_property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy
 
@@ -130,7 +133,7 @@ class LogConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
 
-    @property
+    @cached_property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 

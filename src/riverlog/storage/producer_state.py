@@ -44,7 +44,7 @@ from pathlib import Path
 
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
-from riverlog.protocol.records.batch_header import BatchHeader
+from riverlog.protocol.records.batch_header import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader
 from riverlog.storage.checkpoint import write_atomically
 from riverlog.storage.markers import Marker
 
@@ -119,7 +119,7 @@ class ProducerStateManager:
 
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """The original batch if this one is a duplicate; raises on a sequence problem."""
-        if not header.has_producer_id or header.is_control:
+        if header.producer_id < 0 or header.attributes & CONTROL_BIT:
             return None
         entry = self.producers.get(header.producer_id)
         if entry is not None:
@@ -236,9 +236,11 @@ class ProducerStateManager:
     def update(self, header: BatchHeader, marker: Marker | None = None) -> CompletedTxn | None:
         """Record an appended batch (offsets already assigned) — for a control batch, with
         its `marker`. Returns the transaction a marker ends, if any."""
-        if not header.has_producer_id:
+        # The header's bits read here, not through its properties (each is a call).
+        if header.producer_id < 0:
             return None
-        if self.verifying and header.is_transactional:
+        attributes = header.attributes
+        if self.verifying and attributes & TRANSACTIONAL_BIT:
             self.verifying.pop(header.producer_id, None)  # used up, or voided by a marker
         entry = self.producers.get(header.producer_id)
         if entry is None or header.producer_epoch > entry.epoch:
@@ -248,8 +250,9 @@ class ProducerStateManager:
                 header.producer_epoch, txn_first_offset=first, coordinator_epoch=coordinator
             )
             self.producers[header.producer_id] = entry
-        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
-        if header.is_control:
+        if header.max_timestamp > entry.last_timestamp:
+            entry.last_timestamp = header.max_timestamp
+        if attributes & CONTROL_BIT:
             first = entry.txn_first_offset
             entry.txn_first_offset = -1
             aborted = marker is not None and marker.aborted
@@ -258,15 +261,15 @@ class ProducerStateManager:
             if first < 0:
                 return None
             return CompletedTxn(header.producer_id, first, header.base_offset, aborted)
-        if header.is_transactional and entry.txn_first_offset < 0:
+        if attributes & TRANSACTIONAL_BIT and entry.txn_first_offset < 0:
             entry.txn_first_offset = header.base_offset
-        if header.base_sequence >= 0 and not header.is_control:
+        if header.base_sequence >= 0:
             entry.batches.append(
                 BatchMetadata(
                     header.base_sequence,
-                    header.last_sequence,
+                    (header.base_sequence + header.last_offset_delta) % (1 << 31),
                     header.base_offset,
-                    header.last_offset,
+                    header.base_offset + header.last_offset_delta,
                     header.max_timestamp,
                 )
             )

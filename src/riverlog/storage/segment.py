@@ -28,6 +28,7 @@ from typing import NamedTuple
 from riverlog.protocol.exceptions import CorruptRecordError, TruncatedError
 from riverlog.protocol.records.batch_header import (
     BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
     BatchHeader,
     read_batch_header,
     verify_crc,
@@ -63,6 +64,10 @@ class BatchPosition(NamedTuple):
 
     position: int
     header: BatchHeader
+
+
+_new_position = tuple.__new__
+"""Builds a `BatchPosition` without the NamedTuple's Python-level `__new__` (every append)."""
 
 
 class LogSegment:
@@ -107,27 +112,29 @@ class LogSegment:
         pos = position
         for header in headers:
             self._index_batch(pos, header)
-            pos += header.size
+            pos += header.batch_length + LOG_OVERHEAD  # `header.size`, without a call
         self.size += len(data)
         return position
 
     def _index_batch(self, position: int, header: BatchHeader) -> None:
+        # The header's derived values computed here, not through its properties (calls).
+        last_offset = header.base_offset + header.last_offset_delta
         if self.first_batch_timestamp < 0:
             self.first_batch_timestamp = header.max_timestamp
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp
-        if self._bytes_since_index >= self.index_interval_bytes or not len(self.offset_index):
-            self.offset_index.append(header.last_offset, position)
+        if self._bytes_since_index >= self.index_interval_bytes or not self.offset_index.offsets:
+            self.offset_index.append(last_offset, position)
             if self.max_timestamp >= 0:
-                self.time_index.append(self.max_timestamp, header.last_offset)
+                self.time_index.append(self.max_timestamp, last_offset)
             self._bytes_since_index = 0
             self._forget_tail()
         elif len(self._tail) >= TAIL_BATCHES:
             del self._tail[: TAIL_BATCHES // 2], self._tail_last[: TAIL_BATCHES // 2]
-        self._tail.append(BatchPosition(position, header))
-        self._tail_last.append(header.last_offset)
-        self._bytes_since_index += header.size
-        self.next_offset = header.next_offset
+        self._tail.append(_new_position(BatchPosition, (position, header)))
+        self._tail_last.append(last_offset)
+        self._bytes_since_index += header.batch_length + LOG_OVERHEAD
+        self.next_offset = last_offset + 1
 
     def _forget_tail(self) -> None:
         self._tail = []

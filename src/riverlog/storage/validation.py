@@ -31,25 +31,32 @@ from riverlog.protocol.exceptions import CorruptRecordError, ProtocolError
 from riverlog.protocol.records import compression, walk
 from riverlog.protocol.records.batch_header import (
     BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    CONTROL_BIT,
     LOG_OVERHEAD,
+    MAGIC_POSITION,
+    TRANSACTIONAL_BIT,
     BatchHeader,
-    peek_magic,
+    place_batch,
     read_batch_header,
     read_entry_size,
-    set_base_offset,
     set_log_append_time,
-    set_partition_leader_epoch,
     verify_crc,
 )
 from riverlog.storage.log_config import LogConfig
 
 # Kafka's limit: offsets within a segment are stored relative to its base as int32.
 MAX_OFFSET_DELTA = 2**31 - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class ValidatedBatch(NamedTuple):
     position: int
     header: BatchHeader
+
+
+_new_tuple = tuple.__new__
+"""Builds a `ValidatedBatch` without the NamedTuple's Python-level `__new__` (every batch)."""
 
 
 def validate_batches(
@@ -63,7 +70,7 @@ def validate_batches(
     while pos < len(data):
         try:
             size = read_entry_size(data, pos)
-            magic = peek_magic(data, pos) if len(data) - pos > 16 else -1
+            magic = data[pos + MAGIC_POSITION] if len(data) - pos > MAGIC_POSITION else -1
         except ProtocolError as e:
             raise KafkaError(error_codes.CORRUPT_MESSAGE, f"Bad record batch: {e}") from e
         if magic != 2:
@@ -95,13 +102,16 @@ def validate_batches(
             _check_records(data, pos, header, config, now_ms)
         elif header.last_offset_delta > MAX_OFFSET_DELTA:
             raise KafkaError(error_codes.INVALID_RECORD, "The batch spans too many offsets.")
-        batches.append(ValidatedBatch(pos, header))
+        batches.append(_new_tuple(ValidatedBatch, (pos, header)))
         pos += size
     return batches
 
 
 def _check_header(header: BatchHeader) -> None:
-    """Kafka's `validateBatch` for a client's batch."""
+    """Kafka's `validateBatch` for a client's batch (the header's bits read here, not
+    through its properties: each is a call, and this runs for every produced batch)."""
+    attributes = header.attributes
+    has_producer_id = header.producer_id >= 0
     if header.base_offset != 0:
         raise KafkaError(
             error_codes.INVALID_RECORD,
@@ -118,23 +128,24 @@ def _check_header(header: BatchHeader) -> None:
             f"Inconsistent batch offset range [0, {header.last_offset_delta}] and record count "
             f"{header.records_count}.",
         )
-    if header.is_control:
+    if attributes & CONTROL_BIT:
         raise KafkaError(
             error_codes.INVALID_RECORD, "Clients are not allowed to write control records."
         )
-    if header.has_producer_id and header.base_sequence < 0:
+    if has_producer_id and header.base_sequence < 0:
         raise KafkaError(
             error_codes.INVALID_RECORD,
             f"Invalid sequence number {header.base_sequence} in record batch with producerId "
             f"{header.producer_id}.",
         )
-    if header.is_transactional and not header.has_producer_id:
+    if attributes & TRANSACTIONAL_BIT and not has_producer_id:
         raise KafkaError(
             error_codes.INVALID_RECORD, "A transactional batch must carry a producer id."
         )
-    if header.compression not in compression.NAMES:
+    if attributes & COMPRESSION_MASK not in compression.NAMES:
         raise KafkaError(
-            error_codes.CORRUPT_MESSAGE, f"Unknown compression type id: {header.compression}."
+            error_codes.CORRUPT_MESSAGE,
+            f"Unknown compression type id: {attributes & COMPRESSION_MASK}.",
         )
 
 
@@ -144,21 +155,29 @@ def decompressed_limit(config: LogConfig) -> int:
 
 
 def timestamp_bounds(config: LogConfig, now_ms: int) -> tuple[int, int]:
-    """The CreateTime window [low, high] of records appended at `now_ms` (low > high: none)."""
+    """The CreateTime window [low, high] of records appended at `now_ms` (low > high: none).
+    (Conditional expressions, not `min`/`max`: the builtins parse their arguments as
+    keywords too, ~800 instructions a call, and this runs for every produced batch.)"""
     if config.log_append_time:
         return 1, 0
-    before = min(config.message_timestamp_before_max_ms, config.message_timestamp_difference_max_ms)
-    after = min(config.message_timestamp_after_max_ms, config.message_timestamp_difference_max_ms)
-    return max(now_ms - before, -(1 << 63)), min(now_ms + after, (1 << 63) - 1)
+    difference = config.message_timestamp_difference_max_ms
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    low = now_ms - (before if before < difference else difference)
+    high = now_ms + (after if after < difference else difference)
+    return (low if low > INT64_MIN else INT64_MIN), (high if high < INT64_MAX else INT64_MAX)
 
 
 def _check_records(
     data: memoryview, pos: int, header: BatchHeader, config: LogConfig, now_ms: int
 ) -> None:
-    body = data[pos + BATCH_HEADER_SIZE : pos + header.size]
+    body = data[pos + BATCH_HEADER_SIZE : pos + header.batch_length + LOG_OVERHEAD]
+    codec = header.attributes & COMPRESSION_MASK
     try:
-        records = compression.decompress_scratch(
-            header.compression, body, limit=decompressed_limit(config)
+        records = (
+            body
+            if codec == compression.NONE
+            else compression.decompress_scratch(codec, body, limit=decompressed_limit(config))
         )
     except compression.DecompressedTooLargeError as e:
         raise KafkaError(error_codes.INVALID_RECORD, f"Record batch refused: {e}.") from e
@@ -212,12 +231,11 @@ def assign_offsets(
     """Give the batches consecutive offsets from `first_offset`; return their new headers."""
     headers: list[BatchHeader] = []
     next_offset = first_offset
-    for batch in batches:
-        set_base_offset(data, batch.position, next_offset)
-        set_partition_leader_epoch(data, batch.position, leader_epoch)
+    for position, header in batches:
+        header = place_batch(data, position, header, next_offset, leader_epoch)
         if log_append_time_ms is not None:
-            set_log_append_time(data, batch.position, log_append_time_ms)
-        header = read_batch_header(data, batch.position)
+            set_log_append_time(data, position, log_append_time_ms)
+            header = read_batch_header(data, position)
         headers.append(header)
-        next_offset = header.next_offset
+        next_offset = header.base_offset + header.last_offset_delta + 1
     return headers

@@ -65,8 +65,8 @@ TIMESTAMP_LOG_APPEND_TIME = 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 _INT64 = struct.Struct(">q")
-_INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 
@@ -176,8 +176,9 @@ def read_batch_header(buf: Buffer, pos: int = 0, *, whole: bool = True) -> Batch
         raise CorruptRecordError(f"expected magic 2, found {header.magic}")
     if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
         raise CorruptRecordError(f"batch length {header.batch_length} is below the header size")
-    if whole and header.size > available:
-        raise TruncatedError(f"batch of {header.size} bytes, {available} available")
+    size = header.batch_length + LOG_OVERHEAD  # not `header.size`: a property is a call
+    if whole and size > available:
+        raise TruncatedError(f"batch of {size} bytes, {available} available")
     if header.last_offset_delta < 0 or header.records_count < 0:
         raise CorruptRecordError("negative lastOffsetDelta or recordsCount")
     return header
@@ -185,13 +186,14 @@ def read_batch_header(buf: Buffer, pos: int = 0, *, whole: bool = True) -> Batch
 
 def compute_crc(buf: Buffer, pos: int, header: BatchHeader) -> int:
     """CRC-32C of the batch's bytes from attributes to its end."""
-    view = memoryview(buf)[pos + CRC_COVERED_FROM : pos + header.size]
+    view = memoryview(buf)[pos + CRC_COVERED_FROM : pos + header.batch_length + LOG_OVERHEAD]
     return int(crc32c(view))
 
 
 def verify_crc(buf: Buffer, pos: int, header: BatchHeader) -> None:
     """Raise `CorruptRecordError` when the stored CRC does not match the batch's bytes."""
-    actual = compute_crc(buf, pos, header)
+    end = pos + header.batch_length + LOG_OVERHEAD  # `compute_crc`, inlined: every batch
+    actual = int(crc32c(memoryview(buf)[pos + CRC_COVERED_FROM : end]))
     if actual != header.crc:
         raise CorruptRecordError(
             f"batch at offset {header.base_offset}: CRC is {actual:#010x}, "
@@ -215,14 +217,13 @@ def iter_batches(buf: Buffer, *, verify: bool = True) -> Iterator[tuple[int, Bat
         pos += header.size
 
 
-def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
-    """Rewrite the batch's base offset (not covered by the CRC)."""
-    _INT64.pack_into(buf, pos, base_offset)
-
-
-def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    """Rewrite the partition leader epoch (not covered by the CRC)."""
-    _INT32.pack_into(buf, pos + 12, epoch)
+def place_batch(
+    buf: bytearray | memoryview, pos: int, header: BatchHeader, base_offset: int, epoch: int
+) -> BatchHeader:
+    """Rewrite the batch's base offset and partition leader epoch (neither is covered by the
+    CRC) in one write; returns its header as it now reads."""
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, pos, base_offset, header.batch_length, epoch)
+    return _new_tuple(BatchHeader, (base_offset, header.batch_length, epoch, *header[3:]))
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int) -> None:
