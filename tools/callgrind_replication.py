@@ -206,7 +206,7 @@ def main() -> None:
         print("note: set PYTHONHASHSEED=0 for repeatable counts", file=sys.stderr)
     out = args.out or Path(tempfile.mkdtemp(prefix="riverlog-callgrind-"))
     out.mkdir(parents=True, exist_ok=True)
-    for old in [*out.glob("callgrind.*"), *out.glob("strace.*")]:
+    for old in [*out.glob("callgrind.*"), *out.glob("strace.*"), *out.glob("opcount.*")]:
         old.unlink()
     tracer = Tracer(out, args.opcodes) if args.syscalls or args.opcodes else None
     os.environ["OPCOUNT_OUT"] = str(out / "opcount")
