@@ -309,8 +309,7 @@ def main() -> None:
         report_syscalls(out, ["leader", "follower", "lone"], mib, args)
         return
     if args.opcodes:
-        roles = {"leader": pids["leader"], "follower": pids["follower"], "lone": lone.pid}
-        report_opcodes(out, roles, mib, args)
+        report_opcodes(out, {**pids, "lone": lone.pid}, mib, args)
         return
     roles = {"leader": ("b1", pids["leader"]), "follower": ("b2", pids["follower"])}
     per_mib = report(out, roles, mib, args)

@@ -23,7 +23,7 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Hashable, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -100,7 +100,9 @@ class Purgatory:
             heapq.heapify(self._deadlines)
             self._dead = 0
         deadline = loop.time() + timeout_s
-        heapq.heappush(self._deadlines, (deadline, next(self._sequence), op))  # type: ignore[arg-type]
+        heapq.heappush(
+            self._deadlines, (deadline, next(self._sequence), cast("DelayedOperation[object]", op))
+        )
         self._live += 1
         if deadline < self._timer_at:
             self._schedule(loop, deadline)
@@ -171,7 +173,7 @@ class Purgatory:
         for key in op.keys:
             watching = self._watchers.get(key)
             if watching is not None:
-                watching.discard(op)  # type: ignore[arg-type]
+                watching.discard(op)
                 if not watching:
                     del self._watchers[key]
 
