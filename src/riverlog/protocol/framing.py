@@ -155,12 +155,8 @@ def encode_response(body: ApiMessage, version: int, correlation_id: int) -> list
     header = ResponseHeader(correlation_id=correlation_id)
     header.write_to(out, response_header_version(body.API_KEY, version))
     body.write_to(out, version)
-    size = 0
-    in_memory = True
-    for c in out:
-        size += len(c)
-        in_memory = in_memory and type(c) is not FileRegion
-    if in_memory and size < _ONE_BUFFER_LIMIT:  # the common small answer: one buffer
+    size = sum(map(len, out))  # C-level loops: a response is tens of chunks (issue 29)
+    if size < _ONE_BUFFER_LIMIT and FileRegion not in map(type, out):  # one buffer
         out.insert(0, _SIZE.pack(size))
         return [b"".join(out)]  # type: ignore[arg-type]
     return coalesce_chunks([_SIZE.pack(size), *out])
