@@ -250,6 +250,11 @@ class Connection:
         if not future.done():
             future.set_result(body)
 
+    def abort(self) -> None:
+        """Drop the connection at once: every request in flight fails with ConnectionError
+        (for an owner that watches its own deadlines)."""
+        self._transport.abort()
+
     async def close(self) -> None:
         self.closed = True
         self._transport.close()
