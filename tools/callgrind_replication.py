@@ -128,7 +128,7 @@ def batch(records: int, size: int) -> bytes:
 
 async def produce(address: str, data: bytes, count: int) -> None:
     host, port = address.rsplit(":", 1)
-    conn = await Connection.open(host, int(port), client_id="callgrind")
+    conn = await Connection.open(host, int(port), client_id="callgrind", timeout_s=600)
     request = ProduceRequest(
         acks=-1,
         timeout_ms=600_000,
