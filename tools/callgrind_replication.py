@@ -8,7 +8,18 @@ same bytes every run) then drives fixed workloads, one in flight, acks=all:
 
 - `bulk`: MIB requests, each one uncompressed batch of 1,000 1 KiB records (RF=3; counts
   are per MiB of batches);
-- `tiny`: REQUESTS single-record requests (RF=3), and the same against the lone broker.
+- `tiny`: REQUESTS single-record requests (RF=3), and the same against the lone broker;
+- the `bulk` workload against the lone broker too, so that leader + 2 followers per MiB
+  compares with one broker per MiB (issue 29's ratio, user space only).
+
+With `--syscalls` the brokers run without valgrind and `strace -c -f` is attached to each
+measured broker around each workload instead: system calls per MiB and per request by name
+(`epoll_wait` returns are the event loop's wake-ups). strace slows the brokers, so timing
+(fetches per produce) shifts a little; compare runs made the same way. With `--opcodes` the
+brokers run under `tools/opcount.py`, switched on around each workload: bytecodes executed
+per Python function, inclusive and self, and calls, per MiB and per request (deterministic
+given the same timing; the interpreter's cost by Python function, which callgrind cannot
+show — C functions the bytecode calls are not counted).
 
 Instrumentation starts after the warm-up (`callgrind_control -i on`; until then valgrind
 runs the brokers uninstrumented, so start-up is quicker and not counted), and around each
@@ -26,8 +37,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -59,6 +72,54 @@ def control(pid: int, *args: str) -> None:
     subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True)
 
 
+class Tracer:
+    """`strace -c -f` attached to processes around each workload (`--syscalls`), or the
+    opcode counter switched on and off (`--opcodes`)."""
+
+    def __init__(self, out: Path, opcodes: bool) -> None:
+        self.out = out
+        self.opcodes = opcodes
+        self.running: list[subprocess.Popen[bytes]] = []
+        self.pids: list[int] = []
+
+    def start(self, pids: dict[str, int], label: str) -> None:
+        if self.opcodes:
+            self.pids = list(pids.values())
+            for pid in self.pids:
+                os.kill(pid, signal.SIGUSR1)
+            time.sleep(1.0)  # handled (the loop wakes for it)
+            return
+        for role, pid in pids.items():
+            path = self.out / f"strace.{role.replace(' ', '_')}.{label}"
+            self.running.append(
+                subprocess.Popen(
+                    ["strace", "-c", "-f", "-o", str(path), "-p", str(pid)],
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        time.sleep(1.0)  # attached (strace gives no signal of it)
+
+    def stop(self) -> None:
+        for pid in self.pids:
+            os.kill(pid, signal.SIGUSR2)
+        self.pids = []
+        for proc in self.running:
+            proc.send_signal(signal.SIGINT)
+        for proc in self.running:
+            proc.wait(60)
+        self.running = []
+
+
+def syscalls(path: Path) -> dict[str, int]:
+    """name -> calls, from an `strace -c` summary."""
+    counts = {}
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[0][0].isdigit() and not fields[-1].startswith("total"):
+            counts[fields[-1]] = int(fields[3])
+    return counts
+
+
 def batch(records: int, size: int) -> bytes:
     now = int(time.time() * 1000)
     value = b"x" * size
@@ -67,7 +128,7 @@ def batch(records: int, size: int) -> bytes:
 
 async def produce(address: str, data: bytes, count: int) -> None:
     host, port = address.rsplit(":", 1)
-    conn = await Connection.open(host, int(port), client_id="callgrind")
+    conn = await Connection.open(host, int(port), client_id="callgrind", timeout_s=600)
     request = ProduceRequest(
         acks=-1,
         timeout_ms=600_000,
@@ -87,7 +148,14 @@ async def produce(address: str, data: bytes, count: int) -> None:
         await conn.close()
 
 
-def measured(pids: dict[str, int], label: str, work: object) -> None:
+def measured(pids: dict[str, int], label: str, work: object, tracer: Tracer | None) -> None:
+    if tracer is not None:
+        tracer.start(pids, label)
+        try:
+            work()  # type: ignore[operator]
+        finally:
+            tracer.stop()
+        return
     for pid in pids.values():
         control(pid, "-z")
     work()  # type: ignore[operator]
@@ -126,13 +194,27 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="single-record requests")
     parser.add_argument("--out", type=Path, default=None, help="keep the dumps here")
     parser.add_argument("--top", type=int, default=25, help="functions shown per dump")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--syscalls", action="store_true", help="count system calls (strace -c), not instructions"
+    )
+    mode.add_argument(
+        "--opcodes", action="store_true", help="count bytecodes per Python function (opcount.py)"
+    )
     args = parser.parse_args()
     if os.environ.get("PYTHONHASHSEED") != "0":
         print("note: set PYTHONHASHSEED=0 for repeatable counts", file=sys.stderr)
     out = args.out or Path(tempfile.mkdtemp(prefix="riverlog-callgrind-"))
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("callgrind.*"):
+    for old in [*out.glob("callgrind.*"), *out.glob("strace.*"), *out.glob("opcount.*")]:
         old.unlink()
+    tracer = Tracer(out, args.opcodes) if args.syscalls or args.opcodes else None
+    os.environ["OPCOUNT_OUT"] = str(out / "opcount")
+    opcount = [sys.executable, str(Path(__file__).with_name("opcount.py"))] if args.opcodes else []
+
+    def wrapped(name: str) -> list[str]:
+        return valgrind(out, name) if tracer is None else opcount
+
     big, small = batch(1000, 1024), batch(1, 1)  # max.message.bytes: ~1 MB
     with tempfile.TemporaryDirectory(prefix="riverlog-callgrind-") as tmp:
         directory = Path(tmp)
@@ -147,14 +229,14 @@ def main() -> None:
                 directory,
                 zookeeper.connect,
                 settings,
-                prefix=valgrind(out, f"b{i}") if i < 3 else (),
+                prefix=wrapped(f"b{i}") if i < 3 else (),
             )
             for i in (1, 2, 3)
         }
         lone_port = free_port()
         lone = subprocess.Popen(
             [
-                *valgrind(out, "lone"),
+                *wrapped("lone"),
                 sys.executable,
                 "-m",
                 "riverlog",
@@ -196,19 +278,26 @@ def main() -> None:
             # warm up: imports, caches, the fetchers' connections
             asyncio.run(produce(leader, big, 2))
             asyncio.run(produce(leader, small, 20))
+            asyncio.run(produce(lone_address, big, 2))
             asyncio.run(produce(lone_address, small, 20))
             pids = {
                 "leader": brokers[1].proc.pid,  # type: ignore[union-attr]
                 "follower": brokers[2].proc.pid,  # type: ignore[union-attr]
             }
             lone_pids = {"lone": lone.pid}
-            for pid in [*pids.values(), lone.pid]:
-                control(pid, "-i", "on")
-            measured(pids, "bulk", lambda: asyncio.run(produce(leader, big, args.mib)))
-            measured(pids, "tiny", lambda: asyncio.run(produce(leader, small, args.requests)))
-            measured(
-                lone_pids, "tiny", lambda: asyncio.run(produce(lone_address, small, args.requests))
-            )
+            if tracer is None:
+                for pid in [*pids.values(), lone.pid]:
+                    control(pid, "-i", "on")
+            for label, data, count in (("bulk", big, args.mib), ("tiny", small, args.requests)):
+                measured(
+                    pids, label, lambda d=data, n=count: asyncio.run(produce(leader, d, n)), tracer
+                )
+                measured(
+                    lone_pids,
+                    label,
+                    lambda d=data, n=count: asyncio.run(produce(lone_address, d, n)),
+                    tracer,
+                )
         finally:
             for b in brokers.values():
                 b.stop(600)
@@ -216,15 +305,63 @@ def main() -> None:
             lone.wait(600)
             zookeeper.stop()
     mib = args.mib * len(big) / (1 << 20)
+    if args.syscalls:
+        report_syscalls(out, ["leader", "follower", "lone"], mib, args)
+        return
+    if args.opcodes:
+        report_opcodes(out, {**pids, "lone": lone.pid}, mib, args)
+        return
     roles = {"leader": ("b1", pids["leader"]), "follower": ("b2", pids["follower"])}
-    report(out, roles, mib, args)
-    report(out, {"one broker": ("lone", lone_pids["lone"])}, mib, args)
+    per_mib = report(out, roles, mib, args)
+    per_mib.update(report(out, {"one broker": ("lone", lone_pids["lone"])}, mib, args))
+    if len(per_mib) == 3:
+        rf3 = per_mib["leader"] + 2 * per_mib["follower"]
+        print(
+            f"bulk, RF=3 (leader + 2 followers) {rf3:,.0f} instructions per MiB, one broker "
+            f"{per_mib['one broker']:,.0f}: {rf3 / per_mib['one broker']:.2f}x"
+        )
     print(f"dumps in {out}")
+
+
+def report_opcodes(out: Path, roles: dict[str, int], mib: float, args: argparse.Namespace) -> None:
+    """Bytecodes per MiB / per request by function: inclusive (with what it calls), self,
+    calls (dumps 0 and 1 of each process: bulk, tiny)."""
+    for role, pid in roles.items():
+        for n, (label, per) in enumerate((("bulk", mib), ("tiny", args.requests))):
+            path = out / f"opcount.{pid}.{n}"
+            deadline = time.monotonic() + 60
+            while not path.exists() and time.monotonic() < deadline:  # written by the broker
+                time.sleep(0.2)
+            found = json.loads(path.read_text())
+            unit = "MiB" if label == "bulk" else "request"
+            print(f"{role:>10} {label}: {found['total'] / per:12,.0f} bytecodes per {unit}")
+            rows = sorted(found["rows"].items(), key=lambda kv: -kv[1][1])[: args.top]
+            for name, (own, inclusive, calls) in rows:
+                print(f"{inclusive / per:12,.0f} {own / per:10,.0f} {calls / per:8.2f}  {name}")
+
+
+def report_syscalls(out: Path, roles: list[str], mib: float, args: argparse.Namespace) -> None:
+    for role in roles:
+        for label, per in (("bulk", mib), ("tiny", args.requests)):
+            path = out / f"strace.{role}.{label}"
+            if not path.exists():
+                continue
+            unit = "MiB" if label == "bulk" else "request"
+            counts = syscalls(path)
+            shown = ", ".join(
+                f"{name} {n / per:.1f}"
+                for name, n in sorted(counts.items(), key=lambda kv: -kv[1])
+                if n / per >= 0.05
+            )
+            print(f"{role:>10} {label}: {sum(counts.values()) / per:.1f} system calls per {unit}")
+            print(f"{'':>10}   {shown}")
 
 
 def report(
     out: Path, roles: dict[str, tuple[str, int]], mib: float, args: argparse.Namespace
-) -> None:
+) -> dict[str, float]:
+    """Prints each role's counts; returns its instructions per MiB (bulk)."""
+    per_mib = {}
     for role, (name, pid) in roles.items():
         found = dumps(out, name, pid)
         for label, per in (("bulk", mib), ("tiny", args.requests)):
@@ -232,8 +369,11 @@ def report(
                 continue
             unit = "MiB" if label == "bulk" else "request"
             count = total(found[label])
+            if label == "bulk":
+                per_mib[role] = count / per
             print(f"{role:>10} {label}: {count / per:14,.0f} instructions per {unit}")
             print(top(found[label], args.top))
+    return per_mib
 
 
 if __name__ == "__main__":

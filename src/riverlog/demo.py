@@ -115,7 +115,7 @@ def kcat_demo() -> None:
         conn, _ = server.accept()
         conn.settimeout(10)
         reader = FrameReader()
-        frames: list[bytes | bytearray] = []
+        frames: list[bytes | bytearray | memoryview] = []
         while not frames:
             data = conn.recv(65536)
             if not data:

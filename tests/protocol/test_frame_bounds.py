@@ -58,3 +58,25 @@ def test_the_frame_in_progress_keeps_its_reservation() -> None:
     assert reader.reserved == 1 << 20 and budget.used == 1 << 20
     (frame,) = reader.feed(b"z" * ((1 << 20) - 100))
     assert len(frame) == 1 << 20 and reader.reserved == 0
+
+
+def test_a_trusted_reader_allocates_a_big_frame_whole_and_reuses_its_buffer() -> None:
+    reader = FrameReader(trusted=True)
+    size = 1 << 20
+    reader.feed(struct.pack(">i", size) + b"a" * 100)
+    assert reader._big is not None and len(reader._big) == size  # whole at once
+    (first,) = reader.feed(b"a" * (size - 100))
+    assert bytes(first) == b"a" * size
+    held = memoryview(first)[:10]  # a decoded record set still viewing the frame
+    del first
+    (second,) = reader.feed(struct.pack(">i", size) + b"b" * size)
+    assert bytes(held) == b"a" * 10  # not overwritten: the second frame got a new buffer
+    assert bytes(second) == b"b" * size
+    second_buffer = id(second)
+    del held, second
+    (third,) = reader.feed(struct.pack(">i", size - 1) + b"c" * (size - 1))
+    assert bytes(third) == b"c" * (size - 1)
+    assert isinstance(third, memoryview) and id(third.obj) == second_buffer  # reused
+    del third
+    frames = reader.feed(struct.pack(">i", size) + b"d" * size + struct.pack(">i", 2) + b"ok")
+    assert [bytes(f) for f in frames] == [b"d" * size, b"ok"]

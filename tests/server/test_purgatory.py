@@ -10,8 +10,7 @@ from riverlog.server.replication.purgatory import Purgatory
 def test_completes_immediately_when_possible() -> None:
     async def main() -> None:
         purgatory = Purgatory()
-        fut = purgatory.delay(["k"], 10.0, lambda: "now", lambda: "expired")
-        assert await fut == "now"
+        assert purgatory.delay(["k"], 10.0, lambda: "now", lambda: "expired") == "now"
         assert len(purgatory) == 0
 
     asyncio.run(main())
@@ -70,5 +69,25 @@ def test_expire_all_answers_everyone() -> None:
         futs = [purgatory.delay([i], 10.0, lambda: None, lambda: "bye") for i in range(3)]
         purgatory.expire_all()
         assert [await f for f in futs] == ["bye"] * 3
+
+    asyncio.run(main())
+
+
+def test_many_operations_completed_early_leave_a_bounded_heap() -> None:
+    async def main() -> None:
+        purgatory = Purgatory()
+        ready: set[int] = set()
+        futs = []
+        for i in range(5000):
+            futs.append(
+                purgatory.delay([i], 60.0, lambda i=i: "done" if i in ready else None, lambda: "x")
+            )
+            ready.add(i)
+            assert purgatory.check(i) == 1
+        assert [await f for f in futs] == ["done"] * 5000
+        assert len(purgatory._deadlines) <= 2 * 1024 + 2  # dead entries are dropped
+        late = purgatory.delay(["late"], 0.01, lambda: None, lambda: "expired")
+        assert await late == "expired"
+        assert len(purgatory) == 0
 
     asyncio.run(main())

@@ -2,8 +2,9 @@
 
 How it works. `Connection.open` connects with an `asyncio.BufferedProtocol` (`_Socket`): the
 event loop receives straight into the memory of the codec's `FrameReader` — a large response
-(a fetch of record data) into a buffer of its own, which the decoded records then view, with
-no copy through Python — and negotiates versions with ApiVersions: `send` picks, for each
+(a fetch of record data) into a buffer of its own, allocated whole when its size is read and
+reused for the next once nothing views it, which the decoded records then view, with no copy
+through Python — and negotiates versions with ApiVersions: `send` picks, for each
 request, the highest version both sides support (`version_for`). Requests may be pipelined;
 each awaits its own future, resolved by correlation id. A response that cannot be decoded, or a
 closed socket, fails every request in flight with `ConnectionError` — the caller reconnects.
@@ -45,9 +46,9 @@ class _Socket(asyncio.BufferedProtocol):
     """The transport side of one `Connection`: frames in, write flow control out."""
 
     def __init__(self) -> None:
-        self.frames = FrameReader()
+        self.frames = FrameReader(trusted=True)  # a broker's answers to our requests
         self.transport: asyncio.Transport | None = None
-        self.on_frame: Callable[[bytes | bytearray], None] = lambda frame: None
+        self.on_frame: Callable[[bytes | bytearray | memoryview], None] = lambda frame: None
         self.on_lost: Callable[[BaseException], None] = lambda error: None
         self.lost = asyncio.get_running_loop().create_future()
         """Done when the socket is closed."""
@@ -239,7 +240,7 @@ class Connection:
             if not future.done():
                 future.set_exception(error)
 
-    def _deliver(self, frame: bytes | bytearray) -> None:
+    def _deliver(self, frame: bytes | bytearray | memoryview) -> None:
         correlation_id = int.from_bytes(frame[:4], "big", signed=True)
         pending = self._pending.get(correlation_id)
         if pending is None:
@@ -248,6 +249,11 @@ class Connection:
         _, body = decode_response(frame, api_key, version)
         if not future.done():
             future.set_result(body)
+
+    def abort(self) -> None:
+        """Drop the connection at once: every request in flight fails with ConnectionError
+        (for an owner that watches its own deadlines)."""
+        self._transport.abort()
 
     async def close(self) -> None:
         self.closed = True

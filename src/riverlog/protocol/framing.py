@@ -12,13 +12,18 @@ body. Which header version is used follows from the API key and version:
 `asyncio.BufferedProtocol`: `get_buffer()` hands out memory to receive into and
 `buffer_updated(n)` returns the frames completed. Small frames are copied out of a shared
 buffer (cheap); a frame larger than the shared buffer's free space gets its own allocation and
-the rest of it is received straight into it, so big produce requests are never copied. Every
-buffer grows with the bytes that arrive, never with the size a peer announces.
+the rest of it is received straight into it, so big produce requests are never copied. On a
+broker every buffer grows with the bytes that arrive, never with the size a peer announces.
+A client's reader (`trusted`: responses of the broker it asked) allocates a big frame whole
+once its size is read, as Kafka's clients do, and reuses that buffer for the next big frame
+once nothing holds it any more: a follower's fetches then land in memory already in use,
+with no growth, copy or fill per fetch (issue 29).
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -165,9 +170,9 @@ def encode_response(body: ApiMessage, version: int, correlation_id: int) -> list
     if flexible_header:
         out.append(b"\x00")
     body.write_to(out, version)
-    size = sum(map(len, out))
-    if size < _ONE_BUFFER_LIMIT and FileRegion not in map(type, out):
-        out.insert(0, _SIZE.pack(size))  # the common small answer: one buffer
+    size = sum(map(len, out))  # C-level loops: a response is tens of chunks (issue 29)
+    if size < _ONE_BUFFER_LIMIT and FileRegion not in map(type, out):  # one buffer
+        out.insert(0, _SIZE.pack(size))
         return [b"".join(out)]  # type: ignore[arg-type]
     return coalesce_chunks([_SIZE.pack(size), *out])
 
@@ -193,6 +198,11 @@ BIG_FRAME_FIRST_BYTES = 64 * 1024
 its bytes arrive: announcing a size allocates nothing."""
 
 
+SPARE_MAX_BYTES = 16 << 20
+"""A trusted reader keeps a big frame's buffer for the next one up to this size (a follower
+fetches at most `replica.fetch.response.max.bytes`, 10 MiB by default)."""
+
+
 _ZEROS = memoryview(bytes(1 << 20))
 """Zero bytes to grow big frame buffers with: `bytes(n)` for each growth cost a calloc and
 a memset of n bytes (a third of a follower's user-space instructions per fetched MiB,
@@ -216,7 +226,9 @@ class FrameReader:
     cannot be trusted after either — both are checked from the 4-byte size, before anything
     is allocated for the frame. Memory grows only with bytes received: the shared buffer
     starts at `initial_bytes` and grows to `buffer_bytes` when busy, and a big frame's own
-    buffer doubles as it fills.
+    buffer doubles as it fills — except with `trusted`, where a big frame's buffer is
+    allocated whole (or the previous one's reused) when its size is read; such a reader
+    may return a big frame as a `memoryview` of a larger buffer.
 
     With `memory`, a frame's whole size is reserved from it when its size is read, before
     its body is kept; when the reservation is refused the reader stops (`blocked`) until
@@ -231,10 +243,14 @@ class FrameReader:
         *,
         initial_bytes: int = 16 * 1024,
         memory: FrameMemory | None = None,
+        trusted: bool = False,
     ) -> None:
         self.max_frame_bytes = max_frame_bytes
         self.buffer_bytes = buffer_bytes
         self.memory = memory
+        self.trusted = trusted
+        self._spare: bytearray | None = None
+        """The last big frame's buffer (`trusted` readers), for the next one."""
         self._shared = bytearray(min(initial_bytes, buffer_bytes))
         self._start = 0  # first unconsumed byte in _shared
         self._end = 0  # end of received bytes in _shared
@@ -256,32 +272,32 @@ class FrameReader:
                     _grow(big, grow)  # in place (realloc), no copy of what arrived
                 except BufferError:  # a view of the last buffer is still held: copy
                     big = self._big = big + bytes(grow)
-            return memoryview(big)[self._big_filled :]
+            return memoryview(big)[self._big_filled : self._big_size]
         if self._end == len(self._shared):
             self._compact()
         return memoryview(self._shared)[self._end :]
 
-    def buffer_updated(self, nbytes: int) -> list[bytes | bytearray]:
+    def buffer_updated(self, nbytes: int) -> list[bytes | bytearray | memoryview]:
         """Account for `nbytes` received into the last buffer; return completed frames."""
         if self._big is not None:
             self._big_filled += nbytes
             if self._big_filled < self._big_size:
                 return []
-            frame = self._big
+            big = self._big
             self._big = None
             self.reserved = 0
-            return [frame]
+            return [big if len(big) == self._big_size else memoryview(big)[: self._big_size]]
         self._end += nbytes
         return self._split()
 
-    def resume(self) -> list[bytes | bytearray]:
+    def resume(self) -> list[bytes | bytearray | memoryview]:
         """After `blocked`: try the reservation again; the frames now completed."""
         self.blocked = False
         return self._split()
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | bytearray]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
         """Convenience for tests and blocking sockets: receive `data`, return frames."""
-        frames: list[bytes | bytearray] = []
+        frames: list[bytes | bytearray | memoryview] = []
         view = memoryview(data)
         while view:
             target = self.get_buffer()
@@ -292,8 +308,8 @@ class FrameReader:
             frames += self.buffer_updated(n)
         return frames
 
-    def _split(self) -> list[bytes | bytearray]:
-        frames: list[bytes | bytearray] = []
+    def _split(self) -> list[bytes | bytearray | memoryview]:
+        frames: list[bytes | bytearray | memoryview] = []
         shared = self._shared
         memory = self.memory
         while self._end - self._start >= 4 and not self.blocked:
@@ -316,8 +332,12 @@ class FrameReader:
                 continue
             if size > len(shared) - body_start and size > len(shared) // 2:
                 # Receive the rest of this frame straight into its own buffer, grown as
-                # its bytes arrive.
-                big = bytearray(min(size, max(have, BIG_FRAME_FIRST_BYTES)))
+                # its bytes arrive (a trusted peer's: whole, reused when free).
+                big = (
+                    self._whole_buffer(size)
+                    if self.trusted
+                    else bytearray(min(size, max(have, BIG_FRAME_FIRST_BYTES)))
+                )
                 with memoryview(shared) as received:  # copied once, then released
                     big[:have] = received[body_start : self._end]
                 self._big, self._big_size, self._big_filled = big, size, have
@@ -326,6 +346,18 @@ class FrameReader:
         if self._start == self._end:
             self._start = self._end = 0
         return frames
+
+    def _whole_buffer(self, size: int) -> bytearray:
+        """A buffer of at least `size` bytes: the last big frame's when nothing else refers
+        to it any more (a frame, a view or a decoded record set still in use holds a
+        reference), else a new one."""
+        spare = self._spare
+        # References: the attribute, `spare`, getrefcount's argument.
+        if spare is not None and len(spare) >= size and sys.getrefcount(spare) == 3:
+            return spare
+        buffer = bytearray(size)
+        self._spare = buffer if size <= SPARE_MAX_BYTES else None
+        return buffer
 
     def _compact(self) -> None:
         pending = self._end - self._start

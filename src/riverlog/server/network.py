@@ -6,7 +6,9 @@ is decoded and handed to the `Dispatcher`; a handler answers at once (the common
 with an awaitable (a long-poll fetch, an acks=all produce). Clients may pipeline: requests
 are *started* in arrival order (so appends from one connection keep their order) and
 responses are *written* in arrival order whatever order they finish in, as Kafka requires.
-A handler answering `None` sends nothing (produce with acks=0).
+A handler answering `None` sends nothing (produce with acks=0). An answer given later is
+encoded and written by its future's done callback, with no task of its own: a task
+(`_write_in_order`) is started only when the socket cannot take an answer at once.
 
 Response chunks are written with `transport.write`, except `FileRegion`s (record data in
 segment files), sent with `os.sendfile` — no copy through Python. When nothing is buffered
@@ -59,7 +61,7 @@ import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from riverlog.clock import SYSTEM_CLOCK, Clock
 from riverlog.protocol.api import ApiMessage
@@ -107,8 +109,13 @@ class Connection(asyncio.BufferedProtocol):
         self.client_host = "?"
         """The client's IP address, the `host` of ACLs."""
         self.last_active = self.server.clock.monotonic_s()
-        self._pending: collections.deque[asyncio.Future[list[Chunk] | None]] = collections.deque()
+        self._pending: collections.deque[asyncio.Future[Any]] = collections.deque()
+        """Answers not yet written, in request order: futures of a response to encode or of
+        its chunks already encoded (`_formats` says which)."""
+        self._formats: collections.deque[tuple[int, int] | None] = collections.deque()
+        """(version, correlation id) to encode each pending answer with; None: encoded."""
         self._writer: asyncio.Task[None] | None = None
+        """Sends an answer the socket could not take at once, and those after it."""
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._reading_paused = False
@@ -177,7 +184,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._handle(frames)
 
-    def _handle(self, frames: list[bytes | bytearray]) -> None:
+    def _handle(self, frames: list[bytes | bytearray | memoryview]) -> None:
         metrics = self.server.dispatcher.metrics if frames else None
         if metrics is not None:
             metrics.begin()  # the read's requests are timed together (metrics/requests.py)
@@ -193,6 +200,8 @@ class Connection(asyncio.BufferedProtocol):
                 self.transport.write(burst[0])  # type: ignore[arg-type]
             else:
                 self.transport.writelines(burst)  # type: ignore[arg-type]
+        if self._pending and self._writer is None:
+            self._write_ready()  # answers queued behind the burst (record data to send)
         if metrics is not None:
             metrics.settle()
         if self.reader.blocked and not self.closed:
@@ -265,12 +274,13 @@ class Connection(asyncio.BufferedProtocol):
         for fut in self._pending:
             fut.cancel()
         self._pending.clear()
+        self._formats.clear()
         if self._writer is not None:
             self._writer.cancel()
 
     # --- requests -------------------------------------------------------------------
 
-    def _on_frame(self, frame: bytes | bytearray) -> None:
+    def _on_frame(self, frame: bytes | bytearray | memoryview) -> None:
         size = len(frame)
         if self._closing:
             self._release(size)
@@ -358,7 +368,7 @@ class Connection(asyncio.BufferedProtocol):
             self._muted_until = 0.0
             self._update_reading()
 
-    def _raw_sasl_token(self, sasl: SaslServer, frame: bytes | bytearray) -> None:
+    def _raw_sasl_token(self, sasl: SaslServer, frame: bytes | bytearray | memoryview) -> None:
         """A token after a v0 SaslHandshake: the frame is the token, the answer is the
         server's token, size-prefixed, with no Kafka header."""
         answer = gate.raw_token(sasl, bytes(frame), self.server.clock.wall_ms())
@@ -394,9 +404,12 @@ class Connection(asyncio.BufferedProtocol):
     ) -> None:
         # Not `isinstance(result, Awaitable)`: an ABC check, ~0.3 µs on every request.
         if result is not None and not isinstance(result, ApiMessage):
-            fut: asyncio.Future[list[Chunk] | None] = asyncio.ensure_future(
-                _encode_when_done(result, version, correlation_id, self.tls)
-            )
+            # Answered later (a parked fetch, an acks=all produce): encoded and written by
+            # the callback of its future, with no task of its own unless the socket is full.
+            fut: asyncio.Future[Any] = asyncio.ensure_future(result)
+            self._pending.append(fut)
+            self._formats.append((version, correlation_id))
+            fut.add_done_callback(self._answer_ready)
         else:
             chunks = None if result is None else encode_response(result, version, correlation_id)
             if self.tls and chunks is not None:
@@ -420,57 +433,104 @@ class Connection(asyncio.BufferedProtocol):
                 return  # the fast path: nothing queued, nothing to sendfile
             fut = asyncio.get_running_loop().create_future()
             fut.set_result(chunks)
-        self._pending.append(fut)
+            self._pending.append(fut)
+            self._formats.append(None)
+            if self._burst is None:  # else `_handle` writes it after the read's burst
+                self._write_ready()
         if len(self._pending) >= MAX_IN_FLIGHT_PER_CONNECTION and not self._reading_paused:
             self._reading_paused = True
             self._update_reading()
-        if self._writer is None:
-            self._writer = asyncio.get_running_loop().create_task(self._write_in_order())
 
-    async def _write_in_order(self) -> None:
+    def _answer_ready(self, _: asyncio.Future[Any]) -> None:
+        if self._burst is None:
+            self._write_ready()
+
+    def _next_ready(self) -> list[Chunk] | None:
+        """Take the answer at the head of the queue (done) and encode it if it is a
+        response; None for no answer (acks=0). Raises what its handler raised."""
+        fut = self._pending.popleft()
+        answer_as = self._formats.popleft()
+        if self._reading_paused and len(self._pending) < MAX_IN_FLIGHT_PER_CONNECTION:
+            self._reading_paused = False
+            self._update_reading()
+        if fut.cancelled():  # e.g. the broker shutting down
+            raise ConnectionError("the answer was cancelled")
+        result = fut.result()
+        if answer_as is None or result is None:
+            return result  # type: ignore[no-any-return]  # chunks, or no answer
+        version, correlation_id = answer_as
+        chunks = encode_response(result, version, correlation_id)
+        return _without_regions(chunks) if self.tls else chunks
+
+    def _write_ready(self) -> None:
+        """Write the answers done at the head of the queue, in order, as far as the socket
+        takes them now; where it must wait, a task (`_write_in_order`) carries on."""
+        while self._pending and self._writer is None and not self.closed:
+            if not self._pending[0].done():
+                return
+            try:
+                chunks = self._next_ready()
+                rest = None
+                if chunks is not None:
+                    rest = self._send_now(chunks) if self._can_write.is_set() else chunks
+            except Exception as e:
+                self._answer_failed(e)
+                return
+            if rest:
+                self._writer = asyncio.get_running_loop().create_task(self._write_in_order(rest))
+                return
+        if self._closing:
+            self._close_if_answered()
+
+    def _answer_failed(self, e: Exception) -> None:
+        transport = self.transport
+        if (
+            self.closed
+            or isinstance(e, ConnectionError)
+            or (transport is not None and transport.is_closing())
+        ):  # the client went away while being answered: not a broker fault
+            log.info("closing %s: gone while being answered: %r", self.peer, e)
+        else:
+            log.exception("closing %s: failed to answer a request", self.peer)
+        self.close()
+
+    async def _write_in_order(self, first: list[Chunk]) -> None:
+        """Send `first` (what the socket did not take at once), then the answers after it
+        as they are done."""
         try:
+            await self._send(first)
             while self._pending and not self.closed:
-                chunks = await self._pending[0]
-                self._pending.popleft()
-                if self._reading_paused and len(self._pending) < MAX_IN_FLIGHT_PER_CONNECTION:
-                    self._reading_paused = False
-                    self._update_reading()
+                if not self._pending[0].done():
+                    await self._pending[0]
+                chunks = self._next_ready()
                 if chunks is not None:
                     await self._send(chunks)
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            transport = self.transport
-            if (
-                self.closed
-                or isinstance(e, ConnectionError)
-                or (transport is not None and transport.is_closing())
-            ):  # the client went away while being answered: not a broker fault
-                log.info("closing %s: gone while being answered: %r", self.peer, e)
-            else:
-                log.exception("closing %s: failed to answer a request", self.peer)
-            self.close()
+            self._answer_failed(e)
         finally:
             self._writer = None
             if self._closing:
                 self._close_if_answered()
 
-    async def _send(self, chunks: list[Chunk]) -> None:
+    def _send_now(self, chunks: list[Chunk]) -> list[Chunk] | None:
+        """Send what the socket takes without waiting: None when all of it went (or the
+        connection is gone), else what is left, from a record region the socket could not
+        take whole."""
         transport = self.transport
         if transport is None or self.closed:
-            return
-        await self._can_write.wait()
-        loop = asyncio.get_running_loop()
+            return None
         last = len(chunks) - 1
         for i, chunk in enumerate(chunks):
             direct = self._direct(transport)
             if isinstance(chunk, FileRegion):
                 sent = 0 if direct is None else _sendfile_now(direct, chunk)
-                if sent < chunk.length:  # the socket is full: let the loop wait for it
+                if sent < chunk.length:  # the socket is full: the loop must wait for it
                     if transport.is_closing():  # the client went away meanwhile
-                        return
-                    with os.fdopen(chunk.fileno, "rb", buffering=0, closefd=False) as f:
-                        await loop.sendfile(transport, f, chunk.offset + sent, chunk.length - sent)
+                        return None
+                    left = FileRegion(chunk.fileno, chunk.offset + sent, chunk.length - sent)
+                    return [left, *chunks[i + 1 :]]
             elif i < last and direct is not None:
                 # Bytes with more of the response to follow (a header before record data):
                 # MSG_MORE holds them for the rest, so the fetcher wakes once per response,
@@ -483,6 +543,25 @@ class Connection(asyncio.BufferedProtocol):
                     transport.write(memoryview(chunk)[sent:])
             else:
                 transport.write(chunk)
+        self.last_active = self.server.clock.monotonic_s()
+        return None
+
+    async def _send(self, chunks: list[Chunk]) -> None:
+        """Send all of `chunks`, waiting for the socket where it is full."""
+        loop = asyncio.get_running_loop()
+        rest: list[Chunk] | None = chunks
+        while rest:
+            await self._can_write.wait()
+            rest = self._send_now(rest)
+            if not rest:
+                return
+            region, rest = rest[0], rest[1:]
+            assert isinstance(region, FileRegion)
+            transport = self.transport
+            if transport is None or transport.is_closing():
+                return
+            with os.fdopen(region.fileno, "rb", buffering=0, closefd=False) as f:
+                await loop.sendfile(transport, f, region.offset, region.length)
         self.last_active = self.server.clock.monotonic_s()
 
     def _direct(self, transport: asyncio.Transport) -> socket.socket | None:
@@ -529,16 +608,6 @@ def _without_regions(chunks: list[Chunk]) -> list[Chunk]:
         else:
             out.append(chunk)
     return out
-
-
-async def _encode_when_done(
-    result: Awaitable[Response], version: int, correlation_id: int, tls: bool
-) -> list[Chunk] | None:
-    response = await result
-    if response is None:
-        return None
-    chunks = encode_response(response, version, correlation_id)
-    return _without_regions(chunks) if tls else chunks
 
 
 class _TlsHandshake(asyncio.Protocol):

@@ -249,11 +249,12 @@ class _Fetch:
                 data.last_stable_offset = log.last_stable_offset
                 data.log_start_offset = log.log_start_offset
             data.error_code = error
-            state = PartitionState(
-                data.high_watermark, data.last_stable_offset, data.log_start_offset
-            )
-            if not self.ctx.include(key, state, bool(data.records), error):
-                continue
+            if self.ctx.session is not None:  # an incremental session lists what changed
+                state = PartitionState(
+                    data.high_watermark, data.last_stable_offset, data.log_start_offset
+                )
+                if not self.ctx.include(key, state, bool(data.records), error):
+                    continue
             entry = topics.get(topic)
             if entry is None:
                 entry = FetchResponse.FetchableTopicResponse(topic=topic, partitions=[])
@@ -289,13 +290,11 @@ def handle_fetch(broker: Broker, ctx: RequestContext) -> Response | Awaitable[Re
     fetch = _Fetch(broker, request, version, session, unknown, replica_id)
     if request.max_wait_ms <= 0 or request.min_bytes <= 0 or unknown:
         return fetch.respond()
-    if fetch.available() >= request.min_bytes:
-        return fetch.respond()
-    keys: list[Hashable] = [k for k in session.partitions]
 
     def try_complete() -> FetchResponse | None:
         return fetch.respond() if fetch.available() >= request.min_bytes else None
 
+    # Answered now if enough is there, else parked until an append or the wait's end.
     return broker.replicas.fetch_purgatory.delay(
-        keys, request.max_wait_ms / 1000, try_complete, fetch.respond
+        list(session.partitions), request.max_wait_ms / 1000, try_complete, fetch.respond
     )

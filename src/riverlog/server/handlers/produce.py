@@ -341,10 +341,25 @@ def _answered(
     return response
 
 
-async def _answer_later(
+def _answer_later(
     response: ProduceResponse,
     waiting: list[PartitionResponse],
     codes: asyncio.Future[list[ErrorCode]],
-) -> ProduceResponse:
-    """acks=all: answer once the replica manager settled every write."""
-    return _answered(response, waiting, await codes)
+) -> asyncio.Future[ProduceResponse]:
+    """acks=all: answer once the replica manager settled every write (by a callback of
+    `codes`, not a task: issue 29). A client gone meanwhile cancels the answer; the wait
+    itself ends as it would have (Kafka's DelayedProduce: completed or timed out)."""
+    answer: asyncio.Future[ProduceResponse] = asyncio.get_running_loop().create_future()
+
+    def settled(done: asyncio.Future[list[ErrorCode]]) -> None:
+        if answer.done():
+            return
+        if done.cancelled():
+            answer.cancel()
+        elif (error := done.exception()) is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(_answered(response, waiting, done.result()))
+
+    codes.add_done_callback(settled)
+    return answer

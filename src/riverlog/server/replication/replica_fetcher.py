@@ -14,8 +14,12 @@ Throttling. Partitions named in their topic's `follower.replication.throttled.re
 this broker, while catching up, are left out of fetch requests whenever the broker's
 follower replication quota is used up (`server/replication/throttle.py`).
 
-Errors. A lost connection is retried with backoff; partition errors (the leader moved, a
-newer epoch) leave the partition in place until the controller's next LeaderAndIsr moves it.
+Errors. A lost connection is retried with backoff, and so is a leader that leaves a fetch
+unanswered past `replica.fetch.wait.max.ms` + REQUEST_TIMEOUT_S (a watchdog ticking every
+WATCHDOG_S drops the connection: cheaper than a loop timer per fetch, issue 29); partition
+errors (the leader moved, a newer epoch) leave the partition in place until the
+controller's next LeaderAndIsr moves it. While the partitions fetched stay the same, each
+fetch reuses the last request's objects with the new offsets.
 Fetched data the local log refuses (a full disk, a corrupt batch) leaves the partition out of
 fetches for `replica.fetch.backoff.ms`, as Kafka delays a partition with an error, and is
 logged once until an append succeeds again (not once per fetch, which spun the fetcher at
@@ -57,6 +61,7 @@ BACKOFF_S = 0.2
 REQUEST_TIMEOUT_S = 10.0
 MAX_TRUNCATION_ROUNDS = 10
 STOP_TIMEOUT_S = 5.0
+WATCHDOG_S = 1.0
 _LENGTH = struct.Struct(">i")
 
 
@@ -92,12 +97,21 @@ class _Fetcher(BackgroundLoop):
         self.address = address
         self.partitions: dict[TopicPartition, _Followed] = {}
         self.changed = asyncio.Event()
+        self._conn: Connection | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._due = 0.0
+        """Loop time by which the fetch in flight must be answered (0: none in flight)."""
+        self._request: FetchRequest | None = None
+        self._request_for: dict[TopicPartition, _Followed] = {}
+        """What `_request` asks for: reused while the partitions sent are these."""
+        self._parts: list[tuple[FetchRequest.FetchPartition, HostedPartition]] = []
         super().__init__()
 
     async def _run(self) -> None:
         host, port = self.address
         conn: Connection | None = None
         failed = False
+        self._watchdog = asyncio.get_running_loop().call_later(WATCHDOG_S, self._watch)
         try:
             while not self.stopped:
                 if not self.partitions:
@@ -106,7 +120,7 @@ class _Fetcher(BackgroundLoop):
                     continue
                 try:
                     if conn is None or conn.closed:
-                        conn = await Connection.open(
+                        conn = self._conn = await Connection.open(
                             host,
                             port,
                             client_id=f"replica-fetcher-{self.owner.broker_id}",
@@ -127,8 +141,23 @@ class _Fetcher(BackgroundLoop):
                     conn = None
                     await asyncio.sleep(BACKOFF_S)
         finally:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+                self._watchdog = None
             if conn is not None:
                 await conn.close()
+
+    def _watch(self) -> None:
+        """Every WATCHDOG_S: drop the connection of a fetch unanswered past its deadline
+        (its request then fails with ConnectionError, and the fetcher reconnects)."""
+        if self.stopped:
+            return
+        loop = asyncio.get_running_loop()
+        if self._due and loop.time() > self._due and self._conn is not None:
+            log.info("replica fetcher to broker %d: no answer to a fetch in time", self.leader_id)
+            self._due = 0.0
+            self._conn.abort()
+        self._watchdog = loop.call_later(WATCHDOG_S, self._watch)
 
     def _still_current(
         self, asked: dict[TopicPartition, _Followed], topic: str, index: int
@@ -241,32 +270,13 @@ class _Fetcher(BackgroundLoop):
                 waits.append(quota.delay_s(now))
             await asyncio.sleep(min(1.0, max(0.01, min(waits, default=0.01))))
             return
-        topics: dict[str, FetchRequest.FetchTopic] = {}
-        for (topic, index), followed in sent.items():
-            plog = followed.hosted.log
-            entry = topics.setdefault(
-                topic, FetchRequest.FetchTopic(topic=topic, topic_id=followed.hosted.topic_id)
-            )
-            entry.partitions.append(
-                FetchRequest.FetchPartition(
-                    partition=index,
-                    current_leader_epoch=followed.epoch,
-                    fetch_offset=plog.log_end_offset,
-                    log_start_offset=plog.log_start_offset,
-                    partition_max_bytes=self.owner.partition_max_bytes,
-                )
-            )
-        request = FetchRequest(
-            replica_id=self.owner.broker_id,
-            max_wait_ms=self.owner.max_wait_ms,
-            min_bytes=self.owner.min_bytes,
-            max_bytes=self.owner.max_bytes,
-            session_id=0,
-            session_epoch=-1,
-            topics=list(topics.values()),
-        )
-        async with asyncio.timeout(self.owner.max_wait_ms / 1000 + REQUEST_TIMEOUT_S):
+        request = self._request_to_send(sent)
+        loop = asyncio.get_running_loop()
+        self._due = loop.time() + self.owner.max_wait_ms / 1000 + REQUEST_TIMEOUT_S
+        try:
             response = await conn.send(request, FETCH_VERSION)
+        finally:
+            self._due = 0.0
         assert isinstance(response, FetchResponse)
         failed = 0
         for topic_response in response.responses:
@@ -284,6 +294,40 @@ class _Fetcher(BackgroundLoop):
                 current.caught_up = current.hosted.log.log_end_offset >= data.high_watermark
         if failed and failed == len(sent):
             await asyncio.sleep(BACKOFF_S)
+
+    def _request_to_send(self, sent: dict[TopicPartition, _Followed]) -> FetchRequest:
+        """A Fetch for `sent` from each partition's log end: the last request with new
+        offsets when it asked for the same partitions, else a new one."""
+        owner = self.owner
+        request = self._request
+        if request is None or sent != self._request_for:
+            topics: dict[str, FetchRequest.FetchTopic] = {}
+            self._parts = []
+            for (topic, index), followed in sent.items():
+                entry = topics.setdefault(
+                    topic, FetchRequest.FetchTopic(topic=topic, topic_id=followed.hosted.topic_id)
+                )
+                part = FetchRequest.FetchPartition(
+                    partition=index, current_leader_epoch=followed.epoch
+                )
+                entry.partitions.append(part)
+                self._parts.append((part, followed.hosted))
+            request = self._request = FetchRequest(
+                replica_id=owner.broker_id,
+                session_id=0,
+                session_epoch=-1,
+                topics=list(topics.values()),
+            )
+            self._request_for = sent
+        request.max_wait_ms = owner.max_wait_ms
+        request.min_bytes = owner.min_bytes
+        request.max_bytes = owner.max_bytes
+        for part, hosted in self._parts:
+            plog = hosted.log
+            part.fetch_offset = plog.log_end_offset
+            part.log_start_offset = plog.log_start_offset
+            part.partition_max_bytes = owner.partition_max_bytes
+        return request
 
     def _append(self, followed: _Followed, data: FetchResponse.PartitionData) -> None:
         hosted = followed.hosted
