@@ -32,7 +32,15 @@ from tests.security.conftest import SecuredBroker, start_secured
 
 pytestmark = pytest.mark.timeout(90)
 
-TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED = 29, 30, 31
+TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
+AUTHORIZATION_ERRORS = {TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED}
+
+
+def past_authorization(code: int) -> int:
+    """0 for any answer but an authorization error: for the transaction APIs, which the
+    coordinator answers with its own errors for a transaction that does not exist (their
+    success with real clients: test_transactional_clients_need_kafkas_acls)."""
+    return code if code in AUTHORIZATION_ERRORS else 0
 
 
 @pytest.fixture(scope="module")
@@ -223,6 +231,9 @@ class Case:
     error: Callable[[Any], int]
     denied: int
     unchanged: Callable[[Connection, dict[str, Any]], Any] | None = None
+    version: int | None = None
+    # further ACLs the API needs, each with the error answered while it is missing
+    more: tuple[tuple[tuple[str, str, str], int], ...] = ()
 
 
 def _topic_request(
@@ -288,6 +299,144 @@ async def _no_commit(admin: Connection, names: dict[str, str]) -> None:
         )
     )
     assert not response.groups[0].topics  # type: ignore[attr-defined]
+
+
+async def _no_marker(admin: Connection, names: dict[str, str]) -> None:
+    """A marker is a control batch: it would move the end offset."""
+    assert await end_offset(admin, names["topic"]) == 0
+
+
+TXN = ("TransactionalId", "txn", "Write")
+TXN_CASES = [
+    Case(
+        "AddPartitionsToTxn",
+        TXN,
+        lambda n: m.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=n["txn"],
+            v3_and_below_producer_id=4242,
+            v3_and_below_producer_epoch=0,
+            v3_and_below_topics=[
+                m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=n["topic"], partitions=[0])
+            ],
+        ),
+        lambda r: past_authorization(
+            r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+        ),
+        TXN_DENIED,
+        version=3,
+        more=((("Topic", "topic", "Write"), TOPIC_DENIED),),
+    ),
+    Case(
+        "AddPartitionsToTxn-v4-verify",
+        ("Cluster", "cluster", "ClusterAction"),
+        lambda n: m.AddPartitionsToTxnRequest(
+            transactions=[
+                m.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+                    transactional_id=n["txn"],
+                    producer_id=4242,
+                    producer_epoch=0,
+                    verify_only=True,
+                    topics=[
+                        m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
+                            name=n["topic"], partitions=[0]
+                        )
+                    ],
+                )
+            ]
+        ),
+        lambda r: r.error_code,
+        CLUSTER_DENIED,
+        version=4,
+    ),
+    Case(
+        "AddOffsetsToTxn",
+        TXN,
+        lambda n: m.AddOffsetsToTxnRequest(
+            transactional_id=n["txn"], producer_id=4242, producer_epoch=0, group_id=n["group"]
+        ),
+        lambda r: past_authorization(r.error_code),
+        TXN_DENIED,
+        more=((("Group", "group", "Read"), GROUP_DENIED),),
+    ),
+    Case(
+        "EndTxn",
+        TXN,
+        lambda n: m.EndTxnRequest(
+            transactional_id=n["txn"], producer_id=4242, producer_epoch=0, committed=True
+        ),
+        lambda r: past_authorization(r.error_code),
+        TXN_DENIED,
+    ),
+    Case(
+        "TxnOffsetCommit",
+        TXN,
+        lambda n: m.TxnOffsetCommitRequest(
+            transactional_id=n["txn"],
+            group_id=n["group"],
+            producer_id=4242,
+            producer_epoch=0,
+            topics=[
+                m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
+                    name=n["topic"],
+                    partitions=[
+                        m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=0
+                        )
+                    ],
+                )
+            ],
+        ),
+        lambda r: past_authorization(r.topics[0].partitions[0].error_code),
+        TXN_DENIED,
+        _no_commit,
+        more=(
+            (("Group", "group", "Read"), GROUP_DENIED),
+            (("Topic", "topic", "Read"), TOPIC_DENIED),
+        ),
+    ),
+    Case(
+        "WriteTxnMarkers",
+        ("Cluster", "cluster", "ClusterAction"),
+        lambda n: _marker(n["topic"]),
+        lambda r: r.markers[0].topics[0].partitions[0].error_code,
+        CLUSTER_DENIED,
+        _no_marker,
+    ),
+    Case(
+        "DescribeTransactions",
+        ("TransactionalId", "txn", "Describe"),
+        lambda n: m.DescribeTransactionsRequest(transactional_ids=[n["txn"]]),
+        lambda r: past_authorization(r.transaction_states[0].error_code),
+        TXN_DENIED,
+    ),
+    Case(
+        "DescribeProducers",
+        ("Topic", "topic", "Read"),
+        lambda n: m.DescribeProducersRequest(
+            topics=[m.DescribeProducersRequest.TopicRequest(name=n["topic"], partition_indexes=[0])]
+        ),
+        lambda r: r.topics[0].partitions[0].error_code,
+        TOPIC_DENIED,
+    ),
+]
+
+
+def _marker(topic: str, producer_id: int = 4242) -> m.WriteTxnMarkersRequest:
+    return m.WriteTxnMarkersRequest(
+        markers=[
+            m.WriteTxnMarkersRequest.WritableTxnMarker(
+                producer_id=producer_id,
+                producer_epoch=0,
+                transaction_result=True,
+                coordinator_epoch=0,
+                topics=[
+                    m.WriteTxnMarkersRequest.WritableTxnMarkerTopic(
+                        name=topic, partition_indexes=[0]
+                    )
+                ],
+            )
+        ]
+    )
 
 
 CASES = [
@@ -466,6 +615,7 @@ CASES = [
         lambda r: r.topics[0].partitions[0].error_code,
         GROUP_DENIED,
         _no_commit,
+        more=((("Topic", "topic", "Read"), TOPIC_DENIED),),
     ),
     Case(
         "OffsetFetch",
@@ -608,6 +758,7 @@ CASES = [
         lambda r: r.error_code if r.error_code != 11 else 0,
         CLUSTER_DENIED,
     ),
+    *TXN_CASES,
 ]
 
 
@@ -618,22 +769,25 @@ async def test_each_api_needs_its_acl(admin: Connection, alice: Connection, case
         "topic": f"t-{suffix}",
         "new": f"new-{suffix}",
         "group": f"g-{suffix}",
+        "txn": f"txn-{suffix}",
         "cluster": acl.CLUSTER_NAME,
     }
     topic_id = await create_topic(admin, names["topic"])
     await coordinator_ready(admin, names["group"])
     names["topic_id"] = topic_id
-    denied = await alice.send(case.request(names), timeout_s=15)
+    denied = await alice.send(case.request(names), case.version, timeout_s=15)
     assert case.error(denied) == case.denied, f"{case.api} without the ACL"
     if case.unchanged is not None:
         await case.unchanged(admin, names)
     kind, key, operation = case.needs
     await grant(admin, kind, names[key], operation, principal(alice))
-    if case.api == "OffsetCommit":  # the group's ACL alone: now the topic's is missing
-        half = await alice.send(case.request(names), timeout_s=15)
-        assert case.error(half) == TOPIC_DENIED
-        await grant(admin, "Topic", names["topic"], "Read", principal(alice))
-    allowed = await alice.send(case.request(names), timeout_s=15)
+    for (kind, key, operation), missing in case.more:  # one ACL granted, the next missing
+        half = await alice.send(case.request(names), case.version, timeout_s=15)
+        assert case.error(half) == missing, f"{case.api} without {operation} on {kind}"
+        if case.unchanged is not None:
+            await case.unchanged(admin, names)
+        await grant(admin, kind, names[key], operation, principal(alice))
+    allowed = await alice.send(case.request(names), case.version, timeout_s=15)
     assert case.error(allowed) == 0, f"{case.api} with the ACL: {allowed!r}"
 
 

@@ -1,0 +1,252 @@
+"""Transactions under the ACL authorizer (issue 23): real transactional clients need
+exactly Kafka's ACLs (`riverlog acls --producer --transactional-id` grants them), a forged
+WriteTxnMarkers from a principal without ClusterAction writes nothing, ListTransactions and
+DescribeTransactions show only what the principal may describe, and no API the broker
+serves is left without an authorization rule.
+
+The per-API matrix (each transaction API refused without its ACL, allowed with it) is in
+test_authorization.py; this module shares its broker set-up.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Producer as CKProducer
+
+from riverlog.cli.main import main
+from riverlog.client.connection import Connection
+from riverlog.protocol import messages as m
+from riverlog.security import acl, authorization
+from riverlog.security.api_rules import HANDLER_CHECKED, RULES
+from riverlog.server.dispatch import Dispatcher
+from riverlog.server.handlers import HANDLERS
+from tests.security.conftest import SecuredBroker
+from tests.security.test_authorization import (
+    CLUSTER_DENIED,
+    _marker,
+    admin,
+    alice,
+    authz,
+    create_topic,
+    end_offset,
+    grant,
+    principal,
+)
+
+__all__ = ["admin", "alice", "authz"]  # the fixtures, shared with the matrix
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def test_every_api_the_broker_serves_has_a_rule_or_checks_in_its_handler() -> None:
+    """So that a new API cannot be served unguarded: each registered API has a RULES entry
+    or is in the documented HANDLER_CHECKED list, never both; `wrap` refuses any other."""
+    dispatcher = Dispatcher()
+    for request_cls, handler in HANDLERS:
+        dispatcher.register(request_cls, handler)
+    served = {cls.API_KEY: cls.__name__ for cls in dispatcher.request_classes()}
+    guarded = set(RULES) | HANDLER_CHECKED
+    unguarded = [name for key, name in served.items() if key not in guarded]
+    assert unguarded == []
+    assert not set(RULES) & HANDLER_CHECKED
+    assert guarded <= set(served)  # no rule for an API not served
+    unknown = max(served) + 1
+    with pytest.raises(ValueError, match="no authorization rule"):
+        authorization.wrap(unknown, lambda ctx: None, cast(Any, None), cast(Any, None))
+
+
+async def test_a_forged_marker_from_a_principal_without_cluster_action_writes_nothing(
+    admin: Connection, alice: Connection
+) -> None:
+    """alice tries to abort a transaction she does not own by writing its abort marker
+    straight to the partition leader: refused, no control batch; a broker (super user)
+    writes the same kind of marker."""
+    topic = f"forged-{uuid.uuid4().hex[:8]}"
+    await create_topic(admin, topic)
+    refused = await alice.send(_marker(topic))
+    assert isinstance(refused, m.WriteTxnMarkersResponse)
+    assert [
+        (t.name, p.partition_index, p.error_code)
+        for t in refused.markers[0].topics
+        for p in t.partitions
+    ] == [(topic, 0, CLUSTER_DENIED)]
+    assert await end_offset(admin, topic) == 0
+    # Describe on the cluster is not enough (Alter or ClusterAction is)
+    await grant(admin, "Cluster", acl.CLUSTER_NAME, "Describe", principal(alice))
+    still = await alice.send(_marker(topic))
+    assert still.markers[0].topics[0].partitions[0].error_code == CLUSTER_DENIED  # type: ignore[attr-defined]
+    assert await end_offset(admin, topic) == 0
+    written = await admin.send(_marker(topic))
+    assert written.markers[0].topics[0].partitions[0].error_code == 0  # type: ignore[attr-defined]
+    assert await end_offset(admin, topic) == 1
+
+
+async def test_transactions_are_listed_and_described_as_far_as_she_may_describe(
+    admin: Connection, alice: Connection
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    txn, topic = f"seen-{suffix}", f"in-txn-{suffix}"
+    await create_topic(admin, topic)
+    deadline = time.monotonic() + 20
+    while True:  # the transaction state topic is made on demand, then loaded
+        await admin.send(m.FindCoordinatorRequest(key_type=1, coordinator_keys=[txn]))
+        started = await admin.send(
+            m.InitProducerIdRequest(transactional_id=txn, transaction_timeout_ms=60_000)
+        )
+        assert isinstance(started, m.InitProducerIdResponse)
+        if started.error_code == 0 or time.monotonic() > deadline:
+            break
+        await _pause()
+    assert started.error_code == 0
+    added = await admin.send(
+        m.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=txn,
+            v3_and_below_producer_id=started.producer_id,
+            v3_and_below_producer_epoch=started.producer_epoch,
+            v3_and_below_topics=[
+                m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0])
+            ],
+        ),
+        3,
+    )
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0  # type: ignore[attr-defined]
+
+    def listed(response: m.ApiMessage) -> set[str]:
+        assert isinstance(response, m.ListTransactionsResponse)
+        return {t.transactional_id for t in response.transaction_states}
+
+    assert txn in listed(await admin.send(m.ListTransactionsRequest()))
+    assert txn not in listed(await alice.send(m.ListTransactionsRequest()))
+    await grant(admin, "TransactionalId", txn, "Describe", principal(alice))
+    assert txn in listed(await alice.send(m.ListTransactionsRequest()))
+    described = await alice.send(m.DescribeTransactionsRequest(transactional_ids=[txn]))
+    assert isinstance(described, m.DescribeTransactionsResponse)
+    [state] = described.transaction_states
+    assert (state.error_code, state.transaction_state, state.topics) == (0, "Ongoing", [])
+    await grant(admin, "Topic", topic, "Describe", principal(alice))
+    described = await alice.send(m.DescribeTransactionsRequest(transactional_ids=[txn]))
+    assert [t.topic for t in described.transaction_states[0].topics] == [topic]  # type: ignore[attr-defined]
+
+
+async def _pause() -> None:
+    import asyncio
+
+    await asyncio.sleep(0.05)
+
+
+# --- real clients ----------------------------------------------------------------------
+
+
+def _properties(tmp_path: Path, user: str) -> Path:
+    path = tmp_path / f"{user}.properties"
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{user}" password="{user}-secret";\n'
+    )
+    return path
+
+
+@pytest.fixture
+def tool(authz: SecuredBroker, tmp_path: Path) -> Iterator[list[str]]:
+    """`--bootstrap-server ... --command-config` as admin, for `riverlog acls`."""
+    yield [
+        "--bootstrap-server",
+        authz.address("SASL_PLAINTEXT"),
+        "--command-config",
+        str(_properties(tmp_path, "admin")),
+    ]
+
+
+def _acls(tool: list[str], *args: str) -> None:
+    assert main(["acls", *tool, "--add", "--allow-principal", "User:alice", *args]) == 0
+
+
+def test_transactional_clients_need_kafkas_acls(
+    authz: SecuredBroker, tool: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """confluent-kafka as `alice` (PLAIN): with only `--producer --transactional-id` ACLs
+    the transaction starts but adding a topic is refused (AddPartitionsToTxn: TOPIC_
+    AUTHORIZATION_FAILED) and nothing is written; with `--producer --topic` and `--consumer`
+    ACLs it commits records and offsets; `riverlog transactions` works as alice."""
+    suffix = uuid.uuid4().hex[:8]
+    txn, topic, source, group = f"ck-{suffix}", f"out-{suffix}", f"in-{suffix}", f"g-{suffix}"
+    _acls(tool, "--producer", "--transactional-id", txn)
+    capsys.readouterr()
+    conf = {
+        "bootstrap.servers": authz.address("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+    }
+    admin_conf = {**conf, "sasl.username": "admin", "sasl.password": "admin-secret"}
+    for name in (topic, source):
+        create = ["topics", *tool, "--create", "--topic", name, "--partitions", "1"]
+        assert main([*create, "--replication-factor", "1"]) == 0
+    seed = CKProducer({**admin_conf, "acks": "all"})
+    seed.produce(source, b"in")
+    seed.produce(topic, b"seed")
+    assert seed.flush(30) == 0
+    producer = CKProducer({**conf, "transactional.id": txn, "transaction.timeout.ms": 60_000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    failed: list[KafkaError] = []
+    producer.produce(topic, b"refused", on_delivery=lambda err, _msg: failed.append(err))
+    producer.flush(10)
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(30)
+    assert [e.code() for e in failed] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    producer.abort_transaction(30)
+    producer.flush(10)
+    watcher = CKConsumer({**admin_conf, "group.id": f"w-{suffix}"})
+    assert watcher.get_watermark_offsets(_tp(topic), 10) == (0, 1)  # the seed only
+
+    _acls(tool, "--producer", "--topic", topic)
+    _acls(tool, "--consumer", "--topic", source, "--group", group)
+    capsys.readouterr()
+    consumer = CKConsumer({**conf, "group.id": group, "enable.auto.commit": False})
+    # a new producer (librdkafka keeps the topic's authorization error in its metadata)
+    producer = CKProducer({**conf, "transactional.id": txn, "transaction.timeout.ms": 60_000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"committed", on_delivery=lambda err, _msg: err and failed.append(err))
+    producer.send_offsets_to_transaction([_tp(source, 1)], consumer.consumer_group_metadata(), 30)
+    producer.commit_transaction(30)
+    assert [e.code() for e in failed[1:]] == []
+    # the seed, the committed record, its marker (the refused transaction left nothing);
+    # the markers are written after EndTxn is answered, as in Kafka
+    deadline = time.monotonic() + 20
+    while (ends := watcher.get_watermark_offsets(_tp(topic), 10)) != (0, 3):
+        assert time.monotonic() < deadline, ends
+        time.sleep(0.05)
+    committed = consumer.committed([_tp(source)], 30)
+    assert committed[0].offset == 1
+    consumer.close()
+    watcher.close()
+
+    alice = [
+        "--bootstrap-server",
+        authz.address("SASL_PLAINTEXT"),
+        "--command-config",
+        str(_properties(tmp_path, "alice")),
+    ]
+    assert main(["transactions", *alice, "describe", "--transactional-id", txn]) == 0
+    out = capsys.readouterr().out
+    assert txn in out and "CompleteCommit" in out
+    assert main(["transactions", *alice, "list"]) == 0
+    assert txn in capsys.readouterr().out
+
+
+def _tp(topic: str, offset: int = -1001) -> object:
+    from confluent_kafka import TopicPartition
+
+    return TopicPartition(topic, 0, offset)
