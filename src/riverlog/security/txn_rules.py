@@ -12,9 +12,9 @@ security/authorization.py through `security/api_rules.py: RULES`:
 - TxnOffsetCommit: Write on the transactional id, then Read on the group (either denied:
   that error for every partition, nothing committed), then Read on each topic
   (TOPIC_AUTHORIZATION_FAILED per partition; the other topics are committed).
-- WriteTxnMarkers: Alter or ClusterAction on the cluster (Kafka accepts either since
-  kafka-transactions.sh's `abort` sends it), else CLUSTER_AUTHORIZATION_FAILED for every
-  partition and nothing written.
+- WriteTxnMarkers: Alter or ClusterAction on the cluster (Kafka checks Alter first;
+  kafka-transactions.sh's `abort` sends this API too), else CLUSTER_AUTHORIZATION_FAILED
+  for every partition and nothing written.
 - DescribeTransactions: Describe on each transactional id (TRANSACTIONAL_ID_AUTHORIZATION_
   FAILED per id); topics the principal may not Describe are left out of each answer.
 - ListTransactions: only the ids the principal may Describe are listed.
