@@ -11,6 +11,7 @@ test_authorization.py's broker set-up and its `run_case`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
@@ -258,29 +259,8 @@ async def test_transactions_are_listed_and_described_as_far_as_she_may_describe(
     suffix = uuid.uuid4().hex[:8]
     txn, topic = f"seen-{suffix}", f"in-txn-{suffix}"
     await create_topic(admin, topic)
-    deadline = time.monotonic() + 20
-    while True:  # the transaction state topic is made on demand, then loaded
-        await admin.send(m.FindCoordinatorRequest(key_type=1, coordinator_keys=[txn]))
-        started = await admin.send(
-            m.InitProducerIdRequest(transactional_id=txn, transaction_timeout_ms=60_000)
-        )
-        assert isinstance(started, m.InitProducerIdResponse)
-        if started.error_code == 0 or time.monotonic() > deadline:
-            break
-        await _pause()
-    assert started.error_code == 0
-    added = await admin.send(
-        m.AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=txn,
-            v3_and_below_producer_id=started.producer_id,
-            v3_and_below_producer_epoch=started.producer_epoch,
-            v3_and_below_topics=[
-                m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0])
-            ],
-        ),
-        3,
-    )
-    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0  # type: ignore[attr-defined]
+    started = await init_txn(admin, txn)
+    assert await add_partition(admin, txn, started, topic) == [(topic, 0, 0)]
 
     def listed(response: m.ApiMessage) -> set[str]:
         assert isinstance(response, m.ListTransactionsResponse)
@@ -299,10 +279,80 @@ async def test_transactions_are_listed_and_described_as_far_as_she_may_describe(
     assert [t.topic for t in described.transaction_states[0].topics] == [topic]  # type: ignore[attr-defined]
 
 
-async def _pause() -> None:
-    import asyncio
+async def init_txn(conn: Connection, txn: str) -> m.InitProducerIdResponse:
+    """A producer id and epoch for `txn` (the transaction state topic is made on demand,
+    then loaded: asked again until it answers)."""
+    deadline = time.monotonic() + 20
+    while True:
+        await conn.send(m.FindCoordinatorRequest(key_type=1, coordinator_keys=[txn]))
+        started = await conn.send(
+            m.InitProducerIdRequest(transactional_id=txn, transaction_timeout_ms=60_000)
+        )
+        assert isinstance(started, m.InitProducerIdResponse)
+        if started.error_code == 0:
+            return started
+        assert time.monotonic() < deadline, started
+        await asyncio.sleep(0.05)
 
-    await asyncio.sleep(0.05)
+
+async def add_partition(
+    conn: Connection, txn: str, started: m.InitProducerIdResponse, *topics: str
+) -> list[tuple[str, int, int]]:
+    """AddPartitionsToTxn v3 for partition 0 of each topic: (topic, partition, error)."""
+    added = await conn.send(
+        m.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=txn,
+            v3_and_below_producer_id=started.producer_id,
+            v3_and_below_producer_epoch=started.producer_epoch,
+            v3_and_below_topics=[
+                m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=[0])
+                for t in topics
+            ],
+        ),
+        3,
+    )
+    assert isinstance(added, m.AddPartitionsToTxnResponse)
+    return [
+        (t.name, p.partition_index, p.partition_error_code)
+        for t in added.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    ]
+
+
+async def test_a_denied_topic_adds_nothing_to_the_transaction(
+    admin: Connection, alice: Connection
+) -> None:
+    """AddPartitionsToTxn from the transaction's own producer: one topic she may not write
+    fails the whole request (the other OPERATION_NOT_ATTEMPTED) and the coordinator's state
+    is unchanged; an internal topic is never hers to add, whatever her ACLs."""
+    suffix = uuid.uuid4().hex[:8]
+    txn, mine, theirs = f"add-{suffix}", f"mine-{suffix}", f"theirs-{suffix}"
+    await create_topic(admin, mine)
+    await create_topic(admin, theirs)
+    await grant(admin, "TransactionalId", txn, "Write", principal(alice))
+    await grant(admin, "Topic", mine, "Write", principal(alice))
+    await grant(admin, "Topic", "__consumer_offsets", "Write", principal(alice))
+    started = await init_txn(alice, txn)
+
+    async def partitions() -> list[str]:
+        described = await admin.send(m.DescribeTransactionsRequest(transactional_ids=[txn]))
+        assert isinstance(described, m.DescribeTransactionsResponse)
+        return [t.topic for t in described.transaction_states[0].topics]
+
+    assert sorted(await add_partition(alice, txn, started, mine, theirs)) == [
+        (mine, 0, 55),  # OPERATION_NOT_ATTEMPTED
+        (theirs, 0, TOPIC_DENIED),
+    ]
+    assert await add_partition(alice, txn, started, "__consumer_offsets") == [
+        ("__consumer_offsets", 0, TOPIC_DENIED)
+    ]
+    assert await partitions() == []
+    await grant(admin, "Topic", theirs, "Write", principal(alice))
+    assert sorted(await add_partition(alice, txn, started, mine, theirs)) == [
+        (mine, 0, 0),
+        (theirs, 0, 0),
+    ]
+    assert sorted(await partitions()) == [mine, theirs]
 
 
 # --- real clients ----------------------------------------------------------------------
@@ -413,3 +463,79 @@ def _tp(topic: str, offset: int = -1001) -> object:
     from confluent_kafka import TopicPartition
 
     return TopicPartition(topic, 0, offset)
+
+
+def test_kafka_python_transactions_need_kafkas_acls(
+    authz: SecuredBroker, tool: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kafka-python's transactional producer as `alice`: adding a topic she may not write
+    and adding a group's offsets she may not read are refused (AddPartitionsToTxn,
+    AddOffsetsToTxn) and nothing is written; with the ACLs, records and offsets commit."""
+    from kafka import KafkaProducer
+    from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KTopicPartition
+
+    suffix = uuid.uuid4().hex[:8]
+    txn, topic, source, group = f"kp-{suffix}", f"kout-{suffix}", f"kin-{suffix}", f"kg-{suffix}"
+    for name in (topic, source):
+        create = ["topics", *tool, "--create", "--topic", name, "--partitions", "1"]
+        assert main([*create, "--replication-factor", "1"]) == 0
+    _acls(tool, "--producer", "--transactional-id", txn)
+    capsys.readouterr()
+    login = {
+        "bootstrap_servers": authz.address("SASL_PLAINTEXT"),
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "alice-secret",
+    }
+    producer = KafkaProducer(**login, transactional_id=txn)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        sent = producer.send(topic, b"refused")
+        with pytest.raises(TopicAuthorizationFailedError):
+            sent.get(timeout=30)
+        producer.abort_transaction()
+
+        _acls(tool, "--producer", "--topic", topic)
+        capsys.readouterr()
+        producer.begin_transaction()
+        producer.send(topic, b"committed").get(timeout=30)
+        offsets = {KTopicPartition(source, 0): OffsetAndMetadata(1, "", -1)}
+        with pytest.raises(GroupAuthorizationFailedError):
+            producer.send_offsets_to_transaction(offsets, group)
+        producer.abort_transaction()
+
+        _acls(tool, "--consumer", "--topic", source, "--group", group)
+        capsys.readouterr()
+        producer.begin_transaction()
+        producer.send(topic, b"committed").get(timeout=30)
+        producer.send_offsets_to_transaction(offsets, group)
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    admin_conf = {
+        "bootstrap.servers": authz.address("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "admin",
+        "sasl.password": "admin-secret",
+    }
+    watcher = CKConsumer({**admin_conf, "group.id": group, "isolation.level": "read_committed"})
+    try:
+        deadline = time.monotonic() + 20
+        while (committed := watcher.committed([_tp(source)], 10)[0].offset) != 1:
+            assert time.monotonic() < deadline, committed
+            time.sleep(0.05)
+        watcher.assign([_tp(topic, 0)])
+        got: list[bytes] = []
+        while len(got) < 1 and time.monotonic() < deadline:
+            msg = watcher.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        assert got == [b"committed"]  # the refused and the aborted transactions left nothing
+        assert watcher.poll(1) is None
+    finally:
+        watcher.close()
