@@ -32,7 +32,7 @@ from tests.security.conftest import SecuredBroker, start_secured
 
 pytestmark = pytest.mark.timeout(90)
 
-TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED = 29, 30, 31
+TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
 
 
 @pytest.fixture(scope="module")
@@ -223,6 +223,9 @@ class Case:
     error: Callable[[Any], int]
     denied: int
     unchanged: Callable[[Connection, dict[str, Any]], Any] | None = None
+    version: int | None = None
+    # further ACLs the API needs, each with the error answered while it is missing
+    more: tuple[tuple[tuple[str, str, str], int], ...] = ()
 
 
 def _topic_request(
@@ -466,6 +469,7 @@ CASES = [
         lambda r: r.topics[0].partitions[0].error_code,
         GROUP_DENIED,
         _no_commit,
+        more=((("Topic", "topic", "Read"), TOPIC_DENIED),),
     ),
     Case(
         "OffsetFetch",
@@ -613,27 +617,35 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.api for c in CASES])
 async def test_each_api_needs_its_acl(admin: Connection, alice: Connection, case: Case) -> None:
+    await run_case(admin, alice, case)
+
+
+async def run_case(admin: Connection, alice: Connection, case: Case) -> None:
+    """alice is refused without the case's ACLs (and nothing changes), then allowed."""
     suffix = uuid.uuid4().hex[:8]
     names: dict[str, Any] = {
         "topic": f"t-{suffix}",
         "new": f"new-{suffix}",
         "group": f"g-{suffix}",
+        "txn": f"txn-{suffix}",
         "cluster": acl.CLUSTER_NAME,
     }
     topic_id = await create_topic(admin, names["topic"])
     await coordinator_ready(admin, names["group"])
     names["topic_id"] = topic_id
-    denied = await alice.send(case.request(names), timeout_s=15)
+    denied = await alice.send(case.request(names), case.version, timeout_s=15)
     assert case.error(denied) == case.denied, f"{case.api} without the ACL"
     if case.unchanged is not None:
         await case.unchanged(admin, names)
     kind, key, operation = case.needs
     await grant(admin, kind, names[key], operation, principal(alice))
-    if case.api == "OffsetCommit":  # the group's ACL alone: now the topic's is missing
-        half = await alice.send(case.request(names), timeout_s=15)
-        assert case.error(half) == TOPIC_DENIED
-        await grant(admin, "Topic", names["topic"], "Read", principal(alice))
-    allowed = await alice.send(case.request(names), timeout_s=15)
+    for (kind, key, operation), missing in case.more:  # one ACL granted, the next missing
+        half = await alice.send(case.request(names), case.version, timeout_s=15)
+        assert case.error(half) == missing, f"{case.api} without {operation} on {kind}"
+        if case.unchanged is not None:
+            await case.unchanged(admin, names)
+        await grant(admin, kind, names[key], operation, principal(alice))
+    allowed = await alice.send(case.request(names), case.version, timeout_s=15)
     assert case.error(allowed) == 0, f"{case.api} with the ACL: {allowed!r}"
 
 

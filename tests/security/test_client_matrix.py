@@ -443,6 +443,51 @@ def test_plaintext_clients_are_refused_without_acls(secured: SecuredCluster) -> 
         admin.create_topics([NewTopic(name, 1, 1)])[name].result(20)
 
 
+def test_transactions_span_brokers_under_acls(secured: SecuredCluster) -> None:
+    """A transactional producer as User:ANONYMOUS with Kafka's producer ACLs (Write and
+    Describe on its transactional id, the topic ACLs above) commits across three partitions
+    led by three brokers: the leaders verify the transaction with AddPartitionsToTxn v4 and
+    the coordinator writes the markers with WriteTxnMarkers, both on SASL_SSL as the
+    brokers' principal (ClusterAction); a read_committed consumer sees every record."""
+    admin = AdminClient(secured.admin_conf())
+    topic, txn = f"matrix-txn-{uuid.uuid4().hex[:6]}", f"matrix-txn-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(topic, 3)])[topic].result(60)
+    acls = [
+        AclBinding(
+            ResourceType.TRANSACTIONAL_ID,
+            txn,
+            ResourcePatternType.LITERAL,
+            "User:ANONYMOUS",
+            "*",
+            op,
+            AclPermissionType.ALLOW,
+        )
+        for op in (AclOperation.WRITE, AclOperation.DESCRIBE)
+    ]
+    for future in admin.create_acls(acls).values():
+        future.result(30)
+    wait_until(lambda: _all_isrs_full(secured, [topic]), 60, "the topic's replicas")
+    assert len({lead for lead, _ in _partitions(secured.admin_conf(), topic).values()}) == 3
+    conf = {"bootstrap.servers": secured.bootstrap("PLAINTEXT")}
+    producer = CKProducer({**conf, "transactional.id": txn})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    values = [b"txn-%d" % i for i in range(30)]
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % 3)
+    producer.commit_transaction(60)
+    consumer = CKConsumer({**conf, "group.id": "matrix-txn", "isolation.level": "read_committed"})
+    consumer.assign([CKTopicPartition(topic, p, 0) for p in range(3)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(values) and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.close()
+    assert sorted(got) == sorted(values)
+
+
 def test_failover_keeps_every_client_going(secured: SecuredCluster) -> None:
     """Kill the leader of a 3-replica topic: what was acknowledged survives, and every client
     keeps producing and consuming over a secured listener; the broker rejoins over SASL_SSL.

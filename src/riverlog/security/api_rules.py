@@ -1,5 +1,9 @@
 """Kafka's authorization rule of each API (KafkaApis): the resource, the operation, the
-error, and how denied entries are answered (security/authorization.py applies them)."""
+error, and how denied entries are answered (security/authorization.py applies them).
+
+Invariant: every API the broker serves has an entry in `RULES` (the transaction APIs' come
+from security/txn_rules.py) or is named in `HANDLER_CHECKED`; `authorization.wrap` refuses
+to start a broker serving any other API (tests/security/test_every_api_is_guarded.py)."""
 
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from riverlog.security.rules import (
     topic_split,
     whole_rule,
 )
+from riverlog.security.txn_rules import TXN_RULES
 
 # --- per-API error entries -------------------------------------------------------------
 
@@ -532,6 +537,25 @@ RULES: dict[int, Rule] = {
     m.DescribeUserScramCredentialsRequest.API_KEY: _cluster(
         DESCRIBE, m.DescribeUserScramCredentialsResponse
     ),
+    **TXN_RULES,
 }
-"""CreateAcls, DeleteAcls and AlterUserScramCredentials check Alter on the cluster in their
-handlers (per entry, as Kafka answers them)."""
+
+HANDLER_CHECKED: frozenset[int] = frozenset(
+    {
+        # before or during authentication: nothing to authorize (Kafka's too)
+        m.ApiVersionsRequest.API_KEY,
+        m.SaslHandshakeRequest.API_KEY,
+        m.SaslAuthenticateRequest.API_KEY,
+        # Alter on the cluster, checked per entry in their handlers (handlers/acls.py),
+        # as Kafka answers them
+        m.CreateAclsRequest.API_KEY,
+        m.DeleteAclsRequest.API_KEY,
+        m.AlterUserScramCredentialsRequest.API_KEY,
+        # DescribeConfigs / AlterConfigs on the cluster, checked in handlers/client_quotas.py
+        m.DescribeClientQuotasRequest.API_KEY,
+        m.AlterClientQuotasRequest.API_KEY,
+    }
+)
+"""The APIs with no rule here because their handlers authorize (or there is nothing to
+authorize). Adding an API to the broker means adding it to `RULES` or, with a reason,
+here."""

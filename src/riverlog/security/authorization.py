@@ -1,7 +1,9 @@
 """Which operation on which resource each API needs, checked around its handler.
 
-`wrap(request_cls, handler)` returns the handler guarded by the API's rule; APIs without a
-rule (ApiVersions, SASL, DescribeCluster) pass unchecked. Rules are Kafka's (KafkaApis):
+`wrap(request_cls, handler)` returns the handler guarded by the API's rule; an API without
+a rule must be one whose handler authorizes itself (`api_rules.HANDLER_CHECKED`: SASL, the
+ACL and SCRAM-credential writes, client quotas), else `wrap` refuses it (fail closed: a new
+API cannot be served unguarded by accident). Rules are Kafka's (KafkaApis):
 
 - whole-request rules: one resource per request (the cluster for inter-broker and admin
   APIs, the group for JoinGroup/SyncGroup/Heartbeat/LeaveGroup, the transactional id); a
@@ -27,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from riverlog.protocol.api import ApiMessage
-from riverlog.security.api_rules import RULES
+from riverlog.security.api_rules import HANDLER_CHECKED, RULES
 from riverlog.security.authorizer import Authorizer
 from riverlog.security.rules import Answer, NoTopics, Rule, Subject, Topics
 
@@ -45,10 +47,13 @@ def subject_of(
 
 
 def wrap(api_key: int, handler: Handler, authorizer: Authorizer, topics: Topics) -> Handler:
-    """`handler` guarded by the API's rule (unchanged for APIs without one)."""
+    """`handler` guarded by the API's rule (unchanged for the APIs that check in their
+    handlers); ValueError for an API with neither."""
     rule = RULES.get(api_key)
     if rule is None:
-        return handler
+        if api_key in HANDLER_CHECKED:
+            return handler
+        raise ValueError(f"API key {api_key} has no authorization rule (security/api_rules.py)")
 
     @functools.wraps(handler)
     def guarded(ctx: RequestContext) -> Response | Awaitable[Response]:
