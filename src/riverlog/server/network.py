@@ -116,8 +116,8 @@ class Connection(asyncio.BufferedProtocol):
         """(version, correlation id) to encode each pending answer with; None: encoded."""
         self._writer: asyncio.Task[None] | None = None
         """Sends an answer the socket could not take at once, and those after it."""
-        self._can_write = asyncio.Event()
-        self._can_write.set()
+        self._can_write = asyncio.Event()  # set by connection_made: under TLS, requests can
+        # arrive (start_tls delivers them) before the transport is handed to us
         self._reading_paused = False
         """Too many answers in flight (`MAX_IN_FLIGHT_PER_CONNECTION`)."""
         self._muted_until = 0.0
@@ -147,6 +147,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        self._can_write.set()  # answers queued before (see __init__) go now
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
