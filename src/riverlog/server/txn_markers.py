@@ -50,6 +50,7 @@ REQUEST_TIMEOUT_S = 30.0
 MARKER_WAIT_S = 30.0
 _GONE = error_codes.UNKNOWN_TOPIC_OR_PARTITION.code
 _FENCED = error_codes.TRANSACTION_COORDINATOR_FENCED.code
+_DENIED = error_codes.CLUSTER_AUTHORIZATION_FAILED.code
 
 
 async def until_replicated(
@@ -66,6 +67,7 @@ class MarkerSender:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.connections = BrokerConnections(broker, "txn-marker-sender")
+        self._denied_by: set[int] = set()  # brokers whose refusal was logged
 
     async def close(self) -> None:
         await self.connections.close()
@@ -136,6 +138,14 @@ class MarkerSender:
                         )
                     if p.error_code in (0, _FENCED) or gone:
                         done.add((name, p.partition_index))
+                    elif p.error_code == _DENIED and broker_id not in self._denied_by:
+                        self._denied_by.add(broker_id)  # retried, but say it once: an operator
+                        log.warning(  # must grant ClusterAction to the brokers' principal
+                            "transaction markers refused by broker %d: "
+                            "CLUSTER_AUTHORIZATION_FAILED (the inter-broker principal needs "
+                            "ClusterAction on the cluster, or to be in super.users); retrying",
+                            broker_id,
+                        )
                     else:
                         log.debug(
                             "marker for %s-%d: error %d", name, p.partition_index, p.error_code
