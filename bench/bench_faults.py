@@ -29,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from bench_harness import add_override_argument
+
 from riverlog.testing.hosts import netns_unavailable
 from riverlog.testing.suite import run_suite
 
@@ -44,14 +46,7 @@ def main() -> int:
     parser.add_argument("--throughput", type=int, default=300, help="records/s per producer")
     parser.add_argument("--kinds", help="comma-separated fault kinds (default: all possible)")
     parser.add_argument("--keep", type=Path, help="keep logs and histories here")
-    parser.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a broker setting (kafka-server-start.sh's flag), e.g. "
-        "zookeeper.session.timeout.ms=2000; repeatable",
-    )
+    add_override_argument(parser, "zookeeper.session.timeout.ms=2000")
     args = parser.parse_args()
     overrides = dict(o.split("=", 1) for o in args.override if "=" in o)
     if len(overrides) != len(args.override):

@@ -6,6 +6,7 @@ Imported by sibling scripts (`python bench/NAME.py` puts bench/ on the path).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import re
@@ -47,3 +48,14 @@ def broker_process(*overrides: str) -> Iterator[tuple[str, int]]:
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def add_override_argument(parser: argparse.ArgumentParser, example: str) -> None:
+    """kafka-server-start.sh's `--override KEY=VALUE` (repeatable), for a bench's brokers."""
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"a broker setting (kafka-server-start.sh's flag), e.g. {example}; repeatable",
+    )

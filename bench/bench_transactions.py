@@ -30,7 +30,7 @@ import sys
 import time
 import uuid
 
-from bench_harness import broker_process, cpu_seconds
+from bench_harness import add_override_argument, broker_process, cpu_seconds
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -161,14 +161,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each run")
     parser.add_argument("--rounds", type=int, default=2, help="produce runs of each kind")
-    parser.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a broker setting (kafka-server-start.sh's flag), e.g. "
-        "transaction.partition.verification.enable=false; repeatable",
-    )
+    add_override_argument(parser, "transaction.partition.verification.enable=false")
     args = parser.parse_args()
     totals = {False: [0.0, 0.0, 0.0], True: [0.0, 0.0, 0.0]}  # records, seconds, broker CPU
     with broker_process(*args.override) as (bootstrap, pid):
