@@ -314,7 +314,14 @@ async def test_a_silent_broker_fails_admin_calls_in_time(tmp_path: Path) -> None
         async with AsyncAdmin(
             {"bootstrap.servers": frozen.bootstrap_servers, "request.timeout.ms": 1000}
         ) as admin:
-            await admin.describe_group("g")  # the coordinator is known and connected
+            deadline = time.monotonic() + 60
+            while True:  # the coordinator known and connected: the first FindCoordinator
+                try:  # creates __consumer_offsets, which can take over 1 s on a loaded machine
+                    await admin.describe_group("g")
+                    break
+                except ConnectionError:
+                    if time.monotonic() > deadline:
+                        raise
             calls = (lambda: admin.group_offsets("g"), lambda: admin.describe_topics())
             for call in calls:
                 os.kill(pid, signal.SIGSTOP)
