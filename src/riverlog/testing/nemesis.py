@@ -76,10 +76,30 @@ class Nemesis:
         self.lag_s = int(settings["replica.lag.time.max.ms"]) / 1000
 
     def _leader(self) -> tuple[int, list[int]]:
-        """A random partition's leader and its other replicas."""
-        layout = self.cluster.layout(self.topic)
+        """A random partition's leader and its other replicas — among the partitions a
+        leader is known for (a broker that has just restarted can answer with leader -1
+        until the controller's UpdateMetadata reaches it: long run seed 1608, fault 386)."""
+        layout: dict[int, tuple[int, list[int], list[int]]] = {}
+
+        def led() -> bool:
+            layout.clear()
+            layout.update((p, v) for p, v in self.cluster.layout(self.topic).items() if v[0] >= 0)
+            return bool(layout)
+
+        self.cluster.wait_until(led, 60, "a partition with a known leader")
         leader, replicas, _ = layout[self.rng.choice(sorted(layout))]
         return leader, [r for r in replicas if r != leader]
+
+    def _controller(self) -> int:
+        """The controller, once one is known (none for a moment after a failover)."""
+        found: list[int] = []
+
+        def known() -> bool:
+            found[:] = [self.cluster.controller()]
+            return found[0] >= 0 and found[0] in self.cluster.brokers
+
+        self.cluster.wait_until(known, 60, "a known controller")
+        return found[0]
 
     def inject(self, kind: str) -> Fault:
         c, rng = self.cluster, self.rng
@@ -88,7 +108,7 @@ class Nemesis:
         if kind in ("kill-leader", "freeze-leader", "shutdown-leader", "disk-full"):
             target, _ = self._leader()
         elif kind == "kill-controller":
-            target = c.controller()
+            target = self._controller()
         elif kind == "shutdown-follower":
             target = rng.choice(self._leader()[1])
         if kind in ("kill-leader", "kill-controller"):
@@ -130,7 +150,7 @@ class Nemesis:
             percent = self.rng.choice((10, 30, 60))
             return f"broker {broker} {percent}%", lambda: hosts.loss(f"b{broker}", percent)
         if kind == "isolate-controller":
-            controller = self.cluster.controller()
+            controller = self._controller()
             return f"broker {controller}", lambda: hosts.isolate(f"b{controller}")
         leader, followers = self._leader()
         node = f"b{leader}"
