@@ -14,6 +14,7 @@ wall-clock ms) are kept in the result, so an anomaly can be replayed and matched
 from __future__ import annotations
 
 import bisect
+import contextlib
 import statistics
 import threading
 import time
@@ -195,7 +196,14 @@ def _run(
                 break
             if stop is not None and stop.is_set():
                 break
-            fault = nemesis.run(nemesis.rng.choice(choices), healthy)
+            kind = nemesis.rng.choice(choices)
+            try:
+                fault = nemesis.run(kind, healthy)
+            except Exception as e:  # a harness failure still gets its history checked
+                result.notes.append(f"the nemesis failed injecting {kind} (fault {i + 1}): {e!r}")
+                with contextlib.suppress(Exception):
+                    nemesis.heal()
+                break
             result.faults.append(fault)
             if progress is not None:
                 healed = (
