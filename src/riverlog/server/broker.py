@@ -268,11 +268,10 @@ class Broker:
         self.network = self.networks[0]
         self.metrics = metrics_endpoint.for_broker(self)  # None unless metrics.listener
 
-    def _all_dirs_failed(self) -> None:
-        if not self.all_dirs_failed.is_set():
-            dirs = ", ".join(str(d) for d in self.logs.dirs)
-            log.critical("Shutdown broker because all log dirs in %s have failed", dirs)
-            self.all_dirs_failed.set()
+    def _all_dirs_failed(self) -> None:  # the replica manager tells this once
+        dirs = ", ".join(str(d) for d in self.logs.dirs)
+        log.critical("Shutdown broker because all log dirs in %s have failed", dirs)
+        self.all_dirs_failed.set()
 
     def _rack_of(self, broker_id: int) -> str | None:
         if broker_id == self.broker_id:

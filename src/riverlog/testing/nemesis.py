@@ -18,9 +18,12 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from riverlog.testing.fault_cluster import FaultCluster
 from riverlog.testing.hosts import NetnsHosts
+
+_T = TypeVar("_T")
 
 PROCESS_KINDS = (
     "kill-leader",
@@ -75,31 +78,34 @@ class Nemesis:
         self.session_s = int(settings["zookeeper.session.timeout.ms"]) / 1000
         self.lag_s = int(settings["replica.lag.time.max.ms"]) / 1000
 
+    def _once(self, read: Callable[[], _T], ok: Callable[[_T], bool], what: str) -> _T:
+        """`read()`'s first value that is `ok` (polled for up to a minute)."""
+        last: list[_T] = []
+
+        def check() -> bool:
+            last[:] = [read()]
+            return ok(last[0])
+
+        self.cluster.wait_until(check, 60, what)
+        return last[0]
+
     def _leader(self) -> tuple[int, list[int]]:
         """A random partition's leader and its other replicas — among the partitions a
         leader is known for (a broker that has just restarted can answer with leader -1
         until the controller's UpdateMetadata reaches it: long run seed 1608, fault 386)."""
-        layout: dict[int, tuple[int, list[int], list[int]]] = {}
-
-        def led() -> bool:
-            layout.clear()
-            layout.update((p, v) for p, v in self.cluster.layout(self.topic).items() if v[0] >= 0)
-            return bool(layout)
-
-        self.cluster.wait_until(led, 60, "a partition with a known leader")
+        layout = self._once(
+            lambda: {p: v for p, v in self.cluster.layout(self.topic).items() if v[0] >= 0},
+            bool,
+            "a partition with a known leader",
+        )
         leader, replicas, _ = layout[self.rng.choice(sorted(layout))]
         return leader, [r for r in replicas if r != leader]
 
     def _controller(self) -> int:
         """The controller, once one is known (none for a moment after a failover)."""
-        found: list[int] = []
-
-        def known() -> bool:
-            found[:] = [self.cluster.controller()]
-            return found[0] >= 0 and found[0] in self.cluster.brokers
-
-        self.cluster.wait_until(known, 60, "a known controller")
-        return found[0]
+        return self._once(
+            self.cluster.controller, lambda c: c in self.cluster.brokers, "a known controller"
+        )
 
     def inject(self, kind: str) -> Fault:
         c, rng = self.cluster, self.rng
