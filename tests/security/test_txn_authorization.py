@@ -30,23 +30,23 @@ from riverlog.security import acl, authorization
 from riverlog.security.api_rules import HANDLER_CHECKED, RULES
 from riverlog.server.dispatch import Dispatcher
 from riverlog.server.handlers import HANDLERS
-from tests.security.conftest import SecuredBroker
-from tests.security.test_authorization import (
+from tests.security.authz_support import (
     CLUSTER_DENIED,
     GROUP_DENIED,
     TOPIC_DENIED,
     TXN_DENIED,
     Case,
-    _no_commit,
     admin,
     alice,
     authz,
     create_topic,
     end_offset,
     grant,
+    no_commit,
     principal,
     run_case,
 )
+from tests.security.conftest import SecuredBroker
 
 __all__ = ["admin", "alice", "authz"]  # the fixtures, shared with the matrix
 
@@ -149,7 +149,7 @@ TXN_CASES = [
         ),
         lambda r: past_authorization(r.topics[0].partitions[0].error_code),
         TXN_DENIED,
-        _no_commit,
+        no_commit,
         more=(
             (("Group", "group", "Read"), GROUP_DENIED),
             (("Topic", "topic", "Read"), TOPIC_DENIED),
