@@ -344,6 +344,51 @@ def test_offset_commit_validation() -> None:
     assert mgr.validate_offset_commit(3, "g", 0, member, None) is error_codes.ILLEGAL_GENERATION
 
 
+def test_offset_commits_of_a_member_whose_generation_ended_are_refused() -> None:
+    """Finding 13's sequence, by the clock: b's commit is accepted while b is a member of
+    generation 2 (and counts as a heartbeat, as Kafka's); b then goes silent, its session
+    ends, a rebalances alone into generation 3 — from then on b's commits are refused
+    (UNKNOWN_MEMBER_ID), a's with its old generation too (ILLEGAL_GENERATION), and a's of
+    generation 3 before its sync get REBALANCE_IN_PROGRESS, as Kafka answers."""
+    mgr = manager()
+    a = stable_group_of_one(mgr)
+    waiter_b, _ = join(mgr, 10, request(client="b"))
+    waiter_a, box = join(mgr, 20, request(a.member_id))
+    ra, rb = reply(box, waiter_a), reply(box, waiter_b)
+    assert isinstance(ra, JoinResult) and isinstance(rb, JoinResult) and ra.generation == 2
+    sync(mgr, 30, ra, {ra.member_id: b"A", rb.member_id: b"B"})
+    sync(mgr, 30, rb)
+    ok = error_codes.NONE
+    assert mgr.validate_offset_commit(1_000, "g", 2, rb.member_id, None) is ok
+    for now in range(3_000, 1_000 + SESSION, 3_000):  # a heartbeats, b is silent
+        assert mgr.heartbeat(now, "g", 2, ra.member_id, None) is ok
+    mgr.expire(1_000 + SESSION - 1)  # the commit at 1_000 renewed b's session
+    assert rb.member_id in mgr.get("g").members  # type: ignore[union-attr]
+    mgr.expire(1_000 + SESSION)
+    now = 1_000 + SESSION + 1
+    assert mgr.heartbeat(now, "g", 2, ra.member_id, None) is error_codes.REBALANCE_IN_PROGRESS
+    assert mgr.validate_offset_commit(now, "g", 2, rb.member_id, None) is (
+        error_codes.UNKNOWN_MEMBER_ID
+    )
+    # PreparingRebalance keeps generation 2 current: its remaining member may still commit.
+    assert mgr.validate_offset_commit(now, "g", 2, ra.member_id, None) is ok
+    alone = joined(mgr, now, request(ra.member_id))
+    assert alone.generation == 3 and [m.member_id for m in alone.members] == [ra.member_id]
+    assert mgr.validate_offset_commit(now, "g", 3, ra.member_id, None) is (
+        error_codes.REBALANCE_IN_PROGRESS
+    )
+    assert mgr.validate_offset_commit(now, "g", 2, ra.member_id, None) is (
+        error_codes.ILLEGAL_GENERATION
+    )
+    sync(mgr, now, alone, {ra.member_id: b"AB"})
+    assert mgr.validate_offset_commit(now, "g", 3, ra.member_id, None) is ok
+    for generation in (2, 3):
+        assert mgr.validate_offset_commit(now, "g", generation, rb.member_id, None) is (
+            error_codes.UNKNOWN_MEMBER_ID
+        )
+    assert mgr.validate_offset_commit(now, "g", -1, "", None) is error_codes.UNKNOWN_MEMBER_ID
+
+
 def test_delete_only_empty_groups() -> None:
     mgr = manager()
     stable_group_of_one(mgr)

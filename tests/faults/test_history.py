@@ -65,6 +65,24 @@ def committed(when: int, partition: int, offset: int, success: bool = True) -> d
     }
 
 
+def consumed(when: int, partition: int, first: int, last: int) -> dict[str, Any]:
+    """The tool's line before each commit: the commit is sent right after it."""
+    return {
+        "timestamp": when,
+        "name": "records_consumed",
+        "count": last - first + 1,
+        "partitions": [
+            {
+                "topic": T,
+                "partition": partition,
+                "count": last - first + 1,
+                "minOffset": first,
+                "maxOffset": last,
+            }
+        ],
+    }
+
+
 DONE = {"timestamp": 2, "name": "shutdown_complete"}
 
 
@@ -151,14 +169,37 @@ def test_jumping_over_stored_offsets_is_a_poll_skip() -> None:
 
 def test_a_group_commit_going_down_is_commit_backwards() -> None:
     h = clean()
-    h.consumers["d"] = [committed(9, 0, 1)]
+    h.consumers["d"] = [consumed(7, 0, 0, 0), committed(9, 0, 1)]
     h.groups = {"c": "g", "d": "g"}
     assert kinds(h) == {"commit_backwards": 1}
-    h.consumers["d"] = [committed(9, 0, 1, success=False)]
+    h.consumers["d"] = [consumed(7, 0, 0, 0), committed(9, 0, 1, success=False)]
     assert check(h).ok
-    h.consumers["d"] = [committed(9, 0, 1)]
+    h.consumers["d"] = [consumed(7, 0, 0, 0), committed(9, 0, 1)]
     h.groups = {"c": "g", "d": "other group"}
     assert check(h).ok
+
+
+def test_a_lower_commit_answered_late_is_not_commit_backwards() -> None:
+    """Finding 13 (seed 1609): c2 sent its commit of 96867 at 763023, the coordinator took it
+    (c1, assigned partition 0 at 774521, started there), and the answer reached c2 only at
+    776487, after c1's commits up to 98581 — a commit's effect lies anywhere between its send
+    and its answer, so this proves nothing. Sent after c1's success, the same commit would."""
+    h = clean()
+    h.consumers["c2"] = [consumed(763023, 0, 96866, 96866), committed(776487, 0, 96867)]
+    h.consumers["c1"] = [
+        assigned(0, 1, 2),
+        consumed(774569, 0, 96867, 97174),
+        committed(774572, 0, 97175),
+        consumed(776210, 0, 98575, 98580),
+        committed(776225, 0, 98581),
+    ]
+    h.groups = {"c1": "g", "c2": "g"}
+    assert check(h).ok, check(h).anomalies
+    h.consumers["c2"] = [consumed(776300, 0, 96866, 96866), committed(776487, 0, 96867)]
+    [found] = check(h).of("commit_backwards")
+    assert "c2 committed 96867" in found.detail and "98581" in found.detail
+    h.consumers["c2"] = [consumed(774572, 0, 96866, 96866), committed(776487, 0, 96867)]
+    assert check(h).ok  # sent in the millisecond c1's first commit was answered: not after it
 
 
 @pytest.mark.parametrize("where", ["final", "consumer"])

@@ -1,7 +1,9 @@
 """Cluster-wide state kept right (a real ZooKeeper, three broker processes): offset commits
-are answered only once the ISR of the group's `__consumer_offsets` partition has them, a
-topic config change made through one broker is applied by all (`/config/changes`), and the
-brokers' `replica.fetch.*` settings shape their followers' fetches."""
+are answered only once the ISR of the group's `__consumer_offsets` partition has them, and
+while one waits an OffsetFetch that requires stable offsets gets UNSTABLE_OFFSET_COMMIT (the
+consumer asks again and reads the new offset, not the one before); a topic config change
+made through one broker is applied by all (`/config/changes`); the brokers'
+`replica.fetch.*` settings shape their followers' fetches."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import asyncio
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError as ClientError
@@ -22,6 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from riverlog.client.connection import connect_any
+from riverlog.client.consumer import AsyncConsumer
 from riverlog.client.group_admin import GroupAdmin
 from riverlog.coordinator.records import partition_for
 from riverlog.devcluster import ZooKeeperServer
@@ -78,6 +82,93 @@ async def _commit_with_followers_frozen(cluster: Cluster, topic: str) -> None:
     finally:
         await groups.close()
         await conn.close()
+
+
+def test_an_offset_fetch_during_a_commit_waits_for_it(
+    zookeeper: ZooKeeperServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 13's "OffsetFetch racing a commit", made certain: with the followers of the
+    group's offsets partition frozen, a commit of 7 (over 5) stays appended but unreplicated.
+    Meanwhile OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for it, as Kafka
+    does, and without it the old 5; a consumer asking for its committed offset — a member
+    taking the partition over — waits, and after the thaw reads 7, not 5 (from 5 it would
+    re-read, and its commits would go back below 7)."""
+    settings = {
+        "replica.lag.time.max.ms": "60000",
+        "offsets.commit.timeout.ms": "60000",
+        "zookeeper.session.timeout.ms": "30000",  # frozen followers stay registered, in the ISR
+    }
+    cluster = Cluster(zookeeper, tmp_path, settings=settings).start()
+    try:
+        topic = create_topic(cluster)
+        asyncio.run(_fetch_during_a_commit(cluster, topic, monkeypatch))
+    finally:
+        cluster.stop()
+
+
+async def _fetch_during_a_commit(
+    cluster: Cluster, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tp = (topic, 0)
+    conn = await connect_any(cluster.bootstrap_servers)
+    groups = GroupAdmin(conn)
+    committer_conn = await connect_any(cluster.bootstrap_servers)
+    committer = GroupAdmin(committer_conn)
+    consumer = AsyncConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": GROUP})
+    asked = [0]  # the consumer's OffsetFetch requests (a spy: each still goes to the broker)
+    admin = consumer._membership().admin
+    fetch = admin.fetch_offsets
+
+    async def counted(*args: Any, **kwargs: Any) -> dict[tuple[str, int], int]:
+        asked[0] += 1
+        return await fetch(*args, **kwargs)
+
+    monkeypatch.setattr(admin, "fetch_offsets", counted)
+    try:
+        await _commit_retrying(groups, {tp: 5})
+        index = partition_for(GROUP, int(FAST_SETTINGS["offsets.topic.num.partitions"]))
+        leader, replicas, isr = partitions_of(cluster, "__consumer_offsets")[index]
+        assert sorted(isr) == sorted(replicas) and len(replicas) == 3
+        followers = [r for r in replicas if r != leader]
+        for client in (groups, committer, admin):  # found before the freeze: the leader
+            assert (await client.find_coordinator(GROUP))[0] == leader
+            await client.coordinator(GROUP)
+        for follower in followers:
+            cluster.brokers[follower].freeze()
+        try:
+            # A connection of its own: a broker answers one connection's requests in order.
+            commit = asyncio.create_task(committer.commit_offsets(GROUP, {tp: 7}))
+            deadline = time.monotonic() + 15  # well within the ZooKeeper session
+            while not await _unstable(groups, tp):  # until the commit is appended
+                assert time.monotonic() < deadline and not commit.done()
+                await asyncio.sleep(0.05)
+            assert await groups.fetch_offsets(GROUP, [tp]) == {tp: 5}
+            taking_over = asyncio.create_task(consumer.committed([tp]))
+            while asked[0] < 2:  # answered UNSTABLE_OFFSET_COMMIT once, asking again
+                assert not taking_over.done(), f"read {taking_over.result()} during the commit"
+                assert time.monotonic() < deadline and not commit.done()
+                await asyncio.sleep(0.05)
+        finally:
+            for follower in followers:
+                cluster.brokers[follower].thaw()
+        await commit
+        assert await taking_over == {tp: 7}
+        assert await groups.fetch_offsets(GROUP, [tp], require_stable=True) == {tp: 7}
+    finally:
+        await consumer.close()
+        for admin_, conn_ in ((groups, conn), (committer, committer_conn)):
+            await admin_.close()
+            await conn_.close()
+
+
+async def _unstable(groups: GroupAdmin, tp: tuple[str, int]) -> bool:
+    """Whether OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for `tp`."""
+    try:
+        await groups.fetch_offsets(GROUP, [tp], require_stable=True)
+    except KafkaError as e:
+        assert e.code == error_codes.UNSTABLE_OFFSET_COMMIT.code, e
+        return True
+    return False
 
 
 async def _commit_retrying(groups: GroupAdmin, offsets: dict[tuple[str, int], int]) -> None:

@@ -195,14 +195,26 @@ class GroupAdmin:
         )
 
     async def fetch_offsets(
-        self, group: str, partitions: list[TopicPartition] | None = None
+        self,
+        group: str,
+        partitions: list[TopicPartition] | None = None,
+        *,
+        require_stable: bool = False,
     ) -> dict[TopicPartition, int]:
-        """Committed offsets (only partitions that have one); all of them for None."""
-        found = await self.fetch_offsets_and_metadata(group, partitions)
+        """Committed offsets (only partitions that have one); all of them for None. With
+        `require_stable` (OffsetFetch v7+, as Kafka's consumer asks), a partition whose
+        commit is still being written raises UNSTABLE_OFFSET_COMMIT (retriable)."""
+        found = await self.fetch_offsets_and_metadata(
+            group, partitions, require_stable=require_stable
+        )
         return {tp: offset for tp, (offset, _) in found.items()}
 
     async def fetch_offsets_and_metadata(
-        self, group: str, partitions: list[TopicPartition] | None = None
+        self,
+        group: str,
+        partitions: list[TopicPartition] | None = None,
+        *,
+        require_stable: bool = False,
     ) -> dict[TopicPartition, tuple[int, str]]:
         """Committed offsets with their metadata strings (only partitions that have one)."""
         conn = await self.coordinator(group)
@@ -226,7 +238,8 @@ class GroupAdmin:
                             for t, ps in wanted.items()
                         ],
                     )
-                ]
+                ],
+                require_stable=require_stable,
             )
         else:
             request = OffsetFetchRequest(
@@ -237,6 +250,7 @@ class GroupAdmin:
                     OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
                     for t, ps in wanted.items()
                 ],
+                require_stable=require_stable and version >= 7,
             )
         response = await conn.send(request, version)
         assert isinstance(response, OffsetFetchResponse)

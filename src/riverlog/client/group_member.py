@@ -350,7 +350,22 @@ class GroupMembership:
         )
 
     async def committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return await self.admin.fetch_offsets(self.group_id, partitions)
+        """The committed offsets, stable ones only, as Kafka's consumer asks: while a commit
+        of one of them is still being written (UNSTABLE_OFFSET_COMMIT), ask again every
+        `retry.backoff.ms`, for up to `request.timeout.ms`; a commit is settled within the
+        broker's `offsets.commit.timeout.ms`."""
+        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        while True:
+            try:
+                return await self.admin.fetch_offsets(
+                    self.group_id, partitions, require_stable=True
+                )
+            except KafkaError as e:
+                if e.code != error_codes.UNSTABLE_OFFSET_COMMIT.code:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
 
     async def close(self) -> None:
         """Revoke (so the last offsets are committed by the callback) and leave the group."""

@@ -9,7 +9,11 @@ An offset commit is answered, and enters the cache, only once the partition's hi
 has passed it — the ISR holds it, as Kafka's acks=-1 append of `offsets.commit.required.acks`
 — or fails after `offsets.commit.timeout.ms` with COORDINATOR_NOT_AVAILABLE (NOT_COORDINATOR
 if leadership moved meanwhile). Commits enter the cache in append order, whatever order their
-waits end in, so a later commit is never overwritten by an earlier one.
+waits end in, so a later commit is never overwritten by an earlier one. While a commit waits,
+its partitions are *pending* (`pending_partitions`): an OffsetFetch that requires stable
+offsets gets UNSTABLE_OFFSET_COMMIT for them, as Kafka answers (its
+`hasPendingOffsetCommitsForTopicPartition`), so a consumer taking over a partition retries
+instead of starting from the offset before the commit (finding 13 of docs/fault-suite.md).
 
 Which groups are served here: those whose offsets partition this broker leads and has
 loaded. On start each local offsets partition is replayed from its log (COORDINATOR_LOAD_IN_
@@ -248,6 +252,11 @@ class GroupCoordinator:
         while queue and queue[0].end_offset <= high_watermark:
             done = queue.popleft()
             self.offsets.commit(done.group_id, done.offsets)
+
+    def pending_partitions(self, group_id: str) -> frozenset[TopicPartition]:
+        """The group's partitions with a commit appended but not yet replicated."""
+        queue = self._pending.get(self.partition_of(group_id), ())
+        return frozenset(tp for c in queue if c.group_id == group_id for tp in c.offsets)
 
     def _drop(self, index: int, commit: _PendingCommit) -> None:
         queue = self._pending.get(index)

@@ -88,8 +88,7 @@ def _by_topic(
     unstable: frozenset[TopicPartition] = frozenset(),
 ) -> dict[str, list[tuple[int, int, int, str, int]]]:
     """topic → [(partition, offset, leader epoch, metadata, error code)]; partitions in
-    `unstable` (transactional offsets awaiting their marker, KIP-447) answer
-    UNSTABLE_OFFSET_COMMIT."""
+    `unstable` (`_unstable`) answer UNSTABLE_OFFSET_COMMIT."""
     out: dict[str, list[tuple[int, int, int, str, int]]] = {}
     for (topic, index), stored in offsets.items():
         if (topic, index) in unstable:
@@ -136,7 +135,13 @@ def _wanted(topics: list[Any] | None) -> list[TopicPartition] | None:
 
 
 def _unstable(broker: Broker, group_id: str, require_stable: bool) -> frozenset[TopicPartition]:
-    return broker.txn_offsets.pending_partitions(group_id) if require_stable else frozenset()
+    """With require_stable (KIP-447), the partitions whose offset is about to change: a
+    transactional commit awaiting its marker, or a commit awaiting the ISR."""
+    if not require_stable or broker.groups.coordinator_error(group_id) is not None:
+        return frozenset()
+    return broker.txn_offsets.pending_partitions(group_id) | broker.groups.pending_partitions(
+        group_id
+    )
 
 
 def handle_offset_fetch(broker: Broker, ctx: RequestContext) -> m.OffsetFetchResponse:
