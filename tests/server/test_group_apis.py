@@ -42,6 +42,29 @@ def one(bootstrap: str, request: ApiMessage, version: int) -> ApiMessage:
     return call(bootstrap, (request, version))[0]
 
 
+def loaded(bootstrap: str, group: str) -> None:
+    """Wait until the group's coordinator has loaded its offsets partition: a fresh broker's
+    first FindCoordinator creates `__consumer_offsets`, whose load then takes a moment
+    (COORDINATOR_LOAD_IN_PROGRESS meanwhile, which Kafka's clients retry)."""
+    deadline = time.monotonic() + 20
+    while True:
+        found, described = call(
+            bootstrap,
+            (m.FindCoordinatorRequest(key=group), 0),
+            (m.DescribeGroupsRequest(groups=[group]), 0),
+        )
+        assert isinstance(found, m.FindCoordinatorResponse)
+        assert isinstance(described, m.DescribeGroupsResponse)
+        loading = (
+            error_codes.COORDINATOR_LOAD_IN_PROGRESS.code,
+            error_codes.COORDINATOR_NOT_AVAILABLE.code,
+        )
+        if found.error_code == 0 and described.groups[0].error_code not in loading:
+            return
+        assert time.monotonic() < deadline, f"{group}'s coordinator never loaded"
+        time.sleep(0.05)
+
+
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     topic = m.CreateTopicsRequest.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=1
@@ -179,6 +202,7 @@ def test_offset_commit_and_fetch_round_trip(riverlog_broker: EmbeddedBroker, ver
     topic, group = f"t{version}", f"simple-{version}"
     create_topic(bootstrap, topic, 3)
     fetch_version = min(version, max_version(m.OffsetFetchRequest))
+    loaded(bootstrap, group)
     commit_response, fetch_response, missing = call(
         bootstrap,
         (m.FindCoordinatorRequest(key=group), 0),
@@ -202,6 +226,7 @@ def test_offset_commit_and_fetch_round_trip(riverlog_broker: EmbeddedBroker, ver
 def test_commit_errors_per_partition(riverlog_broker: EmbeddedBroker) -> None:
     bootstrap = riverlog_broker.bootstrap_servers
     create_topic(bootstrap, "known", 1)
+    loaded(bootstrap, "g")
     _, response = call(
         bootstrap,
         (m.FindCoordinatorRequest(key="g"), 0),
@@ -225,6 +250,7 @@ def test_commit_errors_per_partition(riverlog_broker: EmbeddedBroker) -> None:
 def test_list_describe_delete_groups(riverlog_broker: EmbeddedBroker) -> None:
     bootstrap = riverlog_broker.bootstrap_servers
     create_topic(bootstrap, "lt", 1)
+    loaded(bootstrap, "listed")
     call(
         bootstrap,
         (m.FindCoordinatorRequest(key="listed"), 0),
@@ -266,6 +292,7 @@ def test_list_describe_delete_groups(riverlog_broker: EmbeddedBroker) -> None:
 def test_offset_delete(riverlog_broker: EmbeddedBroker) -> None:
     bootstrap = riverlog_broker.bootstrap_servers
     create_topic(bootstrap, "od", 2)
+    loaded(bootstrap, "od-group")
     call(
         bootstrap,
         (m.FindCoordinatorRequest(key="od-group"), 0),
@@ -308,6 +335,7 @@ def test_group_state_and_offsets_survive_a_restart(tmp_path: Path) -> None:
     with broker(data) as first:
         bootstrap = first.bootstrap_servers
         create_topic(bootstrap, "kept", 1)
+        loaded(bootstrap, "persisted")
         _, needs_id = call(
             bootstrap, (m.FindCoordinatorRequest(key="persisted"), 0), (join_request(), 9)
         )
@@ -359,6 +387,7 @@ def test_group_state_and_offsets_survive_a_restart(tmp_path: Path) -> None:
 
 def test_leave_group_single_and_batched(riverlog_broker: EmbeddedBroker) -> None:
     bootstrap = riverlog_broker.bootstrap_servers
+    loaded(bootstrap, "persisted")
     _, joined = call(bootstrap, (m.FindCoordinatorRequest(key="persisted"), 0), (join_request(), 0))
     assert isinstance(joined, m.JoinGroupResponse) and joined.error_code == 0
     single = one(bootstrap, m.LeaveGroupRequest(group_id="persisted", member_id="ghost"), 0)
@@ -387,6 +416,7 @@ def test_offsets_of_a_standalone_group_expire_and_stay_expired(tmp_path: Path) -
     with broker(data) as first:
         bootstrap = first.bootstrap_servers
         create_topic(bootstrap, "ret", 1)
+        loaded(bootstrap, "old")
         call(
             bootstrap,
             (m.FindCoordinatorRequest(key="old"), 0),
@@ -423,6 +453,7 @@ def test_bad_joins_and_stale_members_get_kafkas_error_codes(
             setattr(request, name, value)
         return request
 
+    loaded(bootstrap, "strict")
     first = call(bootstrap, (m.FindCoordinatorRequest(key="strict"), 0), (join(), 3))[1]
     assert isinstance(first, m.JoinGroupResponse) and first.error_code == 0
     other = [m.JoinGroupRequest.JoinGroupRequestProtocol(name="sticky", metadata=b"")]
