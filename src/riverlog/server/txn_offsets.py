@@ -70,16 +70,6 @@ class TxnOffsets:
         hold them until the marker; each partition's error (all the same)."""
         groups = self.broker.groups
         error = groups.coordinator_error(group_id)
-        if error is None and (
-            generation >= 0
-            or member_id
-            or instance_id is not None
-            or groups.manager.get(group_id) is None
-        ):
-            error = groups.manager.validate_offset_commit(
-                self.broker.clock.wall_ms(), group_id, generation, member_id, instance_id
-            )
-            error = None if error is error_codes.NONE else error
         if error is not None:
             return dict.fromkeys(offsets, error)
         index = groups.partition_of(group_id)
@@ -101,6 +91,11 @@ class TxnOffsets:
             guard = await self._verify(transactional_id, producer_id, epoch, index, batch)
             if isinstance(guard, ErrorCode):
                 return dict.fromkeys(offsets, offset_commit_error(guard, version))
+            # The member is checked after the verification's round trip, with no await
+            # before the append (Kafka's doTxnCommitOffsets): a rebalance meanwhile counts.
+            error = self._member_error(group_id, generation, member_id, instance_id)
+            if error is not None:
+                return dict.fromkeys(offsets, error)
             hosted, result = self.broker.replicas.append(
                 OFFSETS_TOPIC, index, batch, acks=1, internal=True, verification=guard
             )
@@ -124,6 +119,25 @@ class TxnOffsets:
         if stored is error_codes.NONE:
             self.pending.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
         return dict.fromkeys(offsets, stored)
+
+    def _member_error(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode | None:
+        """Why this member may not commit now (None: it may): KIP-447's checks with a
+        generation or member id, any group without one (v0-v2)."""
+        groups = self.broker.groups
+        error = groups.coordinator_error(group_id)
+        if error is None and (
+            generation >= 0
+            or member_id
+            or instance_id is not None
+            or groups.manager.get(group_id) is None
+        ):
+            error = groups.manager.validate_offset_commit(
+                self.broker.clock.wall_ms(), group_id, generation, member_id, instance_id
+            )
+            error = None if error is error_codes.NONE else error
+        return error
 
     async def _verify(
         self,
