@@ -388,6 +388,54 @@ async def test_seek_by_timestamp_and_pause(broker: BrokerProcess) -> None:
         assert sorted(values[25:]) == list(range(51, 100, 2))
 
 
+@pytest.mark.parametrize("group", [False, True])
+async def test_a_seek_while_the_position_is_looked_up_wins(
+    broker: BrokerProcess, group: bool
+) -> None:
+    """A seek made while the consumer still looks up where a new partition starts (the
+    group's committed offset, then auto.offset.reset) is where it reads from. The exactly-once
+    mirror seeks to its stored offset from its on_assign listener while a poll looks the
+    position up; the lookup's answer used to overwrite the seek — or, taking the sought
+    offset for a timestamp, find 0 — and the mirror copied the partition again from 0
+    (CI on 6862eb8: "partition 0: exactly-once copy differs")."""
+    bs = broker.bootstrap_servers
+    topic = await new_topic(bs, 1)
+    async with AsyncProducer({"bootstrap.servers": bs}) as producer:
+        for i in range(10):
+            await producer.send(topic, str(i).encode())
+    config = {"bootstrap.servers": bs, "auto.offset.reset": "earliest"}
+    if group:  # nothing committed: the lookup asks the group, then resets to earliest
+        config["group.id"] = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = AsyncConsumer(config)
+    consumer.assign([(topic, 0)])
+    async with consumer:
+        looking_up = asyncio.ensure_future(consumer.position((topic, 0)))
+        await asyncio.sleep(0)  # the lookup's first request is on its way
+        assert not looking_up.done()
+        consumer.seek((topic, 0), 7)
+        assert await looking_up == 7
+        assert await consumer.position((topic, 0)) == 7
+        async with asyncio.timeout(20):
+            while not (records := await consumer.poll(500)):
+                pass
+        assert records[0].value == b"7"
+
+
+async def test_a_partition_unassigned_while_its_position_is_looked_up_stays_out(
+    broker: BrokerProcess,
+) -> None:
+    topic = await new_topic(broker.bootstrap_servers, 1)
+    consumer = AsyncConsumer({"bootstrap.servers": broker.bootstrap_servers})
+    consumer.assign([(topic, 0)])
+    async with consumer:
+        polling = asyncio.ensure_future(consumer.poll(0))  # looks the position up first
+        await asyncio.sleep(0)
+        assert not polling.done()
+        consumer.assign([])
+        assert await polling == []
+        assert consumer.assignment() == set()
+
+
 async def new_topic_named(bootstrap: str, name: str) -> str:
     async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
         await admin.create_topic(name, 1, 1)

@@ -1,7 +1,7 @@
 """The pure part of the leaders' transaction verification (KIP-890 part 1): one queued
 verification per transactional id and coordinator broker, the coordinator's answers read
-per verification, and the answers producers get (Kafka's AddPartitionsToTxnManager and
-ReplicaManager)."""
+per verification, and the answers producers and TxnOffsetCommit get (Kafka's
+AddPartitionsToTxnManager, ReplicaManager and GroupCoordinator)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from riverlog.protocol.error_codes import ErrorCode
 from riverlog.server.txn_verification import (
     PendingVerifications,
     Verification,
+    offset_commit_error,
     outcomes,
     produce_error,
     verify_request,
@@ -120,3 +121,24 @@ def test_produce_answers_are_kafkas(
     assert got.error is answered
     if message is not None:
         assert message in got.message
+
+
+@pytest.mark.parametrize(
+    ("error", "version", "answered"),
+    [
+        (ec.TRANSACTION_ABORTABLE, 0, ec.INVALID_TXN_STATE),
+        (ec.TRANSACTION_ABORTABLE, 4, ec.INVALID_TXN_STATE),
+        (ec.TRANSACTION_ABORTABLE, 5, ec.TRANSACTION_ABORTABLE),
+        (ec.INVALID_TXN_STATE, 3, ec.INVALID_TXN_STATE),
+        (ec.NETWORK_EXCEPTION, 4, ec.COORDINATOR_LOAD_IN_PROGRESS),
+        (ec.COORDINATOR_NOT_AVAILABLE, 4, ec.COORDINATOR_NOT_AVAILABLE),
+        (ec.NOT_COORDINATOR, 2, ec.NOT_COORDINATOR),
+        (ec.CONCURRENT_TRANSACTIONS, 4, ec.CONCURRENT_TRANSACTIONS),
+        (ec.INVALID_PRODUCER_EPOCH, 4, ec.INVALID_PRODUCER_EPOCH),
+        (ec.INVALID_PRODUCER_ID_MAPPING, 1, ec.INVALID_PRODUCER_ID_MAPPING),
+    ],
+)
+def test_txn_offset_commit_answers_are_kafkas(
+    error: ErrorCode, version: int, answered: ErrorCode
+) -> None:
+    assert offset_commit_error(error, version) is answered

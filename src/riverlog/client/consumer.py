@@ -11,8 +11,10 @@ data as one `pyarrow.Table` (`arrow.py`), without building Python objects per re
 
 Invariants: a record is handed out once unless the application seeks; positions only move
 forward through poll (or by seek); a fetch answer for a position that changed meanwhile (a
-seek, a rebalance) is dropped; paused partitions are not fetched, and what was buffered for
-them stays until resumed.
+seek, a rebalance) is dropped, and so is a position looked up for a partition that was
+sought, revoked or given a position meanwhile (Kafka's consumer skips a reset "no longer
+needed"); paused partitions are not fetched, and what was buffered for them stays until
+resumed.
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ class AsyncConsumer:
         self._end_offsets.pop(tp, None)
         self._buffered.pop(tp, None)
         self._paused.discard(tp)
+        self._needs_reset.discard(tp)
 
     async def _call(self, listener: Listener | None, partitions: set[TopicPartition]) -> None:
         if listener is not None:
@@ -191,6 +194,7 @@ class AsyncConsumer:
         if tp not in self._positions:
             raise ValueError(f"{tp} is not assigned to this consumer")
         self._buffered.pop(tp, None)
+        self._needs_reset.discard(tp)
         self._positions[tp] = offset
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
@@ -212,9 +216,8 @@ class AsyncConsumer:
             self.seek(tp, found if found >= 0 else await self._offset_at(tp, LATEST))
 
     async def position(self, tp: TopicPartition) -> int:
-        await self._initialize_positions()
-        position = self._positions[tp]
-        assert position is not None
+        while (position := self._positions[tp]) is None or position < 0:
+            await self._initialize_positions()
         return position
 
     def current_lag(self, tp: TopicPartition) -> int | None:
@@ -239,37 +242,42 @@ class AsyncConsumer:
         offsets = await leader_offsets(self.cluster, [tp], timestamp, self.config.retry_backoff_ms)
         return offsets[tp]
 
-    async def _reset(self, tp: TopicPartition) -> None:
+    async def _reset_offset(self, tp: TopicPartition) -> int:
+        """Where `auto.offset.reset` puts `tp`."""
         policy = self.config.auto_offset_reset
         if policy == "none":
             raise KafkaError(
                 error_codes.OFFSET_OUT_OF_RANGE, f"no position for {tp} and auto.offset.reset=none"
             )
-        self._positions[tp] = await self._offset_at(
-            tp, EARLIEST if policy == "earliest" else LATEST
-        )
+        return await self._offset_at(tp, EARLIEST if policy == "earliest" else LATEST)
 
     async def _initialize_positions(self) -> None:
-        missing = [tp for tp, p in self._positions.items() if p is None or p < 0]
+        """Give positions to partitions without one: the group's committed offset, else
+        `auto.offset.reset`; a seek to EARLIEST / LATEST is looked up. Each answer is taken
+        only if the partition still waits for it: the lookups are requests, and a seek (an
+        `on_assign` listener's, say), a revoke or another caller may have settled the
+        partition meanwhile — overwriting that seek would rewind the partition."""
+        missing = {tp: p for tp, p in self._positions.items() if p is None or p < 0}
         if not missing:
             return
         committed: dict[TopicPartition, int] = {}
-        unset = [
-            tp for tp in missing if self._positions[tp] is None and tp not in self._needs_reset
-        ]
+        unset = [tp for tp, p in missing.items() if p is None and tp not in self._needs_reset]
         if self.config.group_id is not None and unset:
             committed = await self._membership().committed(unset)
-        for tp in missing:
-            wanted = self._positions[tp]
+        for tp, wanted in missing.items():
+            if tp not in self._positions or self._positions[tp] != wanted:
+                continue  # settled meanwhile
             if tp in self._needs_reset:  # out of range: the policy decides, not the commit
-                self._needs_reset.discard(tp)
-                await self._reset(tp)
+                found = await self._reset_offset(tp)
             elif wanted is not None:  # a seek to EARLIEST / LATEST
-                self._positions[tp] = await self._offset_at(tp, wanted)
+                found = await self._offset_at(tp, wanted)
             elif tp in committed:
-                self._positions[tp] = committed[tp]
+                found = committed[tp]
             else:
-                await self._reset(tp)
+                found = await self._reset_offset(tp)
+            if tp in self._positions and self._positions[tp] == wanted:
+                self._positions[tp] = found
+                self._needs_reset.discard(tp)
 
     def _membership(self) -> GroupMembership:
         if self._group is None:

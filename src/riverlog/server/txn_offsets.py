@@ -10,6 +10,15 @@ commit moves them into the group coordinator's committed offsets; an abort drops
 Validation as Kafka's: with a generation or member id (KIP-447, v3+) the member must be
 current; without one (v0-v2) any group is accepted.
 
+Verification (KIP-890 part 1, as for produce; `transaction.partition.verification.enable`):
+when the commit would open the producer's transaction on the group's offsets partition, the
+transaction coordinator is asked first whether that partition is in the transaction
+(AddOffsetsToTxn put it there) — `server/txn_verification.py`, which also says how a
+refusal is answered — and the batch is appended with the guard it gave, so a marker written
+meanwhile voids it. A commit sent without AddOffsetsToTxn, or a late one after its
+transaction ended, is refused (INVALID_TXN_STATE) and never pending: no marker could ever
+complete it, and it would hold the partition's last stable offset.
+
 Everything runs on the event loop thread.
 """
 
@@ -29,6 +38,8 @@ from riverlog.protocol.error_codes import ErrorCode, KafkaError
 from riverlog.protocol.records.v2 import Record, encode_batch
 from riverlog.server.group_coordinator import OFFSETS_TOPIC
 from riverlog.server.txn_markers import until_replicated
+from riverlog.server.txn_verification import offset_commit_error
+from riverlog.storage.producer_state import NO_GUARD, VerificationGuard
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
@@ -46,25 +57,19 @@ class TxnOffsets:
     async def commit(
         self,
         group_id: str,
+        transactional_id: str,
         producer_id: int,
         epoch: int,
         generation: int,
         member_id: str,
         instance_id: str | None,
         offsets: dict[TopicPartition, StoredOffset],
+        version: int,
     ) -> dict[TopicPartition, ErrorCode]:
+        """Append the offsets as the producer's transactional batch (verified first) and
+        hold them until the marker; each partition's error (all the same)."""
         groups = self.broker.groups
         error = groups.coordinator_error(group_id)
-        if error is None and (
-            generation >= 0
-            or member_id
-            or instance_id is not None
-            or groups.manager.get(group_id) is None
-        ):
-            error = groups.manager.validate_offset_commit(
-                self.broker.clock.wall_ms(), group_id, generation, member_id, instance_id
-            )
-            error = None if error is error_codes.NONE else error
         if error is not None:
             return dict.fromkeys(offsets, error)
         index = groups.partition_of(group_id)
@@ -77,12 +82,22 @@ class TxnOffsets:
             )
             for i, ((t, p), o) in enumerate(offsets.items())
         ]
-        batch = encode_batch(
-            records, producer_id=producer_id, producer_epoch=epoch, is_transactional=True
+        batch = memoryview(
+            encode_batch(
+                records, producer_id=producer_id, producer_epoch=epoch, is_transactional=True
+            )
         )
         try:
+            guard = await self._verify(transactional_id, producer_id, epoch, index, batch)
+            if isinstance(guard, ErrorCode):
+                return dict.fromkeys(offsets, offset_commit_error(guard, version))
+            # The member is checked after the verification's round trip, with no await
+            # before the append (Kafka's doTxnCommitOffsets): a rebalance meanwhile counts.
+            error = self._member_error(group_id, generation, member_id, instance_id)
+            if error is not None:
+                return dict.fromkeys(offsets, error)
             hosted, result = self.broker.replicas.append(
-                OFFSETS_TOPIC, index, memoryview(batch), acks=1, internal=True
+                OFFSETS_TOPIC, index, batch, acks=1, internal=True, verification=guard
             )
             stored = await until_replicated(
                 self.broker, hosted, result.last_offset + 1, groups.commit_timeout_ms / 1000
@@ -90,6 +105,8 @@ class TxnOffsets:
         except KafkaError as e:
             if e.code in _FENCED:
                 stored = error_codes.PRODUCER_FENCED
+            elif e.error is error_codes.INVALID_TXN_STATE:  # a marker voided the guard
+                stored = e.error
             elif e.code in _MOVED:
                 stored = error_codes.NOT_COORDINATOR
             else:
@@ -102,6 +119,48 @@ class TxnOffsets:
         if stored is error_codes.NONE:
             self.pending.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
         return dict.fromkeys(offsets, stored)
+
+    def _member_error(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode | None:
+        """Why this member may not commit now (None: it may): KIP-447's checks with a
+        generation or member id, any group without one (v0-v2)."""
+        groups = self.broker.groups
+        error = groups.coordinator_error(group_id)
+        if error is None and (
+            generation >= 0
+            or member_id
+            or instance_id is not None
+            or groups.manager.get(group_id) is None
+        ):
+            error = groups.manager.validate_offset_commit(
+                self.broker.clock.wall_ms(), group_id, generation, member_id, instance_id
+            )
+            error = None if error is error_codes.NONE else error
+        return error
+
+    async def _verify(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        index: int,
+        batch: memoryview,
+    ) -> VerificationGuard | ErrorCode | None:
+        """The guard to append `batch` with (None: verification is off; NO_GUARD: the
+        producer's transaction is open on the partition already), or the coordinator's
+        refusal. Raises KafkaError when this broker does not lead the partition."""
+        verifier = self.broker.txn_verifier
+        if not verifier.enabled:
+            return None
+        guard = self.broker.replicas.leader(OFFSETS_TOPIC, index).start_transaction_verification(
+            batch
+        )
+        if guard is NO_GUARD:
+            return guard
+        tp = (OFFSETS_TOPIC, index)
+        refused = (await verifier.verify(transactional_id, producer_id, epoch, [tp])).get(tp)
+        return guard if refused is None else refused
 
     def restore(
         self, producer_id: int, by_group: dict[str, dict[TopicPartition, StoredOffset]]

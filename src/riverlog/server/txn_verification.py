@@ -21,10 +21,12 @@ older one: the older is answered INVALID_PRODUCER_EPOCH when its epoch is older,
 NETWORK_EXCEPTION; an incoming older epoch is refused INVALID_PRODUCER_EPOCH) —
 `verify_request`, `outcomes` (the coordinator's answer per verification: PRODUCER_FENCED as
 INVALID_PRODUCER_EPOCH, a whole-request CLUSTER_AUTHORIZATION_FAILED as INVALID_TXN_STATE,
-an unanswered partition as NETWORK_EXCEPTION) and `produce_error` (Kafka's answers to
+an unanswered partition as NETWORK_EXCEPTION), `produce_error` (Kafka's answers to
 producers: TRANSACTION_ABORTABLE is INVALID_TXN_STATE before Produce v11; the retriable
 coordinator errors become NOT_ENOUGH_REPLICAS, which clients retry without a metadata
-refresh).
+refresh) and `offset_commit_error` (the group coordinator's answers to TxnOffsetCommit,
+whose transactional write to `__consumer_offsets` is verified the same way:
+`server/txn_offsets.py`).
 
 The edge (`TxnVerifier`): the coordinator of a transactional id is the leader of its
 `__transaction_state` partition in this broker's metadata (none: COORDINATOR_NOT_AVAILABLE,
@@ -59,6 +61,7 @@ ENABLE_KEY = "transaction.partition.verification.enable"
 REQUEST_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms for inter-broker requests
 VERIFY_FROM_VERSION = 4  # AddPartitionsToTxn v4+: batches of transactions, verify_only
 ABORTABLE_FROM_PRODUCE = 11  # Produce v11+ clients know TRANSACTION_ABORTABLE
+ABORTABLE_FROM_TXN_OFFSET_COMMIT = 5  # and TxnOffsetCommit v5+
 _RETRIABLE = frozenset(
     {
         error_codes.NETWORK_EXCEPTION,
@@ -184,6 +187,20 @@ def produce_error(error: ErrorCode, produce_version: int) -> KafkaError:
             f"Underlying error: {error.name}",
         )
     return KafkaError(error)
+
+
+def offset_commit_error(error: ErrorCode, version: int) -> ErrorCode:
+    """How a TxnOffsetCommit is answered when its write was not verified (Kafka's
+    GroupCoordinator, `maybeConvertOffsetCommitError`): TRANSACTION_ABORTABLE is
+    INVALID_TXN_STATE before TxnOffsetCommit v5; NETWORK_EXCEPTION, which older clients do
+    not retry well, becomes COORDINATOR_LOAD_IN_PROGRESS (retried without a coordinator
+    lookup); the rest as they are (INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, the
+    coordinator errors)."""
+    if error is error_codes.TRANSACTION_ABORTABLE and version < ABORTABLE_FROM_TXN_OFFSET_COMMIT:
+        return error_codes.INVALID_TXN_STATE
+    if error is error_codes.NETWORK_EXCEPTION:
+        return error_codes.COORDINATOR_LOAD_IN_PROGRESS
+    return error
 
 
 # --- the edge --------------------------------------------------------------------------------

@@ -201,12 +201,14 @@ async def handle_txn_offset_commit(
     v3 = ctx.version >= 3
     errors = await broker.txn_offsets.commit(
         request.group_id,
+        request.transactional_id,
         request.producer_id,
         request.producer_epoch,
         request.generation_id if v3 else -1,
         request.member_id if v3 else "",
         request.group_instance_id if v3 else None,
         wanted,
+        ctx.version,
     )
     by_topic: dict[str, list[m.TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]] = (
         defaultdict(list)
