@@ -3,21 +3,38 @@
 it, and a peer hanging up mid-frame, are still seen at once.
 
 A real loopback TCP server sends frames in paced 64 KiB pieces to the connection's own
-protocol (`_Socket`); its reads are counted.
+protocol (`_Socket`); its reads are counted. On asyncio's loop and on uvloop (the blocking
+clients' loop).
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import pytest
+import uvloop
 
 from riverlog.client import connection
 from riverlog.client.connection import _Socket
 
 PIECE = 64 * 1024
 BIG = 1 << 20
+T = TypeVar("T")
+Run = Callable[[Coroutine[Any, Any, T]], T]
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Run[Any]:
+    factory = uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
+
+    def running(coroutine: Coroutine[Any, Any, T]) -> T:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(coroutine)
+
+    return running
 
 
 class _Counting(_Socket):
@@ -59,9 +76,7 @@ def _pieces(data: bytes) -> list[bytes | None]:
 
 
 async def _connect(port: int) -> _Counting:
-    _, protocol = await asyncio.get_running_loop().create_connection(
-        _Counting, "127.0.0.1", port
-    )
+    _, protocol = await asyncio.get_running_loop().create_connection(_Counting, "127.0.0.1", port)
     return protocol
 
 
@@ -75,8 +90,8 @@ async def _until(protocol: _Counting, count: int) -> None:
             )
 
 
-def test_a_big_response_wakes_the_reader_about_once() -> None:
-    async def run() -> tuple[int, list[int]]:
+def test_a_big_response_wakes_the_reader_about_once(run: Run[Any]) -> None:
+    async def go() -> tuple[int, list[int]]:
         big = struct.pack(">i", BIG) + bytes(BIG)
         small = struct.pack(">i", 10) + bytes(10)
         server, port = await _serve([*_pieces(big), small])
@@ -89,18 +104,19 @@ def test_a_big_response_wakes_the_reader_about_once() -> None:
         finally:
             server.close()
 
-    reads, got = asyncio.run(run())
+    reads, got = run(go())
     assert got == [BIG, 10]  # the small frame after it came too (the mark went back to 1)
     # 17 pieces: without the low-water mark each is a wake-up of its own.
-    print("reads", reads)
     assert reads <= 5, reads
 
 
-def test_without_the_mark_each_piece_wakes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_mark_each_piece_wakes_it(
+    monkeypatch: pytest.MonkeyPatch, run: Run[Any]
+) -> None:
     """The counterpart: what the test above would see without SO_RCVLOWAT."""
     monkeypatch.setattr(connection, "LOWAT_MIN_BYTES", 1 << 40)
 
-    async def run() -> int:
+    async def go() -> int:
         server, port = await _serve(_pieces(struct.pack(">i", BIG) + bytes(BIG)))
         try:
             protocol = await _connect(port)
@@ -111,13 +127,11 @@ def test_without_the_mark_each_piece_wakes_it(monkeypatch: pytest.MonkeyPatch) -
         finally:
             server.close()
 
-    n = asyncio.run(run())
-    print("reads without", n)
-    assert n >= 8
+    assert run(go()) >= 8
 
 
-def test_a_peer_hanging_up_mid_frame_is_seen_at_once() -> None:
-    async def run() -> _Counting:
+def test_a_peer_hanging_up_mid_frame_is_seen_at_once(run: Run[Any]) -> None:
+    async def go() -> _Counting:
         data = struct.pack(">i", BIG) + bytes(BIG // 2)
         server, port = await _serve([*_pieces(data), None])
         try:
@@ -128,5 +142,5 @@ def test_a_peer_hanging_up_mid_frame_is_seen_at_once() -> None:
         finally:
             server.close()
 
-    protocol = asyncio.run(run())
+    protocol = run(go())
     assert protocol.got == []

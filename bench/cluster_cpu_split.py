@@ -3,13 +3,19 @@ requests per MiB, for each broker of the RF=3 cluster and for the lone broker.
 
 Runs bench_cluster.py's produce load (librdkafka, 1 KiB records, acks=all, linger 5 ms,
 1 MiB batches; idempotent and not) against a real 3-broker cluster and a lone broker,
-alternated, and reads for every broker around each run: `/proc/PID/stat` utime and stime,
-`/proc/PID/status` voluntary and involuntary context switches, and the Prometheus endpoint's
+alternated, and reads for every broker around each run: CPU time in nanoseconds (the sum of
+its threads' `/proc/PID/task/*/schedstat`; threads that ended meanwhile are missed), the
+user/system split from `/proc/PID/stat` (10 ms ticks), `/proc/PID/status` voluntary and
+involuntary context switches, the Prometheus endpoint's
 `kafka_network_requestmetrics_requests_total` (Produce and Fetch answers: on the RF=3 run the
-Fetches are the followers'). Prints per acknowledged MiB. Wall-clock dependent (timing sets
-batch and fetch sizes): compare runs made together.
+Fetches are the followers') and system calls counted by `perf stat` on their tracepoints
+(epoll_wait returns are the event loop's wake-ups). Prints per acknowledged MiB. With
+`--perf DIR`, also `perf record -e cpu-clock` of the brokers of each run (then
+`perf report -i FILE --no-children --sort dso`). Wall-clock dependent (timing sets batch and
+fetch sizes, and 2 cores shared by 4 busy processes cost more per byte than by 2): compare
+runs made together, e.g. this tree and another alternated with PYTHONPATH.
 
-    python tools/cluster_cpu_split.py --mib 64 --rounds 2
+    python bench/cluster_cpu_split.py --mib 128 --rounds 2
 """
 
 from __future__ import annotations
@@ -19,27 +25,25 @@ import contextlib
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import bench_cluster
+from bench_cluster import create, produce_acks_all, warm_memory
+from bench_harness import CLOCK_TICKS, broker_process
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-from bench_cluster import create, produce_acks_all, warm_memory  # noqa: E402
-from bench_harness import CLOCK_TICKS, broker_process  # noqa: E402
-from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # noqa: E402
+from riverlog.devcluster import BrokerProcess, ZooKeeperServer, free_port
 
-import bench_cluster  # noqa: E402
-from riverlog.devcluster import BrokerProcess, ZooKeeperServer, free_port  # noqa: E402
-
-PY_SPY = str(Path(sys.executable).with_name("py-spy"))
 SYSCALLS = [
     f"syscalls:sys_enter_{name}"
     for name in ("epoll_wait", "recvfrom", "sendto", "sendfile64", "write", "setsockopt")
 ]
-_REQUESTS = re.compile(r'^kafka_network_requestmetrics_requests_total\{request="(\w+)"\} (\S+)', re.M)
+_REQUESTS = re.compile(
+    r'^kafka_network_requestmetrics_requests_total\{request="(\w+)"\} (\S+)', re.M
+)
 
 
 def sample(pid: int, metrics_port: int) -> dict[str, float]:
@@ -47,6 +51,11 @@ def sample(pid: int, metrics_port: int) -> dict[str, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     status = Path(f"/proc/{pid}/status").read_text()
     counts = {
+        "cpu_s": sum(
+            int(task.joinpath("schedstat").read_text().split()[0])
+            for task in Path(f"/proc/{pid}/task").iterdir()
+        )
+        / 1e9,
         "user_s": int(fields[11]) / CLOCK_TICKS,
         "sys_s": int(fields[12]) / CLOCK_TICKS,
         "vcsw": float(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1)),  # type: ignore[union-attr]
@@ -66,7 +75,6 @@ def measure(
     brokers: dict[str, tuple[int, int]],
     idempotent: bool,
     perf: Path | None,
-    pyspy: Path | None,
 ) -> None:
     warm_memory()
     recording = None
@@ -79,18 +87,6 @@ def measure(
             stderr=subprocess.DEVNULL,
         )
         time.sleep(0.5)  # attached
-    spies = []
-    if pyspy is not None:
-        for name, (pid, _) in brokers.items():
-            path = pyspy / f"{topic}.{'idem' if idempotent else 'plain'}.{name.replace(' ', '')}"
-            spies.append(
-                subprocess.Popen(
-                    [PY_SPY, "record", "--nonblocking", "--gil", "-r", "250", "-f", "raw", "-o", str(path), "-p", str(pid)],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
-        time.sleep(1.0)  # attached
     counting = {
         name: subprocess.Popen(
             ["perf", "stat", "-x", ",", "-e", ",".join(SYSCALLS), "-p", str(pid)],
@@ -111,10 +107,6 @@ def measure(
             fields = row.split(",")
             if len(fields) > 2 and fields[2].startswith("syscalls:sys_enter_"):
                 after[name][fields[2].removeprefix("syscalls:sys_enter_")] = float(fields[0])
-    for spy in spies:
-        spy.send_signal(signal.SIGINT)
-    for spy in spies:
-        spy.wait(60)
     if recording is not None:
         recording.send_signal(signal.SIGINT)
         recording.wait(60)
@@ -132,7 +124,8 @@ def measure(
 def line(delta: dict[str, float], mib: float) -> str:
     gib = mib / 1024
     return (
-        f"user {delta['user_s'] / gib:5.2f} sys {delta['sys_s'] / gib:5.2f} s/GiB; per MiB: "
+        f"CPU {delta['cpu_s'] / gib:5.2f} (user {delta['user_s'] / gib:5.2f} sys "
+        f"{delta['sys_s'] / gib:5.2f}) s/GiB; per MiB: "
         f"vcsw {delta['vcsw'] / mib:6.1f} ivcsw {delta['ivcsw'] / mib:5.1f} "
         f"produce {delta.get('Produce', 0) / mib:5.2f} fetch {delta.get('Fetch', 0) / mib:5.2f}; "
         + " ".join(
@@ -147,7 +140,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--pyspy", type=Path, default=None, help="py-spy record into this directory")
     parser.add_argument("--perf", type=Path, default=None, help="perf record into this directory")
     args = parser.parse_args()
     bench_cluster.PRODUCE_BYTES = args.mib << 20
@@ -168,15 +160,17 @@ def main() -> None:
             for b in cluster.values():
                 b.start(60)
             bootstrap = ",".join(b.address for b in cluster.values())
-            create(bootstrap, NewTopic("rf3", 3, replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]]))
+            create(
+                bootstrap, NewTopic("rf3", 3, replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+            )
             rf3 = {f"broker {i}": (b.proc.pid, ports[i]) for i, b in cluster.items() if b.proc}
             with broker_process(f"metrics.listener=http://127.0.0.1:{ports[4]}") as (single, pid):
                 create(single, NewTopic("single", 3, 1))
                 for round_ in range(args.rounds):
                     print(f"round {round_ + 1}")
                     for idempotent in (True, False):
-                        measure(single, "single", {"lone": (pid, ports[4])}, idempotent, args.perf, args.pyspy)
-                        measure(bootstrap, "rf3", rf3, idempotent, args.perf, args.pyspy)
+                        measure(single, "single", {"lone": (pid, ports[4])}, idempotent, args.perf)
+                        measure(bootstrap, "rf3", rf3, idempotent, args.perf)
         finally:
             for b in cluster.values():
                 with contextlib.suppress(Exception):
