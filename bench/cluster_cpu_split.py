@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -37,6 +38,8 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from riverlog.devcluster import BrokerProcess, ZooKeeperServer, free_port
 
+PERF = shutil.which("perf")
+"""Without it (Debian's linux-perf), no system-call counts."""
 SYSCALLS = [
     f"syscalls:sys_enter_{name}"
     for name in ("epoll_wait", "recvfrom", "sendto", "sendfile64", "write", "setsockopt")
@@ -82,19 +85,32 @@ def measure(
         pids = ",".join(str(pid) for pid, _ in brokers.values())
         path = perf / f"perf.{topic}.{'idem' if idempotent else 'plain'}.{time.time():.0f}"
         recording = subprocess.Popen(
-            ["perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "-o", str(path), "-p", pids],
+            [
+                PERF or "perf",
+                "record",
+                "-q",
+                "-e",
+                "cpu-clock",
+                "-F",
+                "999",
+                "-o",
+                str(path),
+                "-p",
+                pids,
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         time.sleep(0.5)  # attached
     counting = {
         name: subprocess.Popen(
-            ["perf", "stat", "-x", ",", "-e", ",".join(SYSCALLS), "-p", str(pid)],
+            [PERF, "stat", "-x", ",", "-e", ",".join(SYSCALLS), "-p", str(pid)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
         for name, (pid, _) in brokers.items()
+        if PERF is not None
     }
     time.sleep(0.5)  # attached
     before = {name: sample(pid, port) for name, (pid, port) in brokers.items()}
