@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 from collections.abc import Callable
 from typing import cast
 
@@ -36,6 +37,10 @@ from riverlog.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 CLIENT_SOFTWARE_NAME = "riverlog"
 REAUTH_FRACTION = 0.9
 PLAINTEXT = PLAINTEXT_SECURITY
+LOWAT_MIN_BYTES = 64 * 1024
+"""A big response with at least this much still to come wakes the reader only once it is
+all there (SO_RCVLOWAT), not for every few TCP segments."""
+LOWAT_MAX_BYTES = 4 << 20
 
 
 class RequestTimeoutError(ConnectionError):
@@ -54,9 +59,20 @@ class _Socket(asyncio.BufferedProtocol):
         """Done when the socket is closed."""
         self._error: BaseException | None = None
         self._writable: asyncio.Future[None] | None = None
+        self._raw: socket.socket | None = None
+        """The TCP socket, to set its receive low-water mark (None: TLS, or not TCP)."""
+        self._lowat = 1
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's: not a subclass
+        raw = transport.get_extra_info("socket")
+        if (
+            raw is not None
+            and raw.family in (socket.AF_INET, socket.AF_INET6)
+            and transport.get_extra_info("sslcontext") is None
+            and hasattr(socket, "SO_RCVLOWAT")
+        ):
+            self._raw = raw
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.frames.get_buffer(sizehint)
@@ -69,6 +85,25 @@ class _Socket(asyncio.BufferedProtocol):
             self._error = ConnectionError(f"connection failed: {e}")
             assert self.transport is not None
             self.transport.abort()
+            return
+        if self._raw is not None:
+            self._wake_when_whole()
+
+    def _wake_when_whole(self) -> None:
+        """While a big response is arriving, have the kernel report the socket readable
+        only once the rest of it is there (or the receive window closes, or the peer
+        hangs up: TCP reports those regardless), so a 1 MiB fetch response wakes the
+        event loop once instead of once per few segments (issue 29); back to any byte
+        after it."""
+        awaited = self.frames.awaited
+        want = min(awaited, LOWAT_MAX_BYTES) if awaited >= LOWAT_MIN_BYTES else 1
+        if want != self._lowat:
+            try:
+                self._raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)  # type: ignore[union-attr]
+            except OSError:  # closing: nothing left to wait for
+                self._raw = None
+                return
+            self._lowat = want
 
     def eof_received(self) -> bool:
         return False  # the broker closed its side: close ours (connection_lost follows)

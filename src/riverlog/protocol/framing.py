@@ -290,6 +290,11 @@ class FrameReader:
         self._end += nbytes
         return self._split()
 
+    @property
+    def awaited(self) -> int:
+        """Bytes still to come of the big frame being received in place (0: none)."""
+        return self._big_size - self._big_filled if self._big is not None else 0
+
     def resume(self) -> list[bytes | bytearray | memoryview]:
         """After `blocked`: try the reservation again; the frames now completed."""
         self.blocked = False

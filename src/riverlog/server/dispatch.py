@@ -22,6 +22,8 @@ one is counted and timed when it is ready. Unset, the cost is one attribute chec
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -187,6 +189,14 @@ class Dispatcher:
                         metrics.error(key, code)
             return result
         started = 0.0 if metrics is None else metrics.started
+        if isinstance(result, asyncio.Future):
+            # A future (the purgatory's: a parked fetch, an acks=all produce) is answered as
+            # it is, watched by a done callback: a coroutine around it made a task — its
+            # creation, two more event-loop turns and three more handles per delayed answer,
+            # on the leader once per follower fetch (issue 29).
+            settled = functools.partial(_settled, entry.request_cls.NAME, metrics, request, started)
+            result.add_done_callback(settled)
+            return result
         return _guarded(result, entry.request_cls.NAME, metrics, request, started)
 
     def _api_keys(self) -> list[ApiVersionsResponse.ApiVersion]:
@@ -208,6 +218,25 @@ class UnhandledApiError(Exception):
 
     def __init__(self, api_key: int) -> None:
         super().__init__(f"no handler for API key {api_key}")
+
+
+def _settled(
+    name: str,
+    metrics: RequestMetrics | None,
+    request: Request,
+    started: float,
+    future: asyncio.Future[Any],
+) -> None:
+    """`_guarded`'s work for a future: log a failure, count and time the answer."""
+    if future.cancelled():  # its connection went away, or the broker stops
+        return
+    error = future.exception()
+    if error is not None:
+        log.error("handler for %s failed", name, exc_info=error)
+        if metrics is not None:
+            metrics.failed(request, started)
+    elif metrics is not None:
+        metrics.done(request, future.result(), started)
 
 
 async def _guarded(

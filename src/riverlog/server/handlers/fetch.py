@@ -143,6 +143,10 @@ class _Fetch:
         consumer."""
         self.client_rack = request.rack_id if version >= RACK_AWARE_FROM else None
         """A consumer's `client.rack` (KIP-392); None before Fetch v11."""
+        self.rack_aware = self.client_rack is not None and replica_id < 0
+        """A consumer's fetch (v11+) that followers may serve and that may be told of a
+        preferred replica; never a follower's (checked once here, not per partition read:
+        issue 29)."""
         self.read_committed = (
             version >= 4 and request.isolation_level == READ_COMMITTED and replica_id < 0
         )
@@ -154,12 +158,13 @@ class _Fetch:
             cast(TopicPartition, key),
             fetch.current_leader_epoch,
             self.replica_id,
-            followers_serve=self.client_rack is not None,
+            followers_serve=self.rack_aware,
         )
         return target if isinstance(target, HostedPartition) else target.code
 
     def _preferred_replica(self, hosted: HostedPartition, fetch: PartitionFetch) -> int:
-        """KIP-392: another replica this consumer should read from, or -1."""
+        """KIP-392: another replica this consumer should read from, or -1 (callers ask
+        only when `rack_aware`)."""
         if self.client_rack is None or self.replica_id >= 0:
             return -1
         return self.broker.replicas.preferred_read_replica(
@@ -172,9 +177,8 @@ class _Fetch:
         min_bytes = self.request.min_bytes
         for key, fetch in self.ctx.partitions.items():
             hosted = self._target(key, fetch)
-            if (
-                not isinstance(hosted, HostedPartition)
-                or self._preferred_replica(hosted, fetch) >= 0
+            if not isinstance(hosted, HostedPartition) or (
+                self.rack_aware and self._preferred_replica(hosted, fetch) >= 0
             ):
                 return min_bytes  # an error or another replica to name: answer now
             total += self.broker.replicas.fetchable_bytes(
@@ -208,7 +212,7 @@ class _Fetch:
             hosted = target if isinstance(target, HostedPartition) else None
             if hosted is None:
                 error = cast(int, target)
-            elif (preferred := self._preferred_replica(hosted, fetch)) >= 0:
+            elif self.rack_aware and (preferred := self._preferred_replica(hosted, fetch)) >= 0:
                 data.preferred_read_replica = preferred  # no data: read it there
                 log = hosted.log
                 data.high_watermark = log.high_watermark
