@@ -1,0 +1,123 @@
+"""The compiled primitive readers and writers (`protocol/_prim.c`) answer exactly as their
+pure-Python twins in `protocol/primitives.py`: the same value and position, or the same
+exception with the same message, for arbitrary bytes at any position. Where a C compiler
+exists (CI, every dev machine), the extension must have been built.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from riverlog.protocol import primitives
+
+COMPILED = primitives.COMPILED
+needs_compiled = pytest.mark.skipif(COMPILED is None, reason="protocol/_prim.c not built")
+READERS = [name for name in primitives.ACCELERATED if name.startswith("read_")]
+
+
+def test_the_compiled_primitives_are_built_where_a_compiler_exists() -> None:
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.skip("no C compiler here: the Python primitives serve")
+    assert COMPILED is not None, "pip install -e . did not build protocol/_prim.c"
+    assert primitives.read_compact_string is COMPILED["read_compact_string"]
+
+
+def _outcome(function: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
+    try:
+        result = function(*args)
+    except Exception as e:
+        return ("raised", type(e), str(e))
+    if isinstance(result, tuple):  # a reader: (value, pos); slices compared by content
+        value, pos = result
+        if isinstance(value, memoryview):
+            return ("slice", value.tobytes(), pos)
+        return (type(value), value, pos)
+    return (type(result), result)
+
+
+def _same(name: str, *args: Any) -> None:
+    assert COMPILED is not None
+    python = _outcome(primitives.PYTHON[name], *args)
+    compiled = _outcome(COMPILED[name], *args)
+    assert compiled == python, (name, args)
+
+
+def _prefixed(body: bytes) -> st.SearchStrategy[bytes]:
+    """`body` behind each kind of length prefix, declared right, short, long or negative."""
+    n = st.sampled_from([len(body), len(body) + 1, len(body) - 1, 0, -1, -2, 0x7F, 0x80])
+    return n.flatmap(
+        lambda k: st.sampled_from(
+            [
+                struct.pack(">h", max(-0x8000, min(0x7FFF, k))) + body,
+                struct.pack(">i", k) + body,
+                bytes([(k + 1) & 0xFF]) + body,
+                bytes([((k + 1) & 0x7F) | 0x80, 0x01]) + body,
+            ]
+        )
+    )
+
+
+_TEXT = st.text(max_size=40).map(lambda s: s.encode("utf-8", "surrogatepass"))
+_BYTES = st.one_of(
+    st.binary(max_size=300), _TEXT.flatmap(_prefixed), st.binary().flatmap(_prefixed)
+)
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(data=_BYTES, pad=st.binary(max_size=3), pos=st.integers(-2, 8))
+def test_readers_agree_on_any_bytes(data: bytes, pad: bytes, pos: int) -> None:
+    buf = pad + data
+    at = len(pad) if pos == 0 else pos
+    for name in READERS:
+        _same(name, memoryview(buf), at)
+        _same(name, buf, at)
+        _same(name, memoryview(bytearray(buf)), at)
+
+
+@needs_compiled
+def test_readers_agree_on_unusual_buffers() -> None:
+    """Views the fast path does not take (other formats, released, strided) go to Python."""
+    raw = b"\x03ab\x00\x00\x00\x02xy" * 4
+    released = memoryview(raw)
+    released.release()
+    views: list[Any] = [memoryview(raw).cast("b"), memoryview(raw)[::2], released, None, 3]
+    for name in READERS:
+        for view in views:
+            for pos in (0, 1, True, 2**70):
+                _same(name, view, pos)
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.one_of(
+        st.text(max_size=200),
+        st.none(),
+        st.integers(),
+        st.binary(max_size=5),
+        st.lists(st.integers(), max_size=200),
+        st.tuples(st.integers()),
+    ),
+    nullable=st.booleans(),
+)
+def test_writers_agree(value: Any, nullable: bool) -> None:
+    _same("write_compact_string", value)
+    _same("write_compact_array_length", value, nullable)
+    _same("write_compact_array_length", value)  # a wrong call fails alike
+
+
+@needs_compiled
+def test_writers_agree_on_surrogates_and_subclasses() -> None:
+    class Text(str):
+        pass
+
+    for value in ["\ud800", Text("abc"), "é" * 63, "é" * 64, "x" * 126, "x" * 127]:
+        _same("write_compact_string", value)
