@@ -1,5 +1,6 @@
-"""Run a codec test module with the compiled primitive readers (`protocol/_prim.c`) and with
-their pure-Python twins: import `each_primitives` into the module (an autouse fixture)."""
+"""Run a codec test module with the compiled primitive readers and Produce decode
+(`protocol/_prim.c`) and with their pure-Python twins: import `each_primitives` into the
+module (an autouse fixture)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from riverlog.protocol import messages, primitives
+from riverlog.protocol import framing, messages, primitives
 
 IMPLEMENTATIONS = [pytest.param(primitives.PYTHON, id="python-primitives")]
 if primitives.COMPILED is not None:
@@ -19,6 +20,8 @@ if primitives.COMPILED is not None:
 def each_primitives(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The generated codec (which looks its readers up at call time) with one implementation."""
     functions: dict[str, Callable[..., Any]] = request.param
+    if functions is primitives.PYTHON:
+        monkeypatch.setattr(framing, "FAST_PRODUCE", None)
     for name, function in functions.items():
         monkeypatch.setattr(messages, name, function)
         monkeypatch.setattr(primitives, name, function)

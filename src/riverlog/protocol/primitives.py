@@ -408,6 +408,7 @@ ACCELERATED = (
     "read_compact_records",
     "write_compact_string",
     "write_compact_array_length",
+    "write_compact_nullable_string",
 )
 """The functions `_prim.c` accelerates (in the order its `install` takes them): it answers
 their common, well-formed cases itself and hands every other case to the Python function,
