@@ -1,5 +1,5 @@
 """Run a codec test module with the compiled primitive readers and Produce decode
-(`protocol/_prim.c`) and with their pure-Python twins: import `each_primitives` into the
+(`protocol/_prim.c`, `protocol/_produce.c`) and with their pure-Python twins: import `each_primitives` into the
 module (an autouse fixture)."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ def each_primitives(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     functions: dict[str, Callable[..., Any]] = request.param
     if functions is primitives.PYTHON:
         monkeypatch.setattr(framing, "FAST_PRODUCE", None)
+        monkeypatch.setattr(framing, "FAST_PRODUCE_ANSWER", None)
     for name, function in functions.items():
         monkeypatch.setattr(messages, name, function)
         monkeypatch.setattr(primitives, name, function)

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from riverlog.protocol import framing, primitives
-from riverlog.protocol.messages import ProduceRequest
+from riverlog.protocol.messages import ProduceRequest, ProduceResponse
 from tests.protocol import crafted
 from tests.protocol.schema_strategies import cases, message_strategy
 
@@ -199,3 +199,59 @@ def test_compiled_produce_decoding_agrees_on_every_byte_changed_and_every_cut(
     for cut in range(len(frame)):
         short = frame[:cut]
         assert _decoded(short, fast, monkeypatch) == _decoded(short, None, monkeypatch)
+
+
+ANSWER_CASES = [(m, v) for (m, v) in cases() if m.name == "ProduceResponse" and 3 <= v <= 9]
+
+
+def _encoded(body: Any, version: int, fast: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(framing, "FAST_PRODUCE_ANSWER", fast)
+    try:
+        return [bytes(c) for c in framing.encode_response(body, version, 7)]  # type: ignore[arg-type]
+    except Exception as e:
+        return ("raised", type(e), str(e))
+
+
+@needs_compiled
+@pytest.mark.parametrize("case", ANSWER_CASES, ids=[f"v{v}" for _, v in ANSWER_CASES])
+def test_compiled_produce_answers_agree_with_the_generated_encoders(
+    case: tuple[Any, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any ProduceResponse (v3-v9), and one with a field of the wrong type or out of range:
+    the compiled encoding (where it answers) is byte for byte the generated one, and what it
+    leaves to the generated encoders is answered by them alike."""
+    msg, version = case
+    fast = framing.FAST_PRODUCE_ANSWER
+    assert fast is not None
+
+    @settings(max_examples=25, deadline=None, database=None)
+    @given(message_strategy(msg, version), st.data())
+    def check(instance: Any, data: st.DataObject) -> None:
+        assert _encoded(instance, version, fast, monkeypatch) == _encoded(
+            instance, version, None, monkeypatch
+        )
+        partitions = [p for t in instance.responses for p in t.partition_responses]
+        if partitions:
+            bad = data.draw(st.sampled_from([None, "1", 2**63, -(2**31) - 1, True, 1.0]))
+            field = data.draw(st.sampled_from(["index", "error_code", "base_offset"]))
+            setattr(data.draw(st.sampled_from(partitions)), field, bad)
+            assert _encoded(instance, version, fast, monkeypatch) == _encoded(
+                instance, version, None, monkeypatch
+            )
+
+    check()
+
+
+@needs_compiled
+@pytest.mark.parametrize("version", range(3, 10))
+def test_the_plain_produce_answer_is_encoded_in_c(version: int) -> None:
+    answer = ProduceResponse.PartitionProduceResponse(index=0, base_offset=41)
+    topic = ProduceResponse.TopicProduceResponse(name="t", partition_responses=[answer])
+    fast = framing.FAST_PRODUCE_ANSWER
+    assert fast is not None
+    whole = fast(ProduceResponse(responses=[topic]), version, 7)
+    assert whole is not None
+    generated: list[Any] = [b"\x00\x00\x00\x07"] + ([b"\x00"] if version >= 9 else [])
+    ProduceResponse(responses=[topic]).write_to(generated, version)
+    body = b"".join(generated)
+    assert whole == len(body).to_bytes(4, "big") + body
