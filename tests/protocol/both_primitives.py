@@ -1,6 +1,6 @@
-"""Run a codec test module with the compiled primitive readers and Produce decode
-(`protocol/_prim.c`, `protocol/_produce.c`) and with their pure-Python twins: import `each_primitives` into the
-module (an autouse fixture)."""
+"""Run a codec test module with the compiled primitive readers and Produce codec
+(`protocol/_prim.c`, `protocol/_produce.c`) and with their pure-Python twins: import
+`each_primitives` into the module (an autouse fixture)."""
 
 from __future__ import annotations
 
