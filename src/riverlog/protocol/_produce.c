@@ -12,7 +12,7 @@
  * builds for the same input; the tests compare both on arbitrary, byte-changed and cut
  * requests and on arbitrary answers with fields of wrong types.
  *
- *   decode_produce(buf, version) -> (RequestHeader, ProduceRequest) | None
+ *   decode_produce(buf, version) -> Request | None
  *     A whole Produce request frame of v3-v12 (header and body; bytes after the body are
  *     ignored, as framing.decode_request does), built as the generated decoders build it
  *     (`object.__new__` and one store per slot), or None: a tagged field, a null array, a
@@ -48,10 +48,10 @@ static int open_view(PyObject *buf, Py_buffer *view) {
 
 /* --- requests ------------------------------------------------------------------------- */
 
-static PyObject *c_header, *c_request, *c_topic, *c_partition, *zero_uuid;
+static PyObject *c_whole, *c_header, *c_request, *c_topic, *c_partition, *zero_uuid;
 static PyObject *n_api_key, *n_api_version, *n_correlation_id, *n_client_id, *n_tags,
     *n_transactional_id, *n_acks, *n_timeout_ms, *n_topic_data, *n_name, *n_topic_id,
-    *n_partition_data, *n_index, *n_records;
+    *n_partition_data, *n_index, *n_records, *n_header, *n_body;
 
 typedef struct {
     PyObject *buf;
@@ -307,8 +307,10 @@ static PyObject *p_decode_produce(PyObject *m, PyObject *const *args, Py_ssize_t
             status = -1;
             goto fail;
         }
-        result = PyTuple_Pack(2, header, body);
-        Py_DECREF(body);
+        PyObject *whole_names[] = {n_header, n_body};
+        PyObject *whole_values[] = {header, body};
+        header = NULL;
+        result = build(c_whole, whole_names, whole_values, 2);
         if (result == NULL) status = -1;
     }
 fail:
@@ -326,23 +328,24 @@ fail:
 }
 
 static PyObject *p_install_produce(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
+    if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError,
-                        "install_produce(RequestHeader, ProduceRequest, TopicProduceData, "
-                        "PartitionProduceData, ZERO_UUID)");
+                        "install_produce(Request, RequestHeader, ProduceRequest, "
+                        "TopicProduceData, PartitionProduceData, ZERO_UUID)");
         return NULL;
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         if (!PyType_Check(args[i])) {
             PyErr_SetString(PyExc_TypeError, "install_produce() takes the generated classes");
             return NULL;
         }
     }
-    Py_XSETREF(c_header, Py_NewRef(args[0]));
-    Py_XSETREF(c_request, Py_NewRef(args[1]));
-    Py_XSETREF(c_topic, Py_NewRef(args[2]));
-    Py_XSETREF(c_partition, Py_NewRef(args[3]));
-    Py_XSETREF(zero_uuid, Py_NewRef(args[4]));
+    Py_XSETREF(c_whole, Py_NewRef(args[0]));
+    Py_XSETREF(c_header, Py_NewRef(args[1]));
+    Py_XSETREF(c_request, Py_NewRef(args[2]));
+    Py_XSETREF(c_topic, Py_NewRef(args[3]));
+    Py_XSETREF(c_partition, Py_NewRef(args[4]));
+    Py_XSETREF(zero_uuid, Py_NewRef(args[5]));
     Py_RETURN_NONE;
 }
 
@@ -579,7 +582,7 @@ static PyObject *p_install_produce_response(PyObject *m, PyObject *const *args,
 
 static PyMethodDef methods[] = {
     {"decode_produce", (PyCFunction)(void (*)(void))p_decode_produce, METH_FASTCALL,
-     "A whole Produce request frame (v3-v12), or None: not the plain case."},
+     "A whole Produce request frame (v3-v12) as a framing.Request, or None."},
     {"install_produce", (PyCFunction)(void (*)(void))p_install_produce, METH_FASTCALL,
      "The generated classes decode_produce builds."},
     {"encode_produce_response", (PyCFunction)(void (*)(void))p_encode_produce_response,
@@ -617,7 +620,9 @@ PyMODINIT_FUNC PyInit__produce(void) {
                  {&n_log_append_time_ms, "log_append_time_ms"},
                  {&n_log_start_offset, "log_start_offset"},
                  {&n_record_errors, "record_errors"},
-                 {&n_error_message, "error_message"}};
+                 {&n_error_message, "error_message"},
+                 {&n_header, "header"},
+                 {&n_body, "body"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (*names[i].slot == NULL) {
             *names[i].slot = PyUnicode_InternFromString(names[i].text);

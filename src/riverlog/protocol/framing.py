@@ -60,51 +60,6 @@ _HEADER_DECODERS = RequestHeader._DECODERS
 
 PRODUCE_API_KEY = ProduceRequest.API_KEY
 
-
-FastProduce = Callable[[memoryview, int], tuple[RequestHeader, ProduceRequest] | None]
-FastProduceAnswer = Callable[[ApiMessage, int, int], bytes | None]
-
-
-def _produce_extension() -> ModuleType | None:
-    """`_produce.c`, given the generated classes it builds and encodes; None where it was not
-    built or with `RIVERLOG_PURE_PYTHON` set (the generated code then serves alone)."""
-    if os.environ.get("RIVERLOG_PURE_PYTHON"):
-        return None
-    try:
-        from riverlog.protocol import _produce  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    ext: ModuleType = _produce
-    ext.install_produce(
-        RequestHeader,
-        ProduceRequest,
-        ProduceRequest.TopicProduceData,
-        ProduceRequest.PartitionProduceData,
-        ZERO_UUID,
-    )
-    ext.install_produce_response(
-        ProduceResponse,
-        ProduceResponse.TopicProduceResponse,
-        ProduceResponse.PartitionProduceResponse,
-    )
-    return ext
-
-
-_PRODUCE = _produce_extension()
-
-FAST_PRODUCE: FastProduce | None = None if _PRODUCE is None else _PRODUCE.decode_produce
-"""A whole Produce request (v3-v12) of the plain shape decoded in C, as the generated
-decoders decode it (issue 29: ~300 bytecodes and ~12 calls of a one-record request); None
-for anything else, which the generated decoders then decode and refuse precisely. The
-tests compare both on arbitrary and damaged requests."""
-
-FAST_PRODUCE_ANSWER: FastProduceAnswer | None = (
-    None if _PRODUCE is None else _PRODUCE.encode_produce_response
-)
-"""A whole ProduceResponse frame (v3-v9) of the plain shape encoded in C, byte for byte as
-`encode_response` joins it (issue 29: ~200 bytecodes of every produce answer); None for
-anything else, which the generated encoders then encode. Tested against them."""
-
 CONTROLLED_SHUTDOWN_API_KEY = 7
 """ControlledShutdown v0 is the one request sent with request header v0 (no client id)."""
 
@@ -148,6 +103,52 @@ class Request:
     @property
     def correlation_id(self) -> int:
         return self.header.correlation_id
+
+
+FastProduce = Callable[[memoryview, int], "Request | None"]
+FastProduceAnswer = Callable[[ApiMessage, int, int], bytes | None]
+
+
+def _produce_extension() -> ModuleType | None:
+    """`_produce.c`, given the generated classes it builds and encodes; None where it was not
+    built or with `RIVERLOG_PURE_PYTHON` set (the generated code then serves alone)."""
+    if os.environ.get("RIVERLOG_PURE_PYTHON"):
+        return None
+    try:
+        from riverlog.protocol import _produce  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    ext: ModuleType = _produce
+    ext.install_produce(
+        Request,
+        RequestHeader,
+        ProduceRequest,
+        ProduceRequest.TopicProduceData,
+        ProduceRequest.PartitionProduceData,
+        ZERO_UUID,
+    )
+    ext.install_produce_response(
+        ProduceResponse,
+        ProduceResponse.TopicProduceResponse,
+        ProduceResponse.PartitionProduceResponse,
+    )
+    return ext
+
+
+_PRODUCE = _produce_extension()
+
+FAST_PRODUCE: FastProduce | None = None if _PRODUCE is None else _PRODUCE.decode_produce
+"""A whole Produce request (v3-v12) of the plain shape decoded in C, as the generated
+decoders decode it (issue 29: ~300 bytecodes and ~12 calls of a one-record request); None
+for anything else, which the generated decoders then decode and refuse precisely. The
+tests compare both on arbitrary and damaged requests."""
+
+FAST_PRODUCE_ANSWER: FastProduceAnswer | None = (
+    None if _PRODUCE is None else _PRODUCE.encode_produce_response
+)
+"""A whole ProduceResponse frame (v3-v9) of the plain shape encoded in C, byte for byte as
+`encode_response` joins it (issue 29: ~200 bytecodes of every produce answer); None for
+anything else, which the generated encoders then encode. Tested against them."""
 
 
 def encode_request(
@@ -199,7 +200,7 @@ def decode_request(frame: Buffer) -> Request:
     if api_key == PRODUCE_API_KEY and FAST_PRODUCE is not None:
         decoded = FAST_PRODUCE(buf, api_version)  # the plain case in C, else None
         if decoded is not None:
-            return Request(decoded[0], decoded[1])
+            return decoded
     # The header's and body's versions are known good here: their decoders are called
     # straight (`read_from` would check the versions again, a call each, on every request).
     if api_version >= cls.FLEXIBLE_FROM:
