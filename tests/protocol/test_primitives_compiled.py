@@ -201,7 +201,7 @@ def test_compiled_produce_decoding_agrees_on_every_byte_changed_and_every_cut(
         assert _decoded(short, fast, monkeypatch) == _decoded(short, None, monkeypatch)
 
 
-ANSWER_CASES = [(m, v) for (m, v) in cases() if m.name == "ProduceResponse" and 3 <= v <= 9]
+ANSWER_CASES = [(m, v) for (m, v) in cases() if m.name == "ProduceResponse" and 3 <= v <= 12]
 
 
 def _encoded(body: Any, version: int, fast: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -217,7 +217,7 @@ def _encoded(body: Any, version: int, fast: Any, monkeypatch: pytest.MonkeyPatch
 def test_compiled_produce_answers_agree_with_the_generated_encoders(
     case: tuple[Any, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Any ProduceResponse (v3-v9), and one with a field of the wrong type or out of range:
+    """Any ProduceResponse (v3-v12), and one with a field of the wrong type or out of range:
     the compiled encoding (where it answers) is byte for byte the generated one, and what it
     leaves to the generated encoders is answered by them alike."""
     msg, version = case
@@ -243,7 +243,7 @@ def test_compiled_produce_answers_agree_with_the_generated_encoders(
 
 
 @needs_compiled
-@pytest.mark.parametrize("version", range(3, 10))
+@pytest.mark.parametrize("version", range(3, 13))
 def test_the_plain_produce_answer_is_encoded_in_c(version: int) -> None:
     answer = ProduceResponse.PartitionProduceResponse(index=0, base_offset=41)
     topic = ProduceResponse.TopicProduceResponse(name="t", partition_responses=[answer])

@@ -20,9 +20,9 @@
  *     `install_produce(...)` gives it the generated classes once.
  *
  *   encode_produce_response(body, version, correlation_id) -> bytes | None
- *     The whole frame (size prefix, response header, body) of a ProduceResponse v3-v9 of
- *     the plain shape — exact ints in range, no record errors, no tagged fields, under
- *     4 KiB — byte for byte what framing.encode_response joins; None for anything else.
+ *     The whole frame (size prefix, response header, body) of a ProduceResponse v3-v12 of
+ *     the plain shape — exact ints in range, no record errors, no tagged fields (v10+: no
+ *     current leader, no node endpoints to tell), under 4 KiB — byte for byte what framing.encode_response joins; None for anything else.
  *     `install_produce_response(...)` gives it the generated classes once.
  */
 #define PY_SSIZE_T_CLEAN
@@ -354,7 +354,7 @@ static PyObject *p_install_produce(PyObject *m, PyObject *const *args, Py_ssize_
 static PyObject *c_response, *c_topic_response, *c_partition_response;
 static PyObject *n_responses, *n_throttle_time_ms, *n_partition_responses, *n_error_code,
     *n_base_offset, *n_log_append_time_ms, *n_log_start_offset, *n_record_errors,
-    *n_error_message;
+    *n_error_message, *n_current_leader, *n_leader_id, *n_leader_epoch, *n_node_endpoints;
 
 #define ANSWER_MAX 4096
 
@@ -493,6 +493,18 @@ static int w_partition(Writer *w, PyObject *p, long version) {
         Py_DECREF(message);
         if (!ok) return 0;
     }
+    if (version >= 10) { /* current_leader (tag 0) only when not the default: not plain */
+        PyObject *leader = PyObject_GetAttr(p, n_current_leader);
+        if (leader == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int64_t id, epoch;
+        int plain = get_int(leader, n_leader_id, -1, -1, &id) &&
+                    get_int(leader, n_leader_epoch, -1, -1, &epoch) && no_tagged(leader);
+        Py_DECREF(leader);
+        if (!plain) return 0;
+    }
     if (flexible && (!no_tagged(p) || !w_uvarint(w, 0))) return 0;
     return 1;
 }
@@ -532,7 +544,7 @@ static PyObject *p_encode_produce_response(PyObject *m, PyObject *const *args,
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    if (version < 3 || version > 9 || overflow || correlation < INT32_MIN ||
+    if (version < 3 || version > 12 || overflow || correlation < INT32_MIN ||
         correlation > INT32_MAX) {
         Py_RETURN_NONE;
     }
@@ -549,6 +561,11 @@ static PyObject *p_encode_produce_response(PyObject *m, PyObject *const *args,
         ok = w_topic(w, PyList_GET_ITEM(topics, i), version);
     }
     Py_XDECREF(topics);
+    if (ok && version >= 10) { /* node_endpoints (tag 0) only when there are some */
+        PyObject *endpoints = get_exact(body, n_node_endpoints, &PyList_Type);
+        ok = endpoints != NULL && PyList_GET_SIZE(endpoints) == 0;
+        Py_XDECREF(endpoints);
+    }
     ok = ok && get_int(body, n_throttle_time_ms, INT32_MIN, INT32_MAX, &throttle) &&
          w_int(w, throttle, 4) && (!flexible || (no_tagged(body) && w_uvarint(w, 0)));
     PyObject *result = NULL;
@@ -586,7 +603,7 @@ static PyMethodDef methods[] = {
     {"install_produce", (PyCFunction)(void (*)(void))p_install_produce, METH_FASTCALL,
      "The generated classes decode_produce builds."},
     {"encode_produce_response", (PyCFunction)(void (*)(void))p_encode_produce_response,
-     METH_FASTCALL, "A whole ProduceResponse frame (v3-v9), or None: not the plain case."},
+     METH_FASTCALL, "A whole ProduceResponse frame (v3-v12), or None: not the plain case."},
     {"install_produce_response", (PyCFunction)(void (*)(void))p_install_produce_response,
      METH_FASTCALL, "The generated classes encode_produce_response encodes."},
     {NULL, NULL, 0, NULL}};
@@ -622,6 +639,10 @@ PyMODINIT_FUNC PyInit__produce(void) {
                  {&n_record_errors, "record_errors"},
                  {&n_error_message, "error_message"},
                  {&n_header, "header"},
+                 {&n_current_leader, "current_leader"},
+                 {&n_leader_id, "leader_id"},
+                 {&n_leader_epoch, "leader_epoch"},
+                 {&n_node_endpoints, "node_endpoints"},
                  {&n_body, "body"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (*names[i].slot == NULL) {

@@ -146,7 +146,7 @@ tests compare both on arbitrary and damaged requests."""
 FAST_PRODUCE_ANSWER: FastProduceAnswer | None = (
     None if _PRODUCE is None else _PRODUCE.encode_produce_response
 )
-"""A whole ProduceResponse frame (v3-v9) of the plain shape encoded in C, byte for byte as
+"""A whole ProduceResponse frame (v3-v12) of the plain shape encoded in C, byte for byte as
 `encode_response` joins it (issue 29: ~200 bytecodes of every produce answer); None for
 anything else, which the generated encoders then encode. Tested against them."""
 
