@@ -6,6 +6,7 @@ exists (CI, every dev machine), the extension must have been built.
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 from collections.abc import Callable
@@ -22,6 +23,9 @@ from tests.protocol.schema_strategies import cases, message_strategy
 
 COMPILED = primitives.COMPILED
 needs_compiled = pytest.mark.skipif(COMPILED is None, reason="protocol/_prim.c not built")
+needs_produce = pytest.mark.skipif(
+    framing.FAST_PRODUCE is None, reason="protocol/_produce.c not built, or RIVERLOG_PURE_PYTHON"
+)
 READERS = [name for name in primitives.ACCELERATED if name.startswith("read_")]
 
 
@@ -29,7 +33,11 @@ def test_the_compiled_primitives_are_built_where_a_compiler_exists() -> None:
     if shutil.which("gcc") is None and shutil.which("cc") is None:
         pytest.skip("no C compiler here: the Python primitives serve")
     assert COMPILED is not None, "pip install -e . did not build protocol/_prim.c"
-    assert primitives.read_compact_string is COMPILED["read_compact_string"]
+    from riverlog.protocol import _produce  # type: ignore[attr-defined]  # noqa: F401
+
+    if not os.environ.get("RIVERLOG_PURE_PYTHON"):
+        assert primitives.read_compact_string is COMPILED["read_compact_string"]
+        assert framing.FAST_PRODUCE is not None and framing.FAST_PRODUCE_ANSWER is not None
 
 
 def _outcome(function: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
@@ -147,7 +155,7 @@ def _untagged(request: Any) -> bool:
     )
 
 
-@needs_compiled
+@needs_produce
 @pytest.mark.parametrize("case", PRODUCE_CASES, ids=[f"v{v}" for _, v in PRODUCE_CASES])
 def test_compiled_produce_decoding_agrees_with_the_generated_decoders(
     case: tuple[Any, int], monkeypatch: pytest.MonkeyPatch
@@ -176,7 +184,7 @@ def test_compiled_produce_decoding_agrees_with_the_generated_decoders(
     check()
 
 
-@needs_compiled
+@needs_produce
 @pytest.mark.parametrize("version", range(3, 13))
 def test_compiled_produce_decoding_agrees_on_every_byte_changed_and_every_cut(
     version: int, monkeypatch: pytest.MonkeyPatch
@@ -212,7 +220,7 @@ def _encoded(body: Any, version: int, fast: Any, monkeypatch: pytest.MonkeyPatch
         return ("raised", type(e), str(e))
 
 
-@needs_compiled
+@needs_produce
 @pytest.mark.parametrize("case", ANSWER_CASES, ids=[f"v{v}" for _, v in ANSWER_CASES])
 def test_compiled_produce_answers_agree_with_the_generated_encoders(
     case: tuple[Any, int], monkeypatch: pytest.MonkeyPatch
@@ -242,7 +250,7 @@ def test_compiled_produce_answers_agree_with_the_generated_encoders(
     check()
 
 
-@needs_compiled
+@needs_produce
 @pytest.mark.parametrize("version", range(3, 13))
 def test_the_plain_produce_answer_is_encoded_in_c(version: int) -> None:
     answer = ProduceResponse.PartitionProduceResponse(index=0, base_offset=41)
