@@ -44,6 +44,7 @@ from riverlog.protocol.records.batch_header import (
     LOG_OVERHEAD,
     TRANSACTIONAL_BIT,
     BatchHeader,
+    place_batch,
 )
 from riverlog.protocol.records.v2 import Record, decode_records
 from riverlog.storage import checkpoint
@@ -339,7 +340,11 @@ class PartitionLog:
                         producers.check_verified(batch.header, verification)
             append_time = now if self.config.log_append_time else None
             first = self.segments[-1].next_offset  # the log end offset
-            headers = assign_offsets(view, batches, first, leader_epoch, append_time)
+            if append_time is None and len(batches) == 1:  # `assign_offsets`, one batch
+                position, header = batches[0]
+                headers = [place_batch(view, position, header, first, leader_epoch)]
+            else:
+                headers = assign_offsets(view, batches, first, leader_epoch, append_time)
             self._write(view, headers, now)
             last = headers[-1]
             # tuple.__new__: without the NamedTuple's Python-level __new__ (every append)

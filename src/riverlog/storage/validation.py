@@ -86,8 +86,21 @@ def _one_plain_batch(
     if size < BATCH_HEADER_SIZE:
         return None
     fields = HEADER_FIELDS.unpack_from(data, 0)
-    (base_offset, batch_length, _, magic, crc, attributes, last_delta) = fields[:7]
-    base_timestamp, producer_id, base_sequence, count = fields[7], fields[9], fields[11], fields[12]
+    (
+        base_offset,
+        batch_length,
+        _,
+        magic,
+        crc,
+        attributes,
+        last_delta,
+        base_timestamp,
+        _,
+        producer_id,
+        _,
+        base_sequence,
+        count,
+    ) = fields
     if (
         magic != 2
         or batch_length + LOG_OVERHEAD != size
