@@ -31,6 +31,7 @@ from riverlog.protocol.exceptions import (
     UnsupportedVersionError,
 )
 from riverlog.protocol.framing import FrameReader, decode_request, encode_request
+from tests.protocol.both_primitives import each_primitives  # noqa: F401 (autouse: both readers)
 from tests.protocol.schema_strategies import cases, generated_class, message_strategy
 
 # A representative spread: classic and flexible, requests and responses, deep nesting.

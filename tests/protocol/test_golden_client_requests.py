@@ -23,6 +23,7 @@ from riverlog.protocol.messages import (
 from riverlog.protocol.primitives import Chunk, join_chunks
 from riverlog.protocol.records.batch_header import iter_batches, read_batch_header, verify_crc
 from riverlog.protocol.records.v2 import iter_record_batches
+from tests.protocol.both_primitives import each_primitives  # noqa: F401 (autouse: both readers)
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 FIXTURES = sorted(GOLDEN_DIR.glob("*-*/*.bin"))

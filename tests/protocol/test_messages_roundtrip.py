@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from riverlog.protocol import messages
 from riverlog.protocol.primitives import FileRegion, write_tagged_fields
+from tests.protocol.both_primitives import each_primitives  # noqa: F401 (autouse: both readers)
 from tests.protocol.schema_strategies import all_messages, cases, generated_class, message_strategy
 
 CASES = cases()

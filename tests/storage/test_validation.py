@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from riverlog.client.fetcher import UnreadableBatchError
 from riverlog.client.fetcher import decode_records as consumer_decode
@@ -22,9 +24,17 @@ from riverlog.protocol.records import compression, walk
 from riverlog.protocol.records.batch_header import BatchHeader, read_batch_header
 from riverlog.protocol.records.convert import v2_to_legacy
 from riverlog.protocol.records.legacy import decode_message_set
+from riverlog.protocol.records.v2 import Record, encode_batch
 from riverlog.storage.cleaner import LogCleaner
 from riverlog.storage.log import PartitionLog
-from riverlog.storage.validation import ValidatedBatch, assign_offsets, validate_batches
+from riverlog.storage.log_config import LogConfig
+from riverlog.storage.validation import (
+    ValidatedBatch,
+    _one_plain_batch,
+    _validate_each,
+    assign_offsets,
+    validate_batches,
+)
 from tests.protocol import crafted
 from tests.storage.logtools import config, file_sizes, read_region
 
@@ -227,3 +237,64 @@ def test_a_legacy_bomb_is_refused_while_up_converting() -> None:
     wrapper = encode_message_set(inner, magic=1, compression_type=compression.GZIP)
     with pytest.raises(compression.DecompressedTooLargeError):
         legacy_to_v2(wrapper)
+
+
+def _outcome(data: bytes, cfg: LogConfig, now: int) -> object:
+    try:
+        return validate_batches(memoryview(bytearray(data)), cfg, now)
+    except KafkaError as e:
+        return (e.error, e.message)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    flips=st.lists(st.tuples(st.integers(0, 90), st.integers(0, 255)), min_size=1, max_size=3),
+    crc_fixed=st.booleans(),
+    compact=st.booleans(),
+    producer=st.sampled_from([(-1, -1, -1), (7, 0, 0), (7, 0, 5)]),
+)
+def test_the_one_batch_fast_path_accepts_only_what_every_check_accepts(
+    flips: list[tuple[int, int]],
+    crc_fixed: bool,
+    compact: bool,
+    producer: tuple[int, int, int],
+) -> None:
+    """A client's single uncompressed batch is checked in one pass (`_one_plain_batch`);
+    with header and record bytes damaged anywhere (the CRC fixed or not), it accepts a
+    batch only when the batch-by-batch checks do, with the same result, and leaves every
+    refusal to them."""
+    now = crafted.now_ms()
+    pid, epoch, seq = producer
+    batch = bytearray(
+        encode_batch(
+            [Record(i, now, b"k", b"v") for i in range(2)],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+        )
+    )
+    for at, value in flips:
+        if at < len(batch):
+            batch[at] = value
+    data = crafted.fix_crc(batch) if crc_fixed and len(batch) >= 61 else bytes(batch)
+    cfg = config(cleanup_policy="compact" if compact else "delete", max_message_bytes=120)
+    fast = _one_plain_batch(memoryview(bytearray(data)), cfg, now)
+    if fast is not None:
+        assert fast == _validate_each(memoryview(bytearray(data)), cfg, now, True)
+    assert _outcome(data, cfg, now) == _outcome_slow(data, cfg, now)
+
+
+def _outcome_slow(data: bytes, cfg: LogConfig, now: int) -> object:
+    try:
+        return _validate_each(memoryview(bytearray(data)), cfg, now, True)
+    except KafkaError as e:
+        return (e.error, e.message)
+
+
+def test_the_one_batch_fast_path_takes_the_common_shape() -> None:
+    now = crafted.now_ms()
+    data = memoryview(bytearray(crafted.good(3, ts=now)))
+    fast = _one_plain_batch(data, config(), now)
+    assert fast is not None and fast == _validate_each(data, config(), now, True)
+    compressed = memoryview(bytearray(crafted.good(3, ts=now, codec=compression.GZIP)))
+    assert _one_plain_batch(compressed, config(), now) is None  # the general path decides

@@ -35,6 +35,11 @@ DEFAULT: Any = object()
 """Marks a constructor argument left out, where the default is a fresh list or struct."""
 
 
+ENCODE_ERRORS = (struct.error, TypeError, AttributeError, ValueError, OverflowError)
+"""What an encoder raises for a field that does not fit its type; `write_to` (and
+`framing.encode_response`, which calls the encoder itself) answers them as `EncodeError`."""
+
+
 class Struct:
     """A (possibly nested) protocol structure with per-version encoders and decoders."""
 
@@ -73,7 +78,7 @@ class Struct:
         self._check_version(version)
         try:
             self._ENCODERS[version](self, out)
-        except (struct.error, TypeError, AttributeError, ValueError, OverflowError) as e:
+        except ENCODE_ERRORS as e:
             raise EncodeError(f"cannot encode {self.NAME} v{version}: {e}") from e
 
     def encode(self, version: int) -> bytes:

@@ -18,12 +18,14 @@ with 0 for null.
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 from dataclasses import dataclass
 from itertools import compress, repeat
-from typing import NoReturn, TypeVar
+from types import ModuleType
+from typing import Any, NoReturn, TypeVar
 
 from riverlog.protocol.exceptions import (
     EncodeError,
@@ -391,3 +393,45 @@ def coalesce_chunks(chunks: list[Chunk]) -> list[Chunk]:
     if start < count:
         merged.append(b"".join(chunks[start:]))  # type: ignore[arg-type]
     return merged
+
+
+# --- the compiled fast paths ---------------------------------------------------------------
+
+ACCELERATED = (
+    "read_string",
+    "read_nullable_string",
+    "read_compact_string",
+    "read_compact_nullable_string",
+    "read_array_length",
+    "read_compact_array_length",
+    "read_records",
+    "read_compact_records",
+    "write_compact_string",
+    "write_compact_array_length",
+    "write_compact_nullable_string",
+)
+"""The functions `_prim.c` accelerates (in the order its `install` takes them): it answers
+their common, well-formed cases itself and hands every other case to the Python function,
+so both answer alike for any input (issue 29: ~15 interpreter calls of a one-record Produce
+request's ~120)."""
+
+PYTHON: dict[str, Callable[..., Any]] = {name: globals()[name] for name in ACCELERATED}
+"""The pure-Python functions, by name."""
+
+
+def _compiled() -> dict[str, Callable[..., Any]] | None:
+    try:
+        from riverlog.protocol import _prim  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    ext: ModuleType = _prim
+    ext.install(*PYTHON.values())
+    return {name: getattr(ext, name) for name in ACCELERATED}
+
+
+COMPILED = _compiled()
+"""The compiled functions by name, or None where `_prim.c` was not built (then, and with
+`RIVERLOG_PURE_PYTHON` set, the module's names stay the Python ones)."""
+
+if COMPILED is not None and not os.environ.get("RIVERLOG_PURE_PYTHON"):
+    globals().update(COMPILED)

@@ -137,13 +137,13 @@ class ProducerStateManager:
                         f"{header.producer_epoch} of producer {header.producer_id}; expected 0.",
                     )
             elif header.base_sequence >= 0:
+                first_seq = header.base_sequence
+                # `header.last_sequence` once (a property: a call per kept batch otherwise)
+                last_seq = (first_seq + header.last_offset_delta) % (1 << 31)
                 for batch in entry.batches:
-                    if (
-                        batch.first_seq == header.base_sequence
-                        and batch.last_seq == header.last_sequence
-                    ):
+                    if batch.first_seq == first_seq and batch.last_seq == last_seq:
                         return batch
-                if entry.batches and header.base_sequence != _next_seq(entry.last_seq):
+                if entry.batches and first_seq != _next_seq(entry.batches[-1].last_seq):
                     raise KafkaError(
                         error_codes.OUT_OF_ORDER_SEQUENCE_NUMBER,
                         f"Out of order sequence {header.base_sequence} of producer "

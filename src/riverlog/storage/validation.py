@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from crc32c import crc32c
+
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.exceptions import CorruptRecordError, ProtocolError
@@ -33,6 +35,8 @@ from riverlog.protocol.records.batch_header import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
     CONTROL_BIT,
+    CRC_COVERED_FROM,
+    HEADER_FIELDS,
     LOG_OVERHEAD,
     MAGIC_POSITION,
     TRANSACTIONAL_BIT,
@@ -63,6 +67,66 @@ def validate_batches(
     data: memoryview, config: LogConfig, now_ms: int, *, from_client: bool = True
 ) -> list[ValidatedBatch]:
     """Check every batch of a produce record set; raise `KafkaError` on the first problem."""
+    if from_client:
+        one = _one_plain_batch(data, config, now_ms)
+        if one is not None:
+            return one
+    return _validate_each(data, config, now_ms, from_client)
+
+
+def _one_plain_batch(
+    data: memoryview, config: LogConfig, now_ms: int
+) -> list[ValidatedBatch] | None:
+    """The common shape of a client's record set (one uncompressed batch) when every check
+    of `_validate_each` and `_check_header` passes, in one unpack of its header; None for
+    anything else — `_validate_each` then decides, and answers any fault precisely. Every
+    produced batch of that shape passes here (issue 29: ~280 bytecodes of ~3,500 per
+    single-record request were the general loop)."""
+    size = len(data)
+    if size < BATCH_HEADER_SIZE:
+        return None
+    fields = HEADER_FIELDS.unpack_from(data, 0)
+    (
+        base_offset,
+        batch_length,
+        _,
+        magic,
+        crc,
+        attributes,
+        last_delta,
+        base_timestamp,
+        _,
+        producer_id,
+        _,
+        base_sequence,
+        count,
+    ) = fields
+    if (
+        magic != 2
+        or batch_length + LOG_OVERHEAD != size
+        or size > config.max_message_bytes + LOG_OVERHEAD
+        or size > config.segment_bytes
+        or base_offset != 0
+        or count <= 0
+        or count != last_delta + 1
+        or attributes & (CONTROL_BIT | COMPRESSION_MASK)  # control, or compressed
+        or (base_sequence < 0 if producer_id >= 0 else attributes & TRANSACTIONAL_BIT)
+        or crc32c(data[CRC_COVERED_FROM:]) != crc
+    ):
+        return None
+    low, high = timestamp_bounds(config, now_ms)
+    problem, errors = walk.scan(
+        data[BATCH_HEADER_SIZE:], count, base_timestamp, low, high, config.compact
+    )
+    if errors or problem is not None:
+        return None
+    return [_new_tuple(ValidatedBatch, (0, _new_tuple(BatchHeader, fields)))]
+
+
+def _validate_each(
+    data: memoryview, config: LogConfig, now_ms: int, from_client: bool
+) -> list[ValidatedBatch]:
+    """Every batch in turn, each fault answered with Kafka's code."""
     if len(data) == 0:
         raise KafkaError(error_codes.INVALID_RECORD, "The record set is empty.")
     batches: list[ValidatedBatch] = []

@@ -64,6 +64,9 @@ TIMESTAMP_CREATE_TIME = 0
 TIMESTAMP_LOG_APPEND_TIME = 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_FIELDS = _HEADER
+"""The header's fields in `BatchHeader` order, read with one `unpack_from` (validation's
+fast path reads them without building the header until they pass)."""
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 _INT64 = struct.Struct(">q")

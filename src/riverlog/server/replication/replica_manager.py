@@ -226,6 +226,13 @@ class ReplicaManager:
         not (`HostedPartition.replication_status`; REQUEST_TIMED_OUT after `timeout_ms`) —
         at once when every write is settled already (a leader alone in its ISR), else as a
         future completed from the produce purgatory."""
+        if len(writes) == 1:  # one partition (the common request): settled now, no closures
+            hosted, required = writes[0]
+            if self._partitions.get(hosted.key) is not hosted:
+                return [error_codes.NOT_LEADER_OR_FOLLOWER]
+            code = hosted.replication_status(required)
+            if code is not None:
+                return [code]
         outcome: list[ErrorCode | None] = [None] * len(writes)
 
         def status(hosted: HostedPartition, required: int) -> ErrorCode | None:
