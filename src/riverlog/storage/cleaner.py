@@ -15,7 +15,7 @@ One pass over a log (`clean`):
    the map (records without a key go, as Kafka's cleaner drops them). Each group is written
    to `<base>.log.cleaned`, fsynced, renamed to `.swap`, then swapped in by
    `PartitionLog.replace_segments` (a crash after the `.swap` rename is completed on load by
-   `PartitionLog._complete_swaps`; `.cleaned` leftovers are deleted on load).
+   `storage/log_recovery.py`: `complete_swaps`; `.cleaned` leftovers are deleted on load).
 4. The first dirty offset becomes `end`.
 
 Rules and invariants:

@@ -1,4 +1,4 @@
-"""One partition's log: an ordered list of segments, appends, reads, roll, truncation, recovery.
+"""One partition's log: an ordered list of segments, appends, reads, roll, truncation.
 
 Directory `<data-dir>/<topic>-<partition>/` holds `<base offset, 20 digits>.log|.index|
 .timeindex` per segment, producer-state snapshots and the `leader-epoch-checkpoint`.
@@ -16,9 +16,10 @@ not yet replicated (READ_COMMITTED reads stop there).
 
 Offsets: `log_start_offset` ≤ `last_stable_offset` ≤ `high_watermark` ≤ `log_end_offset`.
 Reads beyond the end or below the start raise OFFSET_OUT_OF_RANGE. The recovery point is
-the offset below which everything has been fsynced; after an unclean shutdown, segments
-from the one holding it are verified batch by batch and truncated at the first invalid byte
-(or before a segment a machine crash left empty). A roll is flushed by the next housekeeping.
+the offset below which everything has been fsynced; which segments the log opens with
+(leftovers, a cleaner's swap, recovery after an unclean shutdown) is decided by
+`storage/log_recovery.py`; the log replays its producer state from them. A roll is flushed
+by the next housekeeping.
 """
 
 from __future__ import annotations
@@ -50,20 +51,14 @@ from riverlog.protocol.records.v2 import Record, decode_records
 from riverlog.storage import checkpoint
 from riverlog.storage.epoch_cache import LeaderEpochCache
 from riverlog.storage.log_config import LogConfig
+from riverlog.storage.log_recovery import rebuild_epochs_if_missing, recover_segments
 from riverlog.storage.markers import encode_marker, read_marker
 from riverlog.storage.producer_state import (
     CompletedTxn,
     ProducerStateManager,
     VerificationGuard,
 )
-from riverlog.storage.segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    BatchPosition,
-    LogSegment,
-)
+from riverlog.storage.segment import DELETED_SUFFIX, BatchPosition, LogSegment
 from riverlog.storage.txn_index import AbortedTxn
 from riverlog.storage.validation import assign_offsets, validate_batches
 
@@ -174,94 +169,16 @@ class PartitionLog:
     # --- loading and recovery ----------------------------------------------------------
 
     def _load(self, clean_shutdown: bool) -> None:
-        for leftover in self.directory.iterdir():
-            if leftover.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
-                leftover.unlink()
-        self._complete_swaps()
-        bases = sorted(
-            int(p.name[:20])
-            for p in self.directory.glob(f"*{LOG_SUFFIX}")
-            if p.name[:20].isdigit() and len(p.name) == 20 + len(LOG_SUFFIX)
+        self.segments, self.recovery_point, self.log_start_offset = recover_segments(
+            self.directory,
+            self.config,
+            recovery_point=self.recovery_point,
+            log_start_offset=self.log_start_offset,
+            clean_shutdown=clean_shutdown,
         )
-        interval = self.config.index_interval_bytes
-        segments = [LogSegment(self.directory, base, interval) for base in bases]
-        recover_from = len(segments)
-        if not clean_shutdown:
-            recover_from = max(0, bisect_right(bases, self.recovery_point) - 1)
-        for i, seg in enumerate(segments[:recover_from]):
-            if not seg.load():
-                log.warning(
-                    "%s: index of segment %d is unusable, rebuilding",
-                    self.directory,
-                    seg.base_offset,
-                )
-                recover_from = min(recover_from, i)
-                break
-        kept: list[LogSegment] = segments[:recover_from]
-        for seg in segments[recover_from:]:
-            truncated = seg.recover(self.config.max_message_bytes)
-            if kept and seg.base_offset < kept[-1].next_offset:
-                truncated = seg.size or 1  # overlaps its predecessor: unusable
-            # A segment starts with a batch at its base offset: one past the recovery point
-            # left empty by a crash (name durable, data not) lost it, and the log ends there,
-            # or its end would jump past offsets that no longer exist. (Empty after a
-            # compacted one, it may start past its end, but rolls are flushed.)
-            lost = bool(
-                kept
-                and seg.size == 0
-                and seg.base_offset > max(kept[-1].next_offset, self.recovery_point)
-            )
-            kept.append(seg)
-            if truncated or lost:
-                log.warning(
-                    "%s: truncated %d invalid bytes from segment %d%s",
-                    self.directory,
-                    truncated,
-                    seg.base_offset,
-                    ", which lost all its data" if lost else "",
-                )
-                for later in segments[segments.index(seg) + 1 :]:
-                    later.close()
-                    later.delete_files()
-                if seg.size == 0 and len(kept) > 1:
-                    kept.pop()
-                    seg.close()
-                    seg.delete_files()
-                break
-        if not kept:
-            start = max(self.log_start_offset, self.recovery_point if clean_shutdown else 0)
-            kept = [LogSegment(self.directory, start, interval)]
-        self.segments = tuple(kept)
-        end = self.log_end_offset
-        self.recovery_point = min(self.recovery_point, end) if not clean_shutdown else end
-        self.log_start_offset = max(self.segments[0].base_offset, min(self.log_start_offset, end))
-        self.epochs.truncate_from_end(end)
-        self._rebuild_epochs_if_missing()
+        self.epochs.truncate_from_end(self.log_end_offset)
+        rebuild_epochs_if_missing(self.epochs, self.segments)
         self._load_producer_state()
-
-    def _complete_swaps(self) -> None:
-        """A cleaner crash after writing a `.swap` segment: finish replacing the segments it
-        covers (every segment whose base offset falls in its offset range)."""
-        for swap in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
-            base = int(swap.name[:20])
-            seg = LogSegment(
-                self.directory, base, self.config.index_interval_bytes, suffix=SWAP_SUFFIX
-            )
-            seg.recover(self.config.max_message_bytes)
-            for old in self.directory.glob(f"*{LOG_SUFFIX}"):
-                old_base = int(old.name[:20])
-                if base < old_base < seg.next_offset:
-                    for suffix in (LOG_SUFFIX, ".index", ".timeindex", ".txnindex"):
-                        (self.directory / (old.name[:20] + suffix)).unlink(missing_ok=True)
-            seg.rename_suffix("")
-            seg.close()
-
-    def _rebuild_epochs_if_missing(self) -> None:
-        if self.epochs.entries or self.log_end_offset == self.segments[0].base_offset:
-            return
-        for seg in self.segments:
-            for found in seg.batches_from(0):
-                self.epochs.assign(found.header.partition_leader_epoch, found.header.base_offset)
 
     def _load_producer_state(self) -> None:
         end = self.log_end_offset
