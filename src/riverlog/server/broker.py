@@ -554,7 +554,9 @@ class Broker:
         defaults to every log not overriding them."""
         self.config = self.dynamic_configs.reload()
         self.topic_defaults = self.config.topic_defaults()
-        self.replicas.leader_throttle.rate = self.config["leader.replication.throttled.rate"]
+        self.replicas.fetch_reader.leader_throttle.rate = self.config[
+            "leader.replication.throttled.rate"
+        ]
         self.replicas.fetchers.quota.rate = self.config["follower.replication.throttled.rate"]
         self.logs.cleaner_backoff_ms = self.config["log.cleaner.backoff.ms"]
         self.txn_verifier.enabled = self.config[txn_verification.ENABLE_KEY]

@@ -167,7 +167,7 @@ class _Fetch:
         only when `rack_aware`)."""
         if self.client_rack is None or self.replica_id >= 0:
             return -1
-        return self.broker.replicas.preferred_read_replica(
+        return self.broker.replicas.fetch_reader.preferred_read_replica(
             hosted, fetch.fetch_offset, self.client_rack
         )
 
@@ -181,7 +181,7 @@ class _Fetch:
                 self.rack_aware and self._preferred_replica(hosted, fetch) >= 0
             ):
                 return min_bytes  # an error or another replica to name: answer now
-            total += self.broker.replicas.fetchable_bytes(
+            total += self.broker.replicas.fetch_reader.fetchable_bytes(
                 hosted,
                 fetch.fetch_offset,
                 fetch.max_bytes,
@@ -221,7 +221,7 @@ class _Fetch:
             else:
                 log = hosted.log
                 try:
-                    region = self.broker.replicas.read_for_fetch(
+                    region = self.broker.replicas.fetch_reader.read_for_fetch(
                         hosted,
                         fetch.fetch_offset,
                         min(fetch.max_bytes, remaining),
@@ -245,7 +245,7 @@ class _Fetch:
                         else:
                             data.records = region
                         if self.read_committed:
-                            limit = self.broker.replicas.fetch_limit(
+                            limit = self.broker.replicas.fetch_reader.fetch_limit(
                                 hosted, self.replica_id, read_committed=True
                             )
                             data.aborted_transactions = _aborted(log, fetch.fetch_offset, limit)
