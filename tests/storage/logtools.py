@@ -1,4 +1,5 @@
-"""Shared helpers of the partition-log tests: building batches, reading a log back, a model."""
+"""Shared helpers of the partition-log tests: building batches, opening and filling a log,
+a hand-set clock, reading a log back, a model."""
 
 from __future__ import annotations
 
@@ -136,3 +137,38 @@ def segment_files(directory: Path, suffix: str = ".log") -> list[Path]:
     return sorted(
         p for p in directory.iterdir() if p.name.endswith(suffix) and p.name[:20].isdigit()
     )
+
+
+def recs(n: int, ts: int = 1_000, size: int = 50, tag: bytes = b"") -> list:
+    return [(b"k%d" % i + tag, bytes([i % 256]) * size, ts + i) for i in range(n)]
+
+
+def open_log(path: Path, **cfg: str | int) -> PartitionLog:
+    return PartitionLog(path / "t-0", config(**cfg))
+
+
+class ManualClock:
+    """A log's clock (`clock_ms`) that moves only when the test sets `now`."""
+
+    def __init__(self, now: int = 10_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def filled_log(
+    tmp_path: Path, batches: int = 20, clock: ManualClock | None = None
+) -> tuple[PartitionLog, Model]:
+    """A log of `batches` small batches over at least 4 segments, and its model."""
+    log = PartitionLog(
+        tmp_path / "t-0",
+        config(segment_bytes=600, index_interval_bytes=100, file_delete_delay_ms=1000),
+        clock_ms=clock,
+    )
+    model = Model()
+    for i in range(batches):
+        r = recs(1 + i % 3, ts=1_000 + 10 * i, tag=b"%d" % i)
+        model.add(log.append(make_batch(r), leader_epoch=0, now_ms=1_000).first_offset, r)
+    assert len(log.segments) >= 4
+    return log, model

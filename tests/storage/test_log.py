@@ -1,53 +1,37 @@
-"""PartitionLog on real files: appends, reads, rolls, validation, producers, epochs, retention."""
+"""PartitionLog on real files: appends, reads, rolls, timestamps, producers, epochs,
+truncation, flushing. Refused appends: test_log_refusals.py; retention and DeleteRecords:
+test_log_retention.py; LogConfig: test_log_config.py; recovery: test_recovery.py."""
 
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
 
 import pytest
-from crc32c import crc32c
 
 from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
-from riverlog.protocol.records import compression
 from riverlog.protocol.records.batch_header import TIMESTAMP_LOG_APPEND_TIME
 from riverlog.protocol.records.v2 import iter_record_batches
 from riverlog.storage.log import MAX_TIMESTAMP, PartitionLog
-from riverlog.storage.log_config import TOPIC_CONFIG_NAMES, InvalidConfigError, LogConfig
-from riverlog.storage.retention import apply_retention
 from riverlog.storage.segment import WRITE_CHUNK
 from tests.storage.logtools import (
     CODECS,
+    ManualClock,
     Model,
     assert_matches,
     config,
-    file_sizes,
+    filled_log,
     make_batch,
+    open_log,
     read_all,
     read_region,
+    recs,
     segment_files,
 )
 
 STAMPED = 17  # the first bytes of a batch: the log sets its base offset and leader epoch
-
-
-def recs(n: int, ts: int = 1_000, size: int = 50, tag: bytes = b"") -> list:
-    return [(b"k%d" % i + tag, bytes([i % 256]) * size, ts + i) for i in range(n)]
-
-
-def open_log(path: Path, **cfg: str | int) -> PartitionLog:
-    return PartitionLog(path / "t-0", config(**cfg))
-
-
-class Clock:
-    def __init__(self, now: int = 10_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 # --- appends and reads -------------------------------------------------------------------
@@ -272,114 +256,6 @@ def test_log_append_time(tmp_path: Path, codec: int) -> None:
     assert again.log_end_offset == 3  # recovery verified the rewritten CRC
 
 
-# --- validation --------------------------------------------------------------------------
-
-
-def _set_records_count(batch: bytes, count: int) -> bytes:
-    data = bytearray(batch)
-    struct.pack_into(">i", data, 57, count)
-    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
-    return bytes(data)
-
-
-def _flip(batch: bytes, pos: int) -> bytes:
-    data = bytearray(batch)
-    data[pos] ^= 0x01
-    return bytes(data)
-
-
-def _reject(
-    log: PartitionLog, data: bytes, code: error_codes.ErrorCode, now_ms: int = 1_000
-) -> None:
-    end = log.log_end_offset
-    sizes = file_sizes(log.directory)
-    epochs = list(log.epochs.entries)
-    with pytest.raises(KafkaError) as e:
-        log.append(data, leader_epoch=5, now_ms=now_ms)
-    assert e.value.error is code, e.value
-    assert e.value.code == code.code
-    assert log.log_end_offset == end
-    assert file_sizes(log.directory) == sizes
-    assert log.epochs.entries == epochs
-
-
-def _prefilled(tmp_path: Path, **cfg: str | int) -> PartitionLog:
-    log = open_log(tmp_path, **cfg)
-    log.append(make_batch(recs(2)), leader_epoch=0, now_ms=1_000)
-    log.flush()
-    return log
-
-
-GOOD = make_batch(recs(2))
-
-
-@pytest.mark.parametrize("pos", [17, 30, 70, len(GOOD) - 1])
-def test_bad_crc_is_corrupt_message(tmp_path: Path, pos: int) -> None:
-    log = _prefilled(tmp_path)
-    _reject(log, _flip(GOOD, pos), error_codes.CORRUPT_MESSAGE)
-
-
-def test_truncated_and_empty_record_sets(tmp_path: Path) -> None:
-    log = _prefilled(tmp_path)
-    with pytest.raises(KafkaError):
-        log.append(GOOD[:-3], leader_epoch=0)
-    with pytest.raises(KafkaError):
-        log.append(b"", leader_epoch=0)
-    assert log.log_end_offset == 2
-
-
-def test_batch_over_max_message_bytes(tmp_path: Path) -> None:
-    log = _prefilled(tmp_path, max_message_bytes=500)
-    _reject(log, make_batch([(b"k", b"x" * 600, 1_000)]), error_codes.MESSAGE_TOO_LARGE)
-    # Compression counts: the compressed batch fits.
-    log.append(make_batch([(b"k", b"x" * 600, 1_000)], codec=compression.GZIP), leader_epoch=0)
-
-
-def test_compacted_topic_rejects_null_key(tmp_path: Path) -> None:
-    log = _prefilled(tmp_path, cleanup_policy="compact")
-    _reject(log, make_batch([(b"k", b"v", 1_000), (None, b"v", 1_000)]), error_codes.INVALID_RECORD)
-    _reject(
-        log,
-        make_batch([(None, b"v", 1_000)], codec=compression.LZ4),
-        error_codes.INVALID_RECORD,
-    )
-
-
-def test_record_count_mismatch(tmp_path: Path) -> None:
-    log = _prefilled(tmp_path)
-    _reject(log, _set_records_count(make_batch(recs(3)), 2), error_codes.INVALID_RECORD)
-    _reject(log, _set_records_count(make_batch(recs(3)), 4), error_codes.INVALID_RECORD)
-
-
-def test_timestamp_out_of_range(tmp_path: Path) -> None:
-    log = _prefilled(
-        tmp_path, message_timestamp_after_max_ms=1000, message_timestamp_before_max_ms=5000
-    )
-    _reject(log, make_batch([(b"k", b"v", 3_001)]), error_codes.INVALID_TIMESTAMP, now_ms=2_000)
-    _reject(log, make_batch([(b"k", b"v", 10_000)]), error_codes.INVALID_TIMESTAMP, now_ms=20_000)
-    log.append(make_batch([(b"k", b"v", 3_000)]), leader_epoch=0, now_ms=2_000)
-    log.append(make_batch([(b"k", b"v", 15_000)]), leader_epoch=0, now_ms=20_000)
-    assert log.log_end_offset == 4
-
-
-@pytest.mark.parametrize("bad_index", [0, 1, 2])
-def test_multi_batch_request_with_one_bad_batch_appends_nothing(
-    tmp_path: Path, bad_index: int
-) -> None:
-    log = _prefilled(tmp_path, max_message_bytes=400)
-    batches = [make_batch(recs(2, tag=b"%d" % i)) for i in range(3)]
-    for bad, code in [
-        (_flip(batches[bad_index], 80), error_codes.CORRUPT_MESSAGE),
-        (make_batch([(b"k", b"x" * 500, 1_000)]), error_codes.MESSAGE_TOO_LARGE),
-        (_set_records_count(batches[bad_index], 1), error_codes.INVALID_RECORD),
-    ]:
-        parts = list(batches)
-        parts[bad_index] = bad
-        _reject(log, b"".join(parts), code)
-    result = log.append(b"".join(batches), leader_epoch=0)
-    assert (result.first_offset, result.last_offset) == (2, 7)
-
-
 # --- idempotent producers ----------------------------------------------------------------
 
 
@@ -497,24 +373,8 @@ def test_missing_epoch_checkpoint_is_rebuilt(tmp_path: Path) -> None:
 # --- truncation --------------------------------------------------------------------------
 
 
-def _filled(
-    tmp_path: Path, batches: int = 20, clock: Clock | None = None
-) -> tuple[PartitionLog, Model]:
-    log = PartitionLog(
-        tmp_path / "t-0",
-        config(segment_bytes=600, index_interval_bytes=100, file_delete_delay_ms=1000),
-        clock_ms=clock,
-    )
-    model = Model()
-    for i in range(batches):
-        r = recs(1 + i % 3, ts=1_000 + 10 * i, tag=b"%d" % i)
-        model.add(log.append(make_batch(r), leader_epoch=0, now_ms=1_000).first_offset, r)
-    assert len(log.segments) >= 4
-    return log, model
-
-
 def test_truncate_in_the_middle_of_a_segment(tmp_path: Path) -> None:
-    log, model = _filled(tmp_path)
+    log, model = filled_log(tmp_path)
     seg = log.segments[1]
     inner = [b for b in model.batches if seg.base_offset < b.base_offset < seg.next_offset]
     target = inner[0].base_offset
@@ -539,7 +399,7 @@ def test_truncate_in_the_middle_of_a_segment(tmp_path: Path) -> None:
 
 
 def test_truncate_across_segments_to_a_segment_base(tmp_path: Path) -> None:
-    log, model = _filled(tmp_path)
+    log, model = filled_log(tmp_path)
     target = log.segments[2].base_offset
     log.truncate_to(target)
     model.truncate_to(target)
@@ -552,7 +412,7 @@ def test_truncate_across_segments_to_a_segment_base(tmp_path: Path) -> None:
 
 
 def test_truncate_everything_and_beyond_end(tmp_path: Path) -> None:
-    log, _ = _filled(tmp_path)
+    log, _ = filled_log(tmp_path)
     end = log.log_end_offset
     log.truncate_to(end + 10)
     assert log.log_end_offset == end
@@ -563,7 +423,7 @@ def test_truncate_everything_and_beyond_end(tmp_path: Path) -> None:
 
 
 def test_truncate_keeps_high_watermark_and_recovery_point_below_end(tmp_path: Path) -> None:
-    log, _ = _filled(tmp_path)
+    log, _ = filled_log(tmp_path)
     log.flush()
     log.update_high_watermark(log.log_end_offset)
     log.truncate_to(10)
@@ -588,164 +448,13 @@ def test_flush_messages_advances_recovery_point(tmp_path: Path) -> None:
 
 
 def test_flush_ms(tmp_path: Path) -> None:
-    clock = Clock(1_000)
+    clock = ManualClock(1_000)
     log = PartitionLog(tmp_path / "t-0", config(flush_ms=100), clock_ms=clock)
     log.append(make_batch(recs(1)), leader_epoch=0)
     assert not log.maybe_flush(1_050)
     assert log.maybe_flush(1_100)
     assert log.recovery_point == 1
     assert not log.maybe_flush(5_000)  # nothing unflushed
-
-
-# --- retention ---------------------------------------------------------------------------
-
-
-def test_retention_by_time(tmp_path: Path) -> None:
-    clock = Clock()
-    log = PartitionLog(
-        tmp_path / "t-0",
-        config(segment_bytes=600, retention_ms=10_000, file_delete_delay_ms=0),
-        clock_ms=clock,
-    )
-    model = Model()
-    for i in range(12):
-        ts = 1_000 if i < 6 else 100_000
-        r = [(b"k", b"x" * 100, ts)]
-        model.add(log.append(make_batch(r), leader_epoch=0, now_ms=ts).first_offset, r)
-    log.update_high_watermark(log.log_end_offset)
-    old = [s for s in log.segments if s.max_timestamp == 1_000]
-    assert old
-    assert apply_retention(log, 50_000) == len(old)
-    assert log.log_start_offset == log.segments[0].base_offset == old[-1].next_offset
-    model.keep_from(log.log_start_offset)
-    assert_matches(log, model)
-    assert apply_retention(log, 50_000) == 0
-    # Everything expired: the log end survives in a new empty segment.
-    end = log.log_end_offset
-    apply_retention(log, 10**9)
-    assert log.log_end_offset == end == log.log_start_offset
-    assert log.append(make_batch(recs(1)), leader_epoch=0, now_ms=10**9).first_offset == end
-
-
-def test_retention_by_bytes(tmp_path: Path) -> None:
-    log, model = _filled(tmp_path)
-    log.update_high_watermark(log.log_end_offset)
-    total = log.size_bytes
-    limit = total // 2
-    log.config = config(
-        segment_bytes=600, retention_bytes=limit, retention_ms=-1, file_delete_delay_ms=1000
-    )
-    deleted = apply_retention(log, 10**12)
-    assert deleted > 0
-    assert log.size_bytes >= limit
-    assert log.size_bytes - log.segments[0].size < limit  # one more would go below
-    model.keep_from(log.log_start_offset)
-    assert_matches(log, model)
-
-
-def test_retention_never_passes_high_watermark(tmp_path: Path) -> None:
-    log, model = _filled(tmp_path)
-    log.config = config(segment_bytes=600, retention_ms=1)
-    log.update_high_watermark(log.segments[2].base_offset + 1)
-    hw = log.high_watermark
-    apply_retention(log, 10**12)
-    assert log.log_start_offset <= hw
-    assert all(s.next_offset > hw for s in log.segments)
-    assert log.segments[0].base_offset <= hw
-    model.keep_from(log.log_start_offset)
-    assert_matches(log, model)
-    log.update_high_watermark(0)
-    assert apply_retention(log, 10**12) == 0
-
-
-def test_delete_records_before(tmp_path: Path) -> None:
-    log, model = _filled(tmp_path)
-    log.config = config(segment_bytes=600, retention_ms=-1)
-    log.update_high_watermark(20)
-    with pytest.raises(KafkaError) as e:
-        log.delete_records_before(21)
-    assert e.value.error is error_codes.OFFSET_OUT_OF_RANGE
-    target = log.segments[2].base_offset + 1
-    assert log.delete_records_before(target) == target
-    assert log.delete_records_before(3) == target  # never moves back
-    assert log.log_start_offset == target
-    assert apply_retention(log, 0) == 2
-    assert log.log_start_offset == target
-    assert log.segments[0].base_offset < target
-    model.keep_from(target)
-    assert_matches(log, model)
-    log.close()
-    again = PartitionLog(
-        log.directory, log.config, recovery_point=0, log_start_offset=target, clean_shutdown=False
-    )
-    assert again.log_start_offset == target
-    assert_matches(again, model)
-
-
-def test_reader_keeps_deleted_segment_until_delete_delay(tmp_path: Path) -> None:
-    clock = Clock(1_000_000)
-    log, _ = _filled(tmp_path, clock=clock)
-    region = log.read(0, 1 << 20).records
-    assert region is not None
-    before = os.pread(region.fileno, region.length, region.offset)
-    log.config = config(segment_bytes=600, retention_ms=-1, file_delete_delay_ms=1000)
-    log.update_high_watermark(log.log_end_offset)
-    log.delete_records_before(log.segments[1].base_offset)
-    assert apply_retention(log, clock.now) == 1
-    assert list(log.directory.glob("*.log.deleted"))
-    assert os.pread(region.fileno, region.length, region.offset) == before
-    assert log.delete_expired_files(clock.now + 999) == 0
-    assert os.pread(region.fileno, region.length, region.offset) == before
-    assert log.delete_expired_files(clock.now + 1000) == 1
-    assert not list(log.directory.glob("*.deleted"))
-    with pytest.raises(OSError):
-        os.pread(region.fileno, region.length, region.offset)
-
-
-# --- configuration -----------------------------------------------------------------------
-
-
-def test_log_config_parses_kafka_names() -> None:
-    cfg = LogConfig.from_map(
-        {
-            "segment.bytes": "20000",
-            "index.interval.bytes": "500",
-            "cleanup.policy": "compact,delete",
-            "retention.ms": "-1",
-            "message.timestamp.type": "LogAppendTime",
-            "preallocate": "TRUE",
-        }
-    )
-    assert cfg.segment_bytes == 20000 and cfg.index_interval_bytes == 500
-    assert cfg.compact and cfg.delete and cfg.log_append_time and cfg.preallocate
-    assert LogConfig.from_map({}) == LogConfig()
-    assert set(LogConfig().to_map()) == TOPIC_CONFIG_NAMES
-    assert LogConfig.from_map(LogConfig().to_map()) == LogConfig()
-
-
-@pytest.mark.parametrize(
-    "name,value",
-    [
-        ("segment.byte", "1"),
-        ("log.segment.bytes", "1000"),
-        ("segment.bytes", "abc"),
-        ("segment.bytes", "13"),
-        ("segment.bytes", "1.5"),
-        ("retention.ms", "-2"),
-        ("cleanup.policy", "remove"),
-        ("cleanup.policy", ""),
-        ("min.cleanable.dirty.ratio", "1.5"),
-        ("min.cleanable.dirty.ratio", "x"),
-        ("message.timestamp.type", "createtime"),
-        ("preallocate", "yes"),
-        ("compression.type", "brotli"),
-        ("flush.messages", "0"),
-        ("min.insync.replicas", "0"),
-    ],
-)
-def test_log_config_rejects(name: str, value: str) -> None:
-    with pytest.raises(InvalidConfigError):
-        LogConfig.from_map({name: value})
 
 
 def test_offset_for_timestamp_skips_records_below_log_start_within_a_segment(
