@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from riverlog.embedded import EmbeddedBroker, broker
 from tests.cluster_harness import Cluster
 from tests.zookeeper_server import ZooKeeperServer
 
@@ -69,6 +70,22 @@ def broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture(scope="package")
+def transactions_broker() -> Iterator[str]:
+    """One embedded broker (its bootstrap servers) for test_transactions.py and
+    test_transactions_cli.py: 5 transaction-state and offsets partitions, timed-out
+    transactions aborted within 200 ms."""
+    overrides = {
+        "transaction.state.log.num.partitions": "5",
+        "offsets.topic.num.partitions": "5",
+        "group.initial.rebalance.delay.ms": "0",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+    }
+    with broker(overrides=overrides) as running:
+        assert isinstance(running, EmbeddedBroker)
+        yield running.bootstrap_servers
 
 
 @pytest.fixture

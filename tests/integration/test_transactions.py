@@ -6,63 +6,40 @@ confluent-kafka, kafka-python, aiokafka and riverlog's client see every committe
 in order, and no aborted one, while read_uncommitted consumers see both (the aborted data
 is really there).
 A zombie with an old epoch is fenced; a transaction left open past its timeout is aborted
-by the coordinator. `riverlog transactions` lists, describes, finds a hanging transaction
-(made with the leaders' KIP-890 verification switched off) and aborts it.
+by the coordinator. riverlog's transactional producer commits, aborts and is fenced; a
+producer's next transaction waits for the markers. The tools: test_transactions_cli.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewTopic,
-    ResourceType,
-)
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from riverlog.client import AsyncConsumer, AsyncTransactionalProducer
 from riverlog.client.connection import Connection
-from riverlog.embedded import EmbeddedBroker, broker
 from riverlog.protocol import messages as m
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.records.v2 import Record, encode_batch
-
-PARTITIONS = 6
-DEADLINE_S = 20
+from tests.integration.transactions_support import (
+    DEADLINE_S,
+    PARTITIONS,
+    new_topic,
+    read_to_lso,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="module")
-def bootstrap() -> Iterator[str]:
-    overrides = {
-        "transaction.state.log.num.partitions": "5",
-        "offsets.topic.num.partitions": "5",
-        "group.initial.rebalance.delay.ms": "0",
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
-    }
-    with broker(overrides=overrides) as running:
-        assert isinstance(running, EmbeddedBroker)
-        yield running.bootstrap_servers
-
-
-def _topic(bootstrap: str, prefix: str, partitions: int = PARTITIONS) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
-    return name
+def bootstrap(transactions_broker: str) -> str:
+    """The package's transactions broker (conftest.py), shared with test_transactions_cli.py."""
+    return transactions_broker
 
 
 def _confluent_read(
@@ -111,27 +88,6 @@ def _kafka_python_read(bootstrap: str, topic: str, until: int) -> dict[int, list
     return got
 
 
-def _read_to_lso(bootstrap: str, topic: str, partitions: int = 1) -> dict[int, list[bytes]]:
-    """Everything a read_committed consumer sees up to the current last stable offsets."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    tps = [KTopicPartition(topic, p) for p in range(partitions)]
-    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-    try:
-        ends = consumer.end_offsets(tps)
-        consumer.assign(tps)
-        consumer.seek_to_beginning()
-        deadline = time.monotonic() + DEADLINE_S
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            assert time.monotonic() < deadline, "the consumer did not reach the LSO"
-            for tp, records in consumer.poll(timeout_ms=100).items():
-                got[tp.partition] += [r.value for r in records]
-    finally:
-        consumer.close()
-    return got
-
-
 async def _aiokafka_read(bootstrap: str, topic: str, until: int) -> dict[int, list[bytes]]:
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -156,13 +112,6 @@ async def _aiokafka_read(bootstrap: str, topic: str, until: int) -> dict[int, li
     return got
 
 
-def _wait_until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
-
-
 async def _riverlog_read(bootstrap: str, topic: str, until: int) -> dict[int, list[bytes]]:
     consumer = AsyncConsumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed"})
     consumer.assign((topic, p) for p in range(PARTITIONS))
@@ -184,7 +133,7 @@ def _expected(values: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
 
 
 def test_confluent_commit_and_abort_read_by_every_client(bootstrap: str) -> None:
-    topic = _topic(bootstrap, "txn")
+    topic = new_topic(bootstrap, "txn")
     producer = Producer(
         {"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}", "linger.ms": 5}
     )
@@ -215,7 +164,7 @@ def test_confluent_commit_and_abort_read_by_every_client(bootstrap: str) -> None
 
 
 def test_open_transaction_holds_back_read_committed(bootstrap: str) -> None:
-    topic = _topic(bootstrap, "lso", partitions=1)
+    topic = new_topic(bootstrap, "lso", partitions=1)
     plain = Producer({"bootstrap.servers": bootstrap})
     plain.produce(topic, value=b"before", partition=0)
     plain.flush(DEADLINE_S)
@@ -242,7 +191,7 @@ def test_open_transaction_holds_back_read_committed(bootstrap: str) -> None:
         seen += [r.value for rs in consumer.poll(timeout_ms=300).values() for r in rs]
         assert seen == [b"before"]  # nothing past the LSO
         producer.commit_transaction(DEADLINE_S)
-        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 4)  # records and marker
+        wait_until(lambda: consumer.end_offsets([tp])[tp] == 4)  # records and marker
     finally:
         consumer.close()
     got = _confluent_read(bootstrap, topic, "read_committed", 3, partitions=1)
@@ -250,8 +199,8 @@ def test_open_transaction_holds_back_read_committed(bootstrap: str) -> None:
 
 
 def test_confluent_send_offsets_to_transaction(bootstrap: str) -> None:
-    source = _topic(bootstrap, "src", partitions=1)
-    sink = _topic(bootstrap, "sink", partitions=1)
+    source = new_topic(bootstrap, "src", partitions=1)
+    sink = new_topic(bootstrap, "sink", partitions=1)
     group = f"copy-{source}"
     plain = Producer({"bootstrap.servers": bootstrap})
     for i in range(10):
@@ -303,7 +252,7 @@ def test_confluent_send_offsets_to_transaction(bootstrap: str) -> None:
 
 
 def test_kafka_python_producer_commit_abort_and_offsets(bootstrap: str) -> None:
-    topic = _topic(bootstrap, "kp")
+    topic = new_topic(bootstrap, "kp")
     group = f"kp-{topic}"
     producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"tx-{topic}")
     try:
@@ -336,7 +285,7 @@ def test_kafka_python_producer_commit_abort_and_offsets(bootstrap: str) -> None:
 
 
 def test_zombie_with_an_old_epoch_is_fenced(bootstrap: str) -> None:
-    topic = _topic(bootstrap, "zombie", partitions=1)
+    topic = new_topic(bootstrap, "zombie", partitions=1)
     transactional_id = f"tx-{topic}"
     zombie = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
     zombie.init_transactions(DEADLINE_S)
@@ -352,11 +301,11 @@ def test_zombie_with_an_old_epoch_is_fenced(bootstrap: str) -> None:
         zombie.produce(topic, value=b"late", partition=0)
         zombie.commit_transaction(DEADLINE_S)
     assert caught.value.args[0].fatal() or "fenced" in str(caught.value).lower()
-    assert _read_to_lso(bootstrap, topic) == {0: [b"successor"]}
+    assert read_to_lso(bootstrap, topic) == {0: [b"successor"]}
 
 
 def test_timed_out_transaction_is_aborted_by_the_coordinator(bootstrap: str) -> None:
-    topic = _topic(bootstrap, "timeout", partitions=1)
+    topic = new_topic(bootstrap, "timeout", partitions=1)
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -371,7 +320,7 @@ def test_timed_out_transaction_is_aborted_by_the_coordinator(bootstrap: str) -> 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
     tp = KTopicPartition(topic, 0)
     try:  # record + the coordinator's abort marker: stable again
-        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 2)
+        wait_until(lambda: consumer.end_offsets([tp])[tp] == 2)
     finally:
         consumer.close()
     with pytest.raises(KafkaException):
@@ -379,147 +328,7 @@ def test_timed_out_transaction_is_aborted_by_the_coordinator(bootstrap: str) -> 
     plain = Producer({"bootstrap.servers": bootstrap})
     plain.produce(topic, value=b"later", partition=0)
     plain.flush(DEADLINE_S)
-    assert _read_to_lso(bootstrap, topic) == {0: [b"later"]}
-
-
-def _tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "riverlog", "transactions", "--bootstrap-server", bootstrap, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def _verification(bootstrap: str, enabled: bool) -> None:
-    """`transaction.partition.verification.enable` off (dynamic, on broker 0) or back to its
-    default, on."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    op = AlterConfigOpType.DELETE if enabled else AlterConfigOpType.SET
-    entry = ConfigEntry(
-        "transaction.partition.verification.enable", "false", incremental_operation=op
-    )
-    resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[entry])
-    admin.incremental_alter_configs([resource])[resource].result(30)
-
-
-async def _hang(bootstrap: str, topic: str) -> None:
-    """A transactional batch the coordinator never heard of: a hanging transaction (possible
-    only with the leaders' verification off, KIP-890)."""
-    host, port = bootstrap.split(":")
-    conn = await Connection.open(host, int(port))
-    try:
-        init = await conn.send(
-            m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
-        )
-        assert isinstance(init, m.InitProducerIdResponse) and init.error_code == 0
-        batch = encode_batch(
-            [Record(0, int(time.time() * 1000), b"k", b"ghost")],
-            producer_id=init.producer_id,
-            producer_epoch=init.producer_epoch,
-            base_sequence=0,
-            is_transactional=True,
-        )
-        produce = m.ProduceRequest(
-            acks=-1,
-            timeout_ms=10000,
-            transactional_id="ghost",
-            topic_data=[
-                m.ProduceRequest.TopicProduceData(
-                    name=topic,
-                    partition_data=[m.ProduceRequest.PartitionProduceData(index=0, records=batch)],
-                )
-            ],
-        )
-        answer = await conn.send(produce)
-        assert isinstance(answer, m.ProduceResponse)
-        assert answer.responses[0].partition_responses[0].error_code == 0
-    finally:
-        await conn.close()
-
-
-def test_transactions_tool_lists_describes_finds_and_aborts(bootstrap: str) -> None:
-    topic = _topic(bootstrap, "tool", partitions=1)
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
-    producer.init_transactions(DEADLINE_S)
-    producer.begin_transaction()
-    producer.produce(topic, value=b"open", partition=0)
-    producer.flush(DEADLINE_S)
-    listed = _tool(bootstrap, "list")
-    assert listed.returncode == 0, listed.stderr
-    header, *rows = listed.stdout.splitlines()
-    assert header.split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
-    assert [f"tx-{topic}", "0"] == next(r.split()[:2] for r in rows if f"tx-{topic}" in r)
-    assert f"tx-{topic}" in listed.stdout and "Ongoing" in listed.stdout
-    described = _tool(bootstrap, "describe", "--transactional-id", f"tx-{topic}")
-    assert described.returncode == 0, described.stderr
-    fields = described.stdout.splitlines()[1].split("\t")
-    assert fields[1].strip() == f"tx-{topic}" and fields[4].strip() == "Ongoing"
-    assert fields[8].strip() == f"{topic}-0"
-    producer.commit_transaction(DEADLINE_S)
-    missing = _tool(bootstrap, "describe", "--transactional-id", "nobody")
-    assert missing.returncode == 1 and "nobody" in missing.stderr
-
-    _verification(bootstrap, False)
-    try:
-        asyncio.run(_hang(bootstrap, topic))
-    finally:
-        _verification(bootstrap, True)
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
-    tp = KTopicPartition(topic, 0)
-    try:
-        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 2)  # stuck at the ghost's start
-        producers = _tool(bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
-        assert producers.returncode == 0, producers.stderr
-        assert producers.stdout.splitlines()[0].split() == [
-            "ProducerId",
-            "ProducerEpoch",
-            "LatestCoordinatorEpoch",
-            "LastSequence",
-            "LastTimestamp",
-            "CurrentTransactionStartOffset",
-        ]
-        starts = [line.split()[5] for line in producers.stdout.splitlines()[1:]]
-        assert sorted(starts) == ["2", "None"]
-        hanging = _tool(
-            bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0"
-        )
-        assert hanging.returncode == 0, hanging.stderr
-        rows = hanging.stdout.splitlines()[1:]
-        assert len(rows) == 1 and rows[0].split()[:2] == [topic, "0"]
-        assert rows[0].split()[5] == "2"
-        aborted = _tool(
-            bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "2"
-        )
-        assert aborted.returncode == 0, aborted.stderr
-        _wait_until(lambda: consumer.end_offsets([tp])[tp] == 4)  # stable again
-    finally:
-        consumer.close()
-    assert _read_to_lso(bootstrap, topic) == {0: [b"open"]}
-    for isolation, shown in (("read_committed", "open\n"), ("read_uncommitted", "open\nghost\n")):
-        console = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "riverlog",
-                "console-consumer",
-                "--bootstrap-server",
-                bootstrap,
-                "--topic",
-                topic,
-                "--from-beginning",
-                "--isolation-level",
-                isolation,
-                "--timeout-ms",
-                "1500",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert console.stdout == shown, console.stderr
+    assert read_to_lso(bootstrap, topic) == {0: [b"later"]}
 
 
 async def _riverlog_transactions(bootstrap: str, topic: str, group: str) -> list[bytes]:
@@ -560,61 +369,18 @@ async def _riverlog_transactions(bootstrap: str, topic: str, group: str) -> list
 
 
 def test_riverlog_transactional_producer(bootstrap: str) -> None:
-    topic = _topic(bootstrap, "rl")
+    topic = new_topic(bootstrap, "rl")
     group = f"rl-{topic}"
     committed = asyncio.run(_riverlog_transactions(bootstrap, topic, group))
     by_partition: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     for value in committed:
         by_partition[int(value.split(b"-")[1]) % PARTITIONS].append(value)
-    assert _read_to_lso(bootstrap, topic, PARTITIONS) == by_partition
+    assert read_to_lso(bootstrap, topic, PARTITIONS) == by_partition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
         assert consumer.committed([TopicPartition(topic, 0)], DEADLINE_S)[0].offset == 3
     finally:
         consumer.close()
-
-
-def test_producer_perf_test_in_transactions(bootstrap: str) -> None:
-    topic = _topic(bootstrap, "perf", partitions=1)
-    produced = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "riverlog",
-            "producer-perf-test",
-            "--topic",
-            topic,
-            "--num-records",
-            "3000",
-            "--record-size",
-            "100",
-            "--throughput",
-            "-1",
-            "--producer-props",
-            f"bootstrap.servers={bootstrap}",
-            "--transactional-id",
-            f"perf-{topic}",
-            "--transaction-duration-ms",
-            "50",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert produced.returncode == 0, produced.stderr
-    assert produced.stdout.strip().splitlines()[-1].startswith("3000 records sent, ")
-    tp = KTopicPartition(topic, 0)
-    committed = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
-    uncommitted = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:  # the last markers are written after the tool's last commit returned
-        _wait_until(lambda: committed.end_offsets([tp]) == uncommitted.end_offsets([tp]))
-    finally:
-        committed.close()
-        uncommitted.close()
-    assert len(_read_to_lso(bootstrap, topic)[0]) == 3000
-    described = _tool(bootstrap, "describe", "--transactional-id", f"perf-{topic}")
-    assert described.stdout.splitlines()[1].split("\t")[4].strip() == "CompleteCommit"
 
 
 async def _back_to_back(bootstrap: str, topic: str, rounds: int) -> list[int]:
@@ -703,8 +469,8 @@ def test_next_transaction_waits_for_the_markers_not_concurrent_transactions(
     coordinator still writing the markers; it is answered once they are written, never with
     CONCURRENT_TRANSACTIONS (which clients retry only after 20 ms). Committed and aborted
     transactions alternate; read_committed sees exactly the committed ones."""
-    topic = _topic(bootstrap, "b2b", partitions=2)
+    topic = new_topic(bootstrap, "b2b", partitions=2)
     codes = asyncio.run(_back_to_back(bootstrap, topic, 20))
     assert codes == [0] * 20
     committed = [b"%d" % i for i in range(0, 20, 2)]
-    assert _read_to_lso(bootstrap, topic, 2) == {0: committed, 1: committed}
+    assert read_to_lso(bootstrap, topic, 2) == {0: committed, 1: committed}
