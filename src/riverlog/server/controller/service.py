@@ -15,10 +15,9 @@ ISR changes made by leaders (`/isr_change_notification`), failed log directories
 the store's thread: each re-arms itself and queues its event onto the loop.
 
 Decisions are pure (`controller/context.py`); here they are written — version-checked,
-batched into multi-ops of `WRITE_BATCH` partitions, each also checking `/controller_epoch`
-so a deposed controller's writes fail — and sent (`controller/requests.py`,
-`server/controller/channel.py`). A partition whose state a leader changed meanwhile is
-re-read and decided again.
+batched, fenced by `/controller_epoch`: `server/controller/state_writes.py` — and sent
+(`controller/requests.py`, `server/controller/channel.py`). A partition whose state a
+leader changed meanwhile is re-read and decided again.
 """
 
 from __future__ import annotations
@@ -44,37 +43,32 @@ from riverlog.controller.context import (
 )
 from riverlog.metadata import layout
 from riverlog.metadata.store import (
-    BadVersionError,
-    CheckOp,
-    CreateOp,
     Node,
     NodeExistsError,
     NoNodeError,
-    Op,
-    SetOp,
     StoreUnavailableError,
 )
 from riverlog.model import TopicPartition
-from riverlog.server import state_change_log
 from riverlog.server.controller.channel import ControllerChannel
 from riverlog.server.controller.leader_rebalance import LeaderRebalance
 from riverlog.server.controller.log_dir_failures import LogDirFailures
 from riverlog.server.controller.reassignment_executor import Reassignments
+from riverlog.server.controller.state_writes import (
+    NotControllerError,
+    check_epoch,
+    partition_nodes,
+    write_states,
+)
 
 if TYPE_CHECKING:
     from riverlog.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
-WRITE_BATCH = 500
 RESYNC_BACKOFF_S = 1.0
 Decide = Callable[
     [ControllerContext, Collection[TopicPartition]], dict[TopicPartition, layout.PartitionState]
 ]
-
-
-class NotControllerError(Exception):
-    """The controller epoch moved on: another broker is the controller now."""
 
 
 class ControllerService:
@@ -287,21 +281,13 @@ class ControllerService:
             assignment.adding_replicas,
             assignment.removing_replicas,
         )
-        existing = self._partition_nodes(name) or set()  # one call, not one per partition
+        existing = partition_nodes(self.store, name) or set()  # one call, not one per partition
         found = self.store.get_many(
             [layout.partition_state_path(name, i) for i in assignment.partitions if i in existing]
         )
         for index in assignment.partitions:
             self._keep_state((name, index), found.get(layout.partition_state_path(name, index)))
         return [(name, p) for p in sorted(assignment.partitions) if p not in before]
-
-    def _partition_nodes(self, topic: str) -> set[int] | None:
-        """The partitions with a node under `/brokers/topics/T/partitions` (None: no such
-        node yet)."""
-        try:
-            return {int(p) for p in self.store.children(f"{layout.topic_path(topic)}/partitions")}
-        except NoNodeError:
-            return None
 
     def _read_state(self, tp: TopicPartition) -> None:
         try:
@@ -357,74 +343,12 @@ class ControllerService:
         return [tp for tp in changed if tp in ctx.states]
 
     def _write(self, states: dict[TopicPartition, layout.PartitionState]) -> list[TopicPartition]:
-        """Write partition states in batches; the partitions whose write conflicted."""
-        ctx = self._context()
-        items = sorted(states.items())
-        conflicts: list[TopicPartition] = []
-        nodes: dict[str, set[int] | None] = {}  # topic → its partition nodes (None: none yet)
-        for start in range(0, len(items), WRITE_BATCH):
-            batch = items[start : start + WRITE_BATCH]
-            ops: list[Op] = [CheckOp(layout.CONTROLLER_EPOCH, self.epoch_version)]
-            for (topic, index), state in batch:
-                path = layout.partition_state_path(topic, index)
-                if ctx.version((topic, index)) < 0:
-                    parent = f"{layout.topic_path(topic)}/partitions"
-                    if topic not in nodes:
-                        nodes[topic] = self._partition_nodes(topic)
-                    existing = nodes[topic]
-                    if existing is None:
-                        ops.append(CreateOp(parent, b""))
-                        existing = nodes[topic] = set()
-                    if index not in existing:
-                        ops.append(CreateOp(f"{parent}/{index}", b""))
-                        existing.add(index)
-                    ops.append(CreateOp(path, state.to_json()))
-                else:
-                    ops.append(SetOp(path, state.to_json(), ctx.version((topic, index))))
-            try:
-                self.store.multi(ops)
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                conflicts += self._write_one_by_one(batch)
-                continue
-            for tp, state in batch:
-                self._written(tp, state)
-        return conflicts
-
-    def _write_one_by_one(
-        self, batch: list[tuple[TopicPartition, layout.PartitionState]]
-    ) -> list[TopicPartition]:
-        ctx = self._context()
-        self._check_epoch()
-        conflicts = []
-        for tp, state in batch:
-            path = layout.partition_state_path(*tp)
-            try:
-                if ctx.version(tp) < 0:
-                    self.store.create(path, state.to_json())
-                else:
-                    self.store.set(path, state.to_json(), expected_version=ctx.version(tp))
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                conflicts.append(tp)
-                continue
-            self._written(tp, state)
-        return conflicts
-
-    def _written(self, tp: TopicPartition, state: layout.PartitionState) -> None:
-        """The store accepted `state`: remember it, and say so in the state-change log."""
-        ctx = self._context()
-        before = ctx.state(tp)
-        ctx.written(tp, state)
-        state_change_log.partition_changed(
-            self.broker_id, ctx.epoch, tp, before, state, ctx.version(tp)
-        )
+        """Write partition states (`state_writes.write_states`); the partitions whose write
+        conflicted."""
+        return write_states(self.store, self.broker_id, self._context(), self.epoch_version, states)
 
     def _check_epoch(self) -> None:
-        try:
-            version = self.store.get(layout.CONTROLLER_EPOCH).version
-        except NoNodeError:
-            version = -1
-        if version != self.epoch_version:
-            raise NotControllerError
+        check_epoch(self.store, self.epoch_version)
 
     # --- telling brokers ----------------------------------------------------------------
 

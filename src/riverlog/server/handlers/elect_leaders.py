@@ -18,7 +18,7 @@ from riverlog.controller.leader_balance import ELECTION_TYPES, PREFERRED, Outcom
 from riverlog.model import TopicPartition
 from riverlog.protocol import error_codes
 from riverlog.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
-from riverlog.server.controller.service import NotControllerError
+from riverlog.server.controller.state_writes import NotControllerError
 from riverlog.server.dispatch import RequestContext
 
 if TYPE_CHECKING:
