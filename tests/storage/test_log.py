@@ -14,8 +14,9 @@ from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
 from riverlog.protocol.records.batch_header import TIMESTAMP_LOG_APPEND_TIME
 from riverlog.protocol.records.v2 import iter_record_batches
-from riverlog.storage.log import MAX_TIMESTAMP, PartitionLog
+from riverlog.storage.log import PartitionLog
 from riverlog.storage.segment import WRITE_CHUNK
+from riverlog.storage.timestamp_search import MAX_TIMESTAMP
 from tests.storage.logtools import (
     CODECS,
     ManualClock,

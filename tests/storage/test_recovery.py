@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol.records.batch_header import iter_batches
 from riverlog.protocol.records.v2 import RecordBatch
-from riverlog.storage.log import MAX_TIMESTAMP, PartitionLog
+from riverlog.storage.log import PartitionLog
+from riverlog.storage.timestamp_search import MAX_TIMESTAMP
 from tests.storage.logtools import (
     CODECS,
     Model,

@@ -35,10 +35,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from riverlog.clock import SYSTEM_CLOCK
-from riverlog.model import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from riverlog.protocol import error_codes
 from riverlog.protocol.error_codes import KafkaError
-from riverlog.protocol.exceptions import ProtocolError
 from riverlog.protocol.primitives import FileRegion
 from riverlog.protocol.records.batch_header import (
     CONTROL_BIT,
@@ -47,7 +45,6 @@ from riverlog.protocol.records.batch_header import (
     BatchHeader,
     place_batch,
 )
-from riverlog.protocol.records.v2 import Record, decode_records
 from riverlog.storage import checkpoint
 from riverlog.storage.epoch_cache import LeaderEpochCache
 from riverlog.storage.log_config import LogConfig
@@ -58,13 +55,12 @@ from riverlog.storage.producer_state import (
     ProducerStateManager,
     VerificationGuard,
 )
-from riverlog.storage.segment import DELETED_SUFFIX, BatchPosition, LogSegment
+from riverlog.storage.segment import DELETED_SUFFIX, LogSegment
+from riverlog.storage.timestamp_search import offset_for_timestamp
 from riverlog.storage.txn_index import AbortedTxn
 from riverlog.storage.validation import assign_offsets, validate_batches
 
 log = logging.getLogger(__name__)
-
-MAX_TIMESTAMP = -3
 
 
 class AppendResult(NamedTuple):
@@ -479,56 +475,9 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) of the first record at or after `timestamp`;
-        -1 latest, -2 earliest, -3 the record with the largest timestamp."""
-        segments = self.segments
-        if timestamp == LATEST_TIMESTAMP:
-            return self.log_end_offset, -1
-        if timestamp == EARLIEST_TIMESTAMP:
-            return self.log_start_offset, -1
-        if timestamp == MAX_TIMESTAMP:
-            best = max(segments, key=lambda s: s.max_timestamp)
-            if best.max_timestamp < 0:
-                return None
-            target = best.max_timestamp
-            records = self._records_at(best, best.find_timestamp(target))
-            for r in records:
-                if r.timestamp == target:
-                    return r.offset, target
-            return None
-        for seg in segments:
-            if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
-                continue
-            found = seg.find_timestamp(timestamp)
-            if found is None:
-                continue
-            # The first batch reaching `timestamp` may hold only records below the log
-            # start offset (DeleteRecords): keep looking in the batches after it.
-            for batch in seg.batches_from(found.position):
-                if batch.header.last_offset < self.log_start_offset:
-                    continue
-                if batch.header.max_timestamp < timestamp:
-                    continue
-                for r in self._records_at(seg, batch):
-                    if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
-                        return r.offset, r.timestamp
-        return None
-
-    def _records_at(self, seg: LogSegment, found: BatchPosition | None) -> list[Record]:
-        """The records of a batch; none (and a warning) for one whose records cannot be read
-        (corrupted on disk): the search goes on past it."""
-        if found is None:
-            return []
-        raw = seg.read_bytes(found.position, found.header.size)
-        try:
-            return decode_records(found.header, memoryview(raw)[61:])
-        except ProtocolError as e:
-            log.warning(
-                "%s: batch at offset %d cannot be read, skipped: %s",
-                self.directory,
-                found.header.base_offset,
-                e,
-            )
-            return []
+        -1 latest, -2 earliest, -3 the record with the largest timestamp
+        (`storage/timestamp_search.py`)."""
+        return offset_for_timestamp(self, timestamp)
 
     # --- truncation and deletion -------------------------------------------------------
 
