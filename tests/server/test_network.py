@@ -26,7 +26,7 @@ from riverlog.protocol.messages import (
 from riverlog.protocol.primitives import FileRegion
 from riverlog.server import network
 from riverlog.server.dispatch import Dispatcher, RequestContext
-from riverlog.server.network import NetworkServer
+from riverlog.server.listener import NetworkServer
 
 
 class Client:

@@ -20,7 +20,7 @@ from riverlog.protocol.messages import (
 from riverlog.protocol.primitives import FileRegion
 from riverlog.server.admission import ConnectionQuotas, MemoryPool
 from riverlog.server.dispatch import Dispatcher, RequestContext
-from riverlog.server.network import NetworkServer
+from riverlog.server.listener import NetworkServer
 
 
 async def _wait_for(check: object, timeout_s: float = 5.0) -> None:

@@ -56,9 +56,9 @@ from riverlog.server.fencing import ControllerFence
 from riverlog.server.fetch_session import FetchSessionCache
 from riverlog.server.group_coordinator import GroupCoordinator
 from riverlog.server.handlers import HANDLERS
+from riverlog.server.listener import NetworkServer
 from riverlog.server.metadata_cache import MetadataCache
 from riverlog.server.metrics import endpoint as metrics_endpoint
-from riverlog.server.network import NetworkServer
 from riverlog.server.producer_ids import ProducerIdAllocator
 from riverlog.server.quotas.manager import QuotaManager
 from riverlog.server.replication.replica_fetcher import ReplicaFetchers

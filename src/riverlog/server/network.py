@@ -1,4 +1,5 @@
-"""The broker's network layer: the only listener, one `Connection` per client socket.
+"""The broker's network layer: one `Connection` per client socket, requests in, answers out.
+The listening socket that accepts them is `server/listener.py`'s.
 
 How it works. A `Connection` is an `asyncio.BufferedProtocol`: the event loop receives
 straight into memory from its `FrameReader`, which returns whole request frames. Each frame
@@ -24,7 +25,7 @@ arrive. Bytes of requests in flight are reserved from the `queued.max.request.by
 a frame's size is read and given back when its response is ready; while the pool is empty
 the connection stops reading. A connection over `max.connections` /
 `max.connections.per.ip` (+ overrides) is closed on arrival; one idle for
-`connections.max.idle.ms` is closed by the reaper.
+`connections.max.idle.ms` is closed by the listener's reaper (`server/listener.py`).
 
 Client quotas (`server/quotas/manager.py`, KIP-219). While any quota is set, each request's
 handler time is measured and the quota manager told of the request and its answer; a
@@ -36,18 +37,18 @@ cannot be decoded, closes that one connection (Kafka does the same); an ApiVersi
 at an unknown version gets an ApiVersions v0 answer with UNSUPPORTED_VERSION so the client can
 retry lower. Nothing a client sends reaches another connection.
 
-Security (riverlog.security): a `NetworkServer` serves one named listener. On a TLS listener
-each connection is upgraded with `start_tls` (`_TlsHandshake`: a failed handshake is one log
-line) and runs on asyncio's TLS transport: record data cannot be sent with sendfile through
+Security (riverlog.security): a connection belongs to one named listener. On a TLS listener
+it starts once its `start_tls` handshake succeeded (`server/listener.py`) and runs on
+asyncio's TLS transport: record data cannot be sent with sendfile through
 TLS, so a `FileRegion` is read once (`os.pread`) and written once, and nothing is ever sent to
 the raw socket; `tls_read` drains each read's TLS records in C where it can. The
 connection's principal is `User:ANONYMOUS`, the mapped certificate
 subject on TLS, or the SASL login on SASL listeners, where `security.gate.admit` decides which
 requests may pass before (re-)authentication; a refused request closes the connection.
 
-Ownership: `NetworkServer` owns the listening socket and the set of live connections; each
-`Connection` owns its transport, reader and queue of pending responses. Everything runs on
-the event loop thread.
+Ownership: each `Connection` owns its transport, reader and queue of pending responses, and
+adds itself to (and removes itself from) its listener's live connections. Everything
+runs on the event loop thread.
 """
 
 from __future__ import annotations
@@ -58,12 +59,10 @@ import contextlib
 import logging
 import os
 import socket
-import ssl
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from riverlog.clock import SYSTEM_CLOCK, Clock
 from riverlog.protocol.api import ApiMessage
 from riverlog.protocol.exceptions import (
     FrameError,
@@ -77,27 +76,45 @@ from riverlog.protocol.primitives import Chunk, FileRegion
 from riverlog.security import gate
 from riverlog.security.principal import ANONYMOUS
 from riverlog.security.sasl import SaslServer
-from riverlog.server import tls_read
-from riverlog.server.admission import ConnectionQuotas, MemoryPool
 
 if TYPE_CHECKING:
+    import ssl
+
+    from riverlog.clock import Clock
     from riverlog.protocol.framing import Request
     from riverlog.security.rules import Subject
+    from riverlog.server.admission import ConnectionQuotas, MemoryPool
     from riverlog.server.dispatch import Dispatcher, Response
     from riverlog.server.quotas.manager import QuotaManager
 
 log = logging.getLogger(__name__)
 _perf = time.perf_counter
 
-TLS_HANDSHAKE_TIMEOUT_S = 10.0
 MAX_IN_FLIGHT_PER_CONNECTION = 64
 """Requests read but not yet answered before the connection stops reading (backpressure)."""
+
+
+class Listener(Protocol):
+    """What a `Connection` reads of the listener that accepted it (`NetworkServer`,
+    `server/listener.py`, which imports this module: typed here, not imported)."""
+
+    clock: Clock
+    dispatcher: Dispatcher
+    client_quotas: QuotaManager | None
+    connections: set[Connection]
+    listener_name: str
+    max_request_bytes: int
+    memory: MemoryPool
+    quotas: ConnectionQuotas
+    ssl_context: ssl.SSLContext | None
+    new_sasl: Callable[[], SaslServer] | None
+    principal_of_certificate: Callable[[dict[str, object]], str] | None
 
 
 class Connection(asyncio.BufferedProtocol):
     """One client connection: frames in, responses out in request order."""
 
-    def __init__(self, server: NetworkServer) -> None:
+    def __init__(self, server: Listener) -> None:
         self.server = server
         self._memory = server.memory if server.memory.bounded else None
         self.reader = FrameReader(max_frame_bytes=server.max_request_bytes, memory=self._memory)
@@ -609,126 +626,3 @@ def _without_regions(chunks: list[Chunk]) -> list[Chunk]:
         else:
             out.append(chunk)
     return out
-
-
-class _TlsHandshake(asyncio.Protocol):
-    """A TLS listener's new TCP connection, upgraded with `start_tls` before its
-    `Connection` takes over — so that a failed handshake (plaintext bytes on a TLS port, an
-    untrusted client certificate) is logged in one line, which asyncio's own TLS server does
-    only in debug mode."""
-
-    def __init__(self, server: NetworkServer) -> None:
-        self.server = server
-        self._upgrading: asyncio.Task[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.pause_reading()  # the ClientHello waits in the socket for start_tls
-        self._upgrading = asyncio.get_running_loop().create_task(self._upgrade(transport))
-
-    async def _upgrade(self, transport: asyncio.Transport) -> None:
-        context = self.server.ssl_context
-        assert context is not None
-        peer = transport.get_extra_info("peername")
-        where = f"{peer[0]}:{peer[1]}" if peer else "?"
-        connection = Connection(self.server)
-        try:
-            tls = await asyncio.get_running_loop().start_tls(
-                transport,
-                connection,
-                context,
-                server_side=True,
-                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
-            )
-        except (OSError, ConnectionError, TimeoutError, ssl.SSLError) as e:
-            log.warning(
-                "closing %s (listener %s): TLS handshake failed: %s",
-                where,
-                self.server.listener_name,
-                e,
-            )
-            transport.abort()
-            return
-        if tls is None:  # closed meanwhile
-            return
-        tls_read.install(tls)  # records drained in C where available (server/tls_read.py)
-        connection.connection_made(tls)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._upgrading is not None and not self._upgrading.done():
-            self._upgrading.cancel()
-
-
-class NetworkServer:
-    """The listening socket of one listener and its connections."""
-
-    def __init__(
-        self,
-        dispatcher: Dispatcher,
-        host: str,
-        port: int,
-        *,
-        max_request_bytes: int,
-        max_idle_ms: int,
-        listener_name: str = "PLAINTEXT",
-        ssl_context: ssl.SSLContext | None = None,
-        new_sasl: Callable[[], SaslServer] | None = None,
-        principal_of_certificate: Callable[[dict[str, object]], str] | None = None,
-        memory: MemoryPool | None = None,
-        quotas: ConnectionQuotas | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-        client_quotas: QuotaManager | None = None,
-    ) -> None:
-        self.clock = clock
-        self.client_quotas = client_quotas
-        """Client quotas (server/quotas/manager.py): throttle and mute (KIP-219)."""
-        self.dispatcher = dispatcher
-        self.host = host
-        self.port = port
-        self.listener_name = listener_name
-        self.ssl_context = ssl_context
-        self.new_sasl = new_sasl
-        self.principal_of_certificate = principal_of_certificate
-        self.max_request_bytes = max_request_bytes
-        self.memory = memory or MemoryPool(-1)
-        self.quotas = quotas or ConnectionQuotas(2**31 - 1, 2**31 - 1, {})
-        self.max_idle_s = max_idle_ms / 1000.0
-        self.connections: set[Connection] = set()
-        self._server: asyncio.Server | None = None
-        self._reaper: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        factory: Callable[[], asyncio.BaseProtocol] = (
-            (lambda: _TlsHandshake(self)) if self.ssl_context else (lambda: Connection(self))
-        )
-        self._server = await loop.create_server(
-            factory, self.host, self.port, reuse_address=True, backlog=1024
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        self._reaper = loop.create_task(self._reap_idle())
-
-    async def stop_accepting(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-
-    async def drain(self, timeout_s: float) -> None:
-        """Wait (bounded) for responses in flight, then close every connection."""
-        deadline = self.clock.monotonic_s() + timeout_s
-        while self.clock.monotonic_s() < deadline and any(c._pending for c in self.connections):
-            await asyncio.sleep(0.01)
-        if self._reaper is not None:
-            self._reaper.cancel()
-        for conn in list(self.connections):
-            conn.close()
-
-    async def _reap_idle(self) -> None:
-        interval = max(0.05, min(self.max_idle_s / 4, 30.0))
-        while True:
-            await asyncio.sleep(interval)
-            cutoff = self.clock.monotonic_s() - self.max_idle_s
-            for conn in list(self.connections):
-                if conn.last_active < cutoff and not conn._pending:
-                    log.info("closing idle connection %s", conn.peer)
-                    conn.close()

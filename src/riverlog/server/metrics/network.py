@@ -1,5 +1,5 @@
 """The network layer's gauges, read at scrape time from the listeners and the request memory
-pool (`server/network.py`, `server/admission.py`); nothing is counted per request. Names
+pool (`server/listener.py`, `server/admission.py`); nothing is counted per request. Names
 are those Kafka's MBeans get from the JMX exporter's rules (Strimzi's, for the connection
 count, which the Strimzi and MSK dashboards read):
 
