@@ -137,7 +137,7 @@ async def test_record_data_larger_than_the_socket_takes_arrives_intact_and_in_or
     regions = [(0, len(data)), (1000, 3 << 20), (17, 5 << 20)]
     served = iter(regions)
     partial: list[tuple[int, int]] = []
-    original = network._sendfile_now
+    original = network.sendfile_now
 
     def sendfile_now(sock: socket.socket, region: FileRegion) -> int:
         sent = original(sock, region)
@@ -145,7 +145,7 @@ async def test_record_data_larger_than_the_socket_takes_arrives_intact_and_in_or
             partial.append((sent, region.length))
         return sent
 
-    monkeypatch.setattr(network, "_sendfile_now", sendfile_now)
+    monkeypatch.setattr(network, "sendfile_now", sendfile_now)
 
     def fetch(context: RequestContext) -> FetchResponse:
         offset, length = next(served)
