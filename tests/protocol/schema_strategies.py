@@ -1,6 +1,6 @@
 """Hypothesis strategies for generated protocol messages, built from the schemas themselves.
 
-The generator's parsed model (`tools/generate_messages.py`: `Message`, `Struct`, `Field`) says
+The generator's parsed model (`tools/message_schema.py`: `Message`, `Struct`, `Field`) says
 which fields exist at each version, their types, nullability and tags; from it we build a
 strategy producing an instance of the generated class holding only fields present at that
 version (absent ones stay at their defaults, which is what decoding gives back).
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
-import generate_messages as schema
+import message_schema as schema
 
 from riverlog.protocol import messages
 
